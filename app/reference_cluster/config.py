@@ -1,0 +1,146 @@
+"""Settings of the reference cluster: its section of the settings tree (``app.settings``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def validate_topic_name(name: str) -> str:
+    """Kafka's ``Topic.validate``: 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
+    if name in {".", ".."} or not _TOPIC_NAME.match(name):
+        raise ValueError(
+            f"illegal topic name {name!r}: use 1-249 characters of a-z, A-Z, 0-9, '.', '_' and '-'"
+        )
+    return name
+
+
+class TopicSpec(BaseModel):
+    """A topic the reference cluster creates at start-up."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    partitions: Annotated[int, Field(ge=1, le=100_000)]
+    replication_factor: Annotated[int, Field(ge=1, le=32)]
+    config: dict[str, str] = Field(default_factory=dict)
+
+    _check_name = field_validator("name")(validate_topic_name)
+
+    @classmethod
+    def parse(cls, text: str) -> TopicSpec:
+        """``NAME:PARTITIONS:RF`` as given to ``--topic``."""
+        parts = text.split(":")
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise ValueError(f"topic {text!r} is not NAME:PARTITIONS:REPLICATION_FACTOR (e.g. orders:6:3)")
+        return cls(name=parts[0], partitions=int(parts[1]), replication_factor=int(parts[2]))
+
+
+class TrafficSettings(BaseModel):
+    """Simulated client traffic and host resources; rates are per partition before any skew."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    produce_bytes_per_sec: Annotated[float, Field(ge=0)] = 64 * 1024
+    message_bytes: Annotated[int, Field(ge=1)] = 1024
+    consumer_fanout: Annotated[float, Field(ge=0)] = 2.0
+    producer_acks: Literal["0", "1", "all"] = "all"
+    initial_log_bytes: Annotated[int, Field(ge=0)] = 8 * 1024 * 1024
+    replica_fetch_bytes_per_sec: Annotated[float, Field(gt=0)] = 100 * 1024 * 1024
+    """Replication bandwidth of one follower broker when nothing throttles it."""
+    slow_follower_ratio: Annotated[float, Field(ge=0, le=1)] = 0.5
+    """A 'slow' follower fetches this fraction of the leader's produce rate: it never catches up."""
+    cpu_cores: Annotated[int, Field(ge=1)] = 8
+    memory_bytes: Annotated[int, Field(ge=1)] = 32 * 1024**3
+    disk_bytes_per_sec: Annotated[float, Field(gt=0)] = 400 * 1024 * 1024
+    max_fds: Annotated[int, Field(ge=1)] = 1_048_576
+
+
+class ReferenceClusterSettings(BaseModel):
+    """What the simulated brokers are and how their controller behaves (Kafka's defaults unless said)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    brokers: Annotated[int, Field(ge=1, le=1000)] = 3
+    racks: list[str] = Field(default_factory=list)
+    """Racks given to brokers in turn (broker i gets racks[i % len(racks)]); empty = no racks."""
+    topics: list[TopicSpec] = Field(default_factory=list)
+    inter_broker_protocol_version: str = "3.9"
+    """Decides what the brokers write: <2.4 topic znode v1, 2.4-2.7 v2, 2.8+ v3 with topic_id; <2.7 ISR
+    changes written by the partition leaders with /isr_change_notification, 2.7+ through the controller
+    (AlterPartition); 3.2+ ``leader_recovery_state`` after an unclean election."""
+    broker_registration_version: Literal[1, 2, 3, 4, 5] = 5
+    controller_znode_version: Literal[1, 2] = 2
+    host: str = "127.0.0.1"
+    listener_port_base: Annotated[int, Field(ge=1, le=65535)] = 19092
+    """Broker i advertises ``PLAINTEXT://host:listener_port_base+i`` (not served yet: no wire protocol)."""
+    metrics_ports: list[int] = Field(default_factory=list)
+    """Ports of the brokers' /metrics endpoints in id order; missing entries pick a free port."""
+    zookeeper_session_timeout_ms: Annotated[int, Field(ge=1000)] = 18_000
+    replica_lag_time_max_ms: Annotated[int, Field(ge=100)] = 30_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: Annotated[float, Field(gt=0)] = 300.0
+    leader_imbalance_per_broker_percentage: Annotated[int, Field(ge=0, le=100)] = 10
+    unclean_leader_election_enable: bool = False
+    min_insync_replicas: Annotated[int, Field(ge=1)] = 1
+    log_dirs_per_broker: Annotated[int, Field(ge=1, le=16)] = 2
+    tick_ms: Annotated[int, Field(ge=10, le=5000)] = 100
+    placement_seed: int | None = None
+    """Seed of the random start and shift of Kafka's replica placement (None: random, as Kafka)."""
+    traffic: TrafficSettings = Field(default_factory=TrafficSettings)
+
+    @field_validator("inter_broker_protocol_version")
+    @classmethod
+    def _check_ibp(cls, value: str) -> str:
+        parse_version(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_topics(self) -> ReferenceClusterSettings:
+        names = [t.name for t in self.topics]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"topics given twice: {', '.join(duplicates)}")
+        for topic in self.topics:
+            if topic.replication_factor > self.brokers:
+                raise ValueError(
+                    f"topic {topic.name!r}: replication factor {topic.replication_factor} "
+                    f"larger than available brokers: {self.brokers}"
+                )
+        return self
+
+    @property
+    def ibp(self) -> tuple[int, int]:
+        return parse_version(self.inter_broker_protocol_version)
+
+    @property
+    def alter_partition_enabled(self) -> bool:
+        return self.ibp >= (2, 7)
+
+    @property
+    def leader_recovery_supported(self) -> bool:
+        return self.ibp >= (3, 2)
+
+    @property
+    def topic_znode_version(self) -> int:
+        if self.ibp >= (2, 8):
+            return 3
+        return 2 if self.ibp >= (2, 4) else 1
+
+    def rack_of(self, broker_id: int) -> str | None:
+        return self.racks[broker_id % len(self.racks)] if self.racks else None
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``"2.8"`` or ``"2.8-IV1"`` or ``"3.9.0"`` -> (major, minor)."""
+    match = re.match(r"^(\d+)\.(\d+)", text)
+    if not match:
+        raise ValueError(f"inter.broker.protocol.version {text!r} is not MAJOR.MINOR (e.g. 2.8 or 3.9)")
+    version = (int(match.group(1)), int(match.group(2)))
+    if not (2, 0) <= version < (4, 0):
+        raise ValueError(f"inter.broker.protocol.version {text!r}: ZooKeeper mode is Kafka 2.0-3.9")
+    return version

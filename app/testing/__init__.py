@@ -1,0 +1,1 @@
+"""Test support shipped with the app: the real-ZooKeeper pytest plugin."""
