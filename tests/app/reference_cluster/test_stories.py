@@ -1,0 +1,357 @@
+"""The seeds' worked stories, replayed on the reference cluster against a real ZooKeeper.
+
+Every assertion reads ZooKeeper as a collector would (a separate kazoo session), never the simulation's
+memory: the point is that what the cluster writes is what ZK-mode Kafka writes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.recipe.watchers import ChildrenWatch
+
+from app.reference_cluster.cluster import ReferenceCluster
+from app.reference_cluster.config import ReferenceClusterSettings, TopicSpec
+from app.testing.zookeeper import expire_session
+from collectors.model import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+LAG_MS = 1500
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, message: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def start_cluster(zk_connect: str) -> Iterator[Callable[..., ReferenceCluster]]:
+    clusters: list[ReferenceCluster] = []
+
+    def start(**overrides: Any) -> ReferenceCluster:
+        values: dict[str, Any] = {
+            "brokers": 3,
+            "replica_lag_time_max_ms": LAG_MS,
+            "auto_leader_rebalance_enable": False,
+            "placement_seed": 7,
+        }
+        values.update(overrides)
+        cluster = ReferenceCluster(ReferenceClusterSettings(**values), zk_connect)
+        clusters.append(cluster)
+        cluster.start()
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.stop()
+    for cluster in clusters:
+        assert cluster.errors == [], cluster.errors
+
+
+def state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
+    data, stat = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+    result: dict[str, Any] = json.loads(data)
+    result["zk_version"] = stat.version
+    return result
+
+
+def topic_znode(zk: KazooClient, topic: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(zk.get(f"/brokers/topics/{topic}")[0])
+    return result
+
+
+def replicas(zk: KazooClient, topic: str, partition: int) -> list[int]:
+    result: list[int] = topic_znode(zk, topic)["partitions"][str(partition)]
+    return result
+
+
+def controller_epoch(zk: KazooClient) -> int:
+    return int(zk.get("/controller_epoch")[0])
+
+
+def controller_id(zk: KazooClient) -> int | None:
+    if not zk.exists("/controller"):
+        return None
+    result: int = json.loads(zk.get("/controller")[0])["brokerid"]
+    return result
+
+
+def test_seed_003_failover_restart_and_preferred_election(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    """test-multi-1, 3 brokers, 2 partitions, RF 3: stop AR[0], start it, elect the preferred leader."""
+    cluster = start_cluster(topics=[TopicSpec(name="test-multi-1", partitions=2, replication_factor=3)])
+    ar = replicas(zk_client, "test-multi-1", 0)
+    before = state(zk_client, "test-multi-1", 0)
+    assert before["leader"] == ar[0]
+    assert sorted(before["isr"]) == sorted(ar)
+
+    cluster.stop_broker(ar[0])
+    after_stop = wait_for(
+        lambda: (s := state(zk_client, "test-multi-1", 0))["leader"] == ar[1] and s,
+        message="the next replica in AR to lead",
+    )
+    assert ar[0] not in after_stop["isr"]
+    assert sorted(after_stop["isr"]) == sorted(ar[1:])
+    assert after_stop["leader_epoch"] > before["leader_epoch"]
+    assert not zk_client.exists(f"/brokers/ids/{ar[0]}")
+
+    cluster.start_broker(ar[0])
+    back = wait_for(
+        lambda: (s := state(zk_client, "test-multi-1", 0)) and ar[0] in s["isr"] and s,
+        message=f"broker {ar[0]} back in the ISR",
+    )
+    assert back["leader"] == ar[1], "a restarted broker never takes leadership back by itself"
+    assert zk_client.exists(f"/brokers/ids/{ar[0]}")
+
+    zk_client.create(
+        "/admin/preferred_replica_election",
+        json.dumps({"version": 1, "partitions": [{"topic": "test-multi-1", "partition": 0}]}).encode(),
+        makepath=True,
+    )
+    elected = wait_for(
+        lambda: (s := state(zk_client, "test-multi-1", 0))["leader"] == ar[0] and s,
+        message="the preferred replica to lead again",
+    )
+    assert elected["leader_epoch"] == back["leader_epoch"] + 1
+    assert sorted(elected["isr"]) == sorted(ar)
+    wait_for(lambda: not zk_client.exists("/admin/preferred_replica_election"), message="the znode deleted")
+
+
+def test_seed_004_restart_leaves_non_preferred_leaders_until_one_election(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    """topic-1, 3 brokers, 9 partitions, RF 3: restarting broker 2 leaves its partitions led by others."""
+    cluster = start_cluster(topics=[TopicSpec(name="topic-1", partitions=9, replication_factor=3)])
+    preferred_on_2 = [p for p in range(9) if replicas(zk_client, "topic-1", p)[0] == 2]
+    assert len(preferred_on_2) == 3
+
+    cluster.stop_broker(2)
+    wait_for(lambda: all(state(zk_client, "topic-1", p)["leader"] != 2 for p in range(9)), message="failover")
+    cluster.start_broker(2)
+    wait_for(
+        lambda: all(2 in state(zk_client, "topic-1", p)["isr"] for p in range(9)),
+        message="broker 2 in every ISR",
+    )
+    non_preferred = [
+        p
+        for p in range(9)
+        if state(zk_client, "topic-1", p)["leader"] != replicas(zk_client, "topic-1", p)[0]
+    ]
+    assert non_preferred == preferred_on_2
+
+    assert cluster.admin is not None
+    cluster.admin.elect_preferred(TopicPartition("topic-1", p) for p in range(9))
+    wait_for(
+        lambda: all(
+            state(zk_client, "topic-1", p)["leader"] == replicas(zk_client, "topic-1", p)[0] for p in range(9)
+        ),
+        message="every partition led by its preferred replica",
+    )
+
+
+def test_controller_failover_bumps_controller_epoch(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster(topics=[TopicSpec(name="t", partitions=3, replication_factor=3)])
+    old_controller, old_epoch = controller_id(zk_client), controller_epoch(zk_client)
+    assert old_controller is not None
+    assert cluster.stop_controller() == old_controller
+    new_controller = wait_for(
+        lambda: (c := controller_id(zk_client)) is not None and c != old_controller and c,
+        message="a new controller",
+    )
+    assert controller_epoch(zk_client) == old_epoch + 1
+    controller_znode = json.loads(zk_client.get("/controller")[0])
+    assert controller_znode["brokerid"] == new_controller
+    # The new controller's writes carry its epoch: the old controller's partitions moved.
+    led_by_old = [p for p in range(3) if replicas(zk_client, "t", p)[0] == old_controller]
+    for partition in led_by_old:
+
+        def moved(p: int = partition) -> dict[str, Any] | None:
+            current = state(zk_client, "t", p)
+            return current if current["leader"] != old_controller else None
+
+        assert wait_for(moved)["controller_epoch"] == old_epoch + 1
+
+
+def test_stalled_follower_leaves_isr_after_lag_time_and_rejoins(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster(topics=[TopicSpec(name="t", partitions=3, replication_factor=3)])
+    followed = [p for p in range(3) if state(zk_client, "t", p)["leader"] != 1]
+    epochs = {p: state(zk_client, "t", p)["leader_epoch"] for p in followed}
+    stalled_at = time.monotonic()
+    cluster.stall_follower(1)
+    time.sleep(LAG_MS / 1000 * 0.6)
+    assert all(1 in state(zk_client, "t", p)["isr"] for p in followed), "left the ISR before the lag time"
+    wait_for(
+        lambda: all(1 not in state(zk_client, "t", p)["isr"] for p in followed), timeout=LAG_MS / 1000 * 3
+    )
+    assert time.monotonic() - stalled_at >= LAG_MS / 1000
+    for p in followed:
+        assert state(zk_client, "t", p)["leader_epoch"] == epochs[p], "a leader's ISR change keeps the epoch"
+
+    cluster.resume_follower(1)
+    wait_for(
+        lambda: all(1 in state(zk_client, "t", p)["isr"] for p in followed), message="rejoin after resume"
+    )
+
+
+def test_slow_follower_leaves_isr(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster(topics=[TopicSpec(name="t", partitions=2, replication_factor=3)])
+    followed = [p for p in range(2) if state(zk_client, "t", p)["leader"] != 0]
+    cluster.slow_follower(0)
+    wait_for(
+        lambda: all(0 not in state(zk_client, "t", p)["isr"] for p in followed), timeout=LAG_MS / 1000 * 4
+    )
+    cluster.resume_follower(0)
+    wait_for(lambda: all(0 in state(zk_client, "t", p)["isr"] for p in followed))
+
+
+def test_throttled_reassignment_runs_as_kafka_runs_it(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    """AR = target ++ origin with adding/removing while it runs, throttled copy, then the target only."""
+    log_bytes, rate = 2 * 1024 * 1024, 1024 * 1024
+    cluster = start_cluster(brokers=4)
+    assert cluster.admin is not None
+    cluster.admin.create_topic("moving", 1, 2, assignment={0: [0, 1]})
+    wait_for(lambda: zk_client.exists("/brokers/topics/moving/partitions/0/state"), message="the partition")
+    wait_for(
+        lambda: cluster.loop.call(
+            lambda: cluster.brokers[0].logs.get(TopicPartition("moving", 0)) is not None
+        )
+    )
+    # Give the log some data to copy: write at 2 MiB/s for a second.
+    cluster.skew({"topics": {"moving": log_bytes / cluster.settings.traffic.produce_bytes_per_sec}})
+    time.sleep(1.0)
+    cluster.skew({"reset": True})
+    for broker in (2, 3):
+        cluster.admin.set_config("brokers", str(broker), {"follower.replication.throttled.rate": str(rate)})
+    cluster.admin.set_config("topics", "moving", {"follower.replication.throttled.replicas": "0:2,0:3"})
+    started = time.monotonic()
+    cluster.admin.reassign({TopicPartition("moving", 0): (2, 3)})
+
+    running = wait_for(lambda: (z := topic_znode(zk_client, "moving"))["adding_replicas"] and z)
+    assert running["partitions"]["0"] == [2, 3, 0, 1]
+    assert running["adding_replicas"]["0"] == [2, 3]
+    assert running["removing_replicas"]["0"] == [0, 1]
+    assert running["topic_id"], "the controller keeps the topic id"
+
+    done = wait_for(lambda: not (z := topic_znode(zk_client, "moving"))["adding_replicas"] and z, timeout=30)
+    elapsed = time.monotonic() - started
+    assert done["partitions"]["0"] == [2, 3]
+    assert done["removing_replicas"] == {}
+    final = state(zk_client, "moving", 0)
+    assert final["leader"] in (2, 3)
+    assert set(final["isr"]) <= {2, 3}
+    wait_for(
+        lambda: not zk_client.exists("/admin/reassign_partitions"), message="the reassignment znode deleted"
+    )
+    assert elapsed >= 0.6 * log_bytes / rate, f"the throttle was not honoured: {elapsed:.1f} s"
+
+
+def test_all_replicas_down_leaves_leader_minus_one_and_the_last_isr_member(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster()
+    assert cluster.admin is not None
+    cluster.admin.create_topic("fragile", 1, 2, assignment={0: [1, 2]})
+    wait_for(lambda: zk_client.exists("/brokers/topics/fragile/partitions/0/state"))
+    cluster.stop_broker(2)
+    wait_for(lambda: state(zk_client, "fragile", 0)["isr"] == [1])
+    epoch = state(zk_client, "fragile", 0)["leader_epoch"]
+    cluster.stop_broker(1)
+    offline = wait_for(lambda: (s := state(zk_client, "fragile", 0))["leader"] == -1 and s)
+    assert offline["isr"] == [1], "Kafka leaves the last ISR member in an ISR of one"
+    assert offline["leader_epoch"] == epoch + 1
+    assert "leader_recovery_state" not in offline
+
+    cluster.start_broker(2)  # not in the ISR: no clean election possible
+    time.sleep(0.5)
+    assert state(zk_client, "fragile", 0)["leader"] == -1
+    cluster.start_broker(1)  # the last ISR member: elected cleanly
+    wait_for(lambda: state(zk_client, "fragile", 0)["leader"] == 1)
+
+
+def test_unclean_election_when_the_topic_allows_it(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster()
+    assert cluster.admin is not None
+    cluster.admin.create_topic(
+        "lossy", 1, 2, config={"unclean.leader.election.enable": "true"}, assignment={0: [1, 2]}
+    )
+    wait_for(lambda: zk_client.exists("/brokers/topics/lossy/partitions/0/state"))
+    cluster.stall_follower(2)
+    wait_for(lambda: state(zk_client, "lossy", 0)["isr"] == [1], timeout=LAG_MS / 1000 * 3)
+    cluster.stop_broker(1)
+    unclean = wait_for(lambda: (s := state(zk_client, "lossy", 0))["leader"] == 2 and s)
+    assert unclean["isr"] == [2]
+    assert unclean["leader_recovery_state"] == 1
+
+
+def test_broker_session_expiry_re_registers_with_a_new_epoch(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster(topics=[TopicSpec(name="t", partitions=2, replication_factor=3)])
+    old_czxid = zk_client.exists("/brokers/ids/1").czxid
+    client = cluster.brokers[1].client
+    assert client is not None
+    expire_session(client)
+    wait_for(
+        lambda: (stat := zk_client.exists("/brokers/ids/1")) is not None and stat.czxid != old_czxid,
+        message="broker 1 registered again",
+    )
+
+
+def test_before_ibp_2_7_leaders_write_isr_changes_and_notify_the_controller(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster(
+        inter_broker_protocol_version="2.6",
+        topics=[TopicSpec(name="old", partitions=2, replication_factor=3)],
+    )
+    znode = topic_znode(zk_client, "old")
+    assert znode["version"] == 2
+    assert "topic_id" not in znode
+    followed = [p for p in range(2) if state(zk_client, "old", p)["leader"] != 2]
+    seen: list[str] = []
+
+    def record(children: list[str]) -> bool:
+        seen.extend(children)
+        return True
+
+    ChildrenWatch(zk_client, "/isr_change_notification", record)
+    cluster.stall_follower(2)
+    wait_for(
+        lambda: all(2 not in state(zk_client, "old", p)["isr"] for p in followed), timeout=LAG_MS / 1000 * 3
+    )
+    for p in followed:
+        # Written by the leader itself: stamped with the controller epoch of its last LeaderAndIsr.
+        assert state(zk_client, "old", p)["controller_epoch"] == controller_epoch(zk_client)
+    # The leader notifies once its changes have been quiet for 5 s; the controller deletes the notification.
+    wait_for(lambda: seen, timeout=20, message="an ISR change notification")
+    assert all(child.startswith("isr_change_") for child in seen)
+    wait_for(
+        lambda: not zk_client.get_children("/isr_change_notification"), message="the notification processed"
+    )
+    assert cluster.controller is not None
+    controller_view = cluster.loop.call(lambda: dict(cluster.controller.states) if cluster.controller else {})
+    for p in followed:
+        assert 2 not in controller_view[TopicPartition("old", p)].isr
