@@ -80,6 +80,38 @@ class ZkAdmin:
             raise TopicExistsError(f"Topic '{name}' already exists.") from None
         return {p: list(r) for p, r in assignment.items()}
 
+    def add_partitions(self, name: str, total: int) -> dict[int, list[int]]:
+        """``AdminZkClient.addPartitions``: new partitions placed as Kafka places them, continuing from the
+        existing partition count, written into the topic znode (topic id kept)."""
+        path = zkdata.topic_path(name)
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            raise AdminError(f"Topic '{name}' does not exist.") from None
+        assignment, topic_id = zkdata.decode_topic(path, data)
+        if total <= len(assignment):
+            raise AdminError(
+                f"The number of partitions for a topic can only be increased. Topic {name} currently has "
+                f"{len(assignment)} partitions, {total} would not be an increase."
+            )
+        brokers = self.registered_brokers()
+        first = assignment[0].replicas
+        ids = sorted(brokers)
+        start = next((i for i, b in enumerate(ids) if b >= first[0]), 0)
+        racks = brokers if all(r is not None for r in brokers.values()) else ids
+        added = assign_replicas(
+            total - len(assignment),
+            len(first),
+            racks,
+            fixed_start_index=start,
+            start_partition_id=len(assignment),
+            rng=self.rng,
+        )
+        assignment.update({p: ReplicaAssignment(tuple(r)) for p, r in added.items()})
+        version = 3 if topic_id is not None else self.topic_znode_version
+        self.zk.set(path, zkdata.encode_topic(assignment, topic_id, version), stat.version)
+        return added
+
     def delete_topic(self, name: str) -> None:
         if not self.zk.exists(zkdata.topic_path(name)):
             raise AdminError(f"Topic '{name}' does not exist.")

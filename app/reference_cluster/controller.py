@@ -91,6 +91,7 @@ class Controller:
         self._last_preferred_czxid = 0
         self._last_reassign_czxid = 0
         self._isr_watches: set[TopicPartition] = set()
+        self._topic_watches: set[str] = set()
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -162,6 +163,7 @@ class Controller:
             log.error("controller skips topic %s: %s", topic, exc)
             return []
         self.topic_ids[topic] = topic_id
+        self._watch_topic(topic)
         tps = []
         for partition, replica_assignment in assignment.items():
             tp = TopicPartition(topic, partition)
@@ -227,6 +229,21 @@ class Controller:
         children(zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH, self.on_log_dir_event)
         created(zkdata.PREFERRED_REPLICA_ELECTION_PATH, self.on_preferred_replica_election)
         created(zkdata.REASSIGN_PARTITIONS_PATH, self.on_reassign_partitions)
+
+    def _watch_topic(self, topic: str) -> None:
+        """Kafka's ``PartitionModificationsHandler``: partitions added to a topic znode get created."""
+        if topic in self._topic_watches:
+            return
+        self._topic_watches.add(topic)
+
+        def on_topic(_data: bytes | None, stat: ZnodeStat | None) -> bool:
+            if not self.active or stat is None or topic not in self._topic_watches:
+                self._topic_watches.discard(topic)
+                return False
+            self.channel.post(self.guarded(lambda: self.on_partition_modifications(topic)))
+            return True
+
+        DataWatch(self.zk, zkdata.topic_path(topic), on_topic)
 
     def _watch_state_for_reassignment(self, tp: TopicPartition) -> None:
         """Kafka's ``PartitionReassignmentIsrChangeHandler``: re-check a reassignment at each ISR change."""
@@ -509,8 +526,42 @@ class Controller:
             self._initialize_partitions([tp for tp in new_tps if tp not in self.states])
             self._send([tp for tp in new_tps if tp in self.states])
 
+    def on_partition_modifications(self, topic: str) -> None:
+        """New partitions in a topic znode are created; a topic queued for deletion gets its znode back."""
+        if topic not in self.topic_ids:
+            return
+        path = zkdata.topic_path(topic)
+        try:
+            data, _ = self.zk.get(path)
+            assignment, _ = zkdata.decode_topic(path, data)
+        except NoNodeError:
+            return
+        except zkdata.ZnodeFormatError as exc:
+            log.error("controller ignores a malformed topic change: %s", exc)
+            return
+        added = {
+            TopicPartition(topic, p): a
+            for p, a in assignment.items()
+            if TopicPartition(topic, p) not in self.assignments
+        }
+        if not added:
+            return
+        if topic in self.topics_to_delete:
+            log.warning("partitions added to %s, which is queued for deletion: znode restored", topic)
+            self._write_assignment(topic, {})
+            return
+        log.info(
+            "controller %d: partitions added to %s: %s",
+            self.broker_id,
+            topic,
+            sorted(tp.partition for tp in added),
+        )
+        self.assignments.update(added)
+        self._initialize_partitions(list(added))
+
     def _forget_topic(self, topic: str) -> None:
         self.topic_ids.pop(topic, None)
+        self._topic_watches.discard(topic)
         self.topics_to_delete.discard(topic)
         for tp in [tp for tp in self.assignments if tp.topic == topic]:
             self.assignments.pop(tp, None)

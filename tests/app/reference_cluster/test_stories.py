@@ -6,6 +6,7 @@ memory: the point is that what the cluster writes is what ZK-mode Kafka writes.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -355,3 +356,41 @@ def test_before_ibp_2_7_leaders_write_isr_changes_and_notify_the_controller(
     controller_view = cluster.loop.call(lambda: dict(cluster.controller.states) if cluster.controller else {})
     for p in followed:
         assert 2 not in controller_view[TopicPartition("old", p)].isr
+
+
+def test_added_partitions_get_created_and_deleted_topics_go(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster(topics=[TopicSpec(name="grow", partitions=2, replication_factor=2)])
+    assert cluster.admin is not None
+    topic_id = topic_znode(zk_client, "grow")["topic_id"]
+    added = cluster.admin.add_partitions("grow", 4)
+    assert sorted(added) == [2, 3]
+    for partition in (2, 3):
+        path = f"/brokers/topics/grow/partitions/{partition}/state"
+        wait_for(functools.partial(zk_client.exists, path), message=f"{path} created")
+        created = state(zk_client, "grow", partition)
+        assert created["leader"] == replicas(zk_client, "grow", partition)[0]
+        assert created["leader_epoch"] == 0
+    assert topic_znode(zk_client, "grow")["topic_id"] == topic_id
+
+    cluster.admin.delete_topic("grow")
+    wait_for(lambda: not zk_client.exists("/brokers/topics/grow"), message="the topic deleted")
+    assert not zk_client.exists("/config/topics/grow")
+    assert not zk_client.exists("/admin/delete_topics/grow")
+
+
+def test_topic_deletion_waits_while_a_replica_is_offline(
+    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+) -> None:
+    cluster = start_cluster(topics=[TopicSpec(name="doomed", partitions=1, replication_factor=3)])
+    assert cluster.admin is not None
+    cluster.stop_broker(2)
+    wait_for(lambda: 2 not in state(zk_client, "doomed", 0)["isr"])
+    cluster.admin.delete_topic("doomed")
+    time.sleep(0.5)
+    assert zk_client.exists("/admin/delete_topics/doomed"), "deletion is pending while a replica is offline"
+    assert zk_client.exists("/brokers/topics/doomed")
+    cluster.start_broker(2)
+    wait_for(lambda: not zk_client.exists("/brokers/topics/doomed"), message="deletion resumed")
+    wait_for(lambda: not zk_client.exists("/admin/delete_topics/doomed"))
