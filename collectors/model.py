@@ -93,7 +93,9 @@ class BrokerEndpoint:
     security_protocol: str = "PLAINTEXT"
 
     def connection_string(self) -> str:
-        return f"{self.listener}://{self.host}:{self.port}"
+        """Kafka's ``EndPoint.connectionString``: IPv6 hosts in brackets (``Utils.formatAddress``)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)

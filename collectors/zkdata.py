@@ -136,7 +136,7 @@ def _load_object(path: str, data: bytes | None) -> dict[str, Any]:
 def _int(path: str, obj: Mapping[str, Any], key: str, default: int | None = None) -> int:
     value = obj.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.lstrip("-").isdigit():
+        if isinstance(value, str) and value.lstrip("-").isdecimal():
             return int(value)
         raise ZnodeFormatError(path, f"field {key!r} must be an integer, got {value!r}")
     return value
@@ -193,7 +193,7 @@ def _parse_endpoint(path: str, text: Any, protocol_map: Mapping[str, str]) -> Br
         raise ZnodeFormatError(path, f"endpoint {text!r} is not LISTENER://host:port")
     listener, _, address = text.partition("://")
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdecimal():
         raise ZnodeFormatError(path, f"endpoint {text!r} has no port")
     host = host.strip("[]")  # IPv6 literals are bracketed
     return BrokerEndpoint(listener, host, int(port), protocol_map.get(listener, listener))
@@ -258,7 +258,7 @@ def encode_controller_epoch(epoch: int) -> bytes:
 
 def decode_controller_epoch(path: str, data: bytes | None) -> int:
     text = (data or b"").decode(errors="replace").strip()
-    if not text.lstrip("-").isdigit():
+    if not text.lstrip("-").isdecimal():
         raise ZnodeFormatError(path, f"controller epoch must be a plain integer, got {text!r}")
     return int(text)
 
@@ -298,7 +298,7 @@ def decode_topic(path: str, data: bytes | None) -> tuple[dict[int, ReplicaAssign
         raise ZnodeFormatError(path, "partitions, adding_replicas and removing_replicas must be objects")
     assignment: dict[int, ReplicaAssignment] = {}
     for key, replicas in partitions.items():
-        if not key.isdigit():
+        if not key.isdecimal():
             raise ZnodeFormatError(path, f"partition id {key!r} is not a number")
         assignment[int(key)] = ReplicaAssignment(
             replicas=_broker_list(path, replicas, f"partition {key} replicas"),

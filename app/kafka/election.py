@@ -18,15 +18,16 @@ def _new_leader_and_isr(
     leader: int,
     isr: Sequence[int],
     controller_epoch: int,
-    recovery: int = LeaderRecoveryState.RECOVERED,
+    recovery: int | None = None,
 ) -> LeaderAndIsr:
+    """Kafka's ``newLeaderAndIsr``: epoch + 1, and the previous leader recovery state unless given."""
     return replace(
         current,
         leader=leader,
         leader_epoch=current.leader_epoch + 1,
         isr=tuple(isr),
         controller_epoch=controller_epoch,
-        leader_recovery_state=recovery,
+        leader_recovery_state=current.leader_recovery_state if recovery is None else recovery,
     )
 
 
@@ -54,7 +55,7 @@ def elect_offline(
     leader = next((r for r in replicas if r in live), None)
     if leader is None:
         return None
-    recovery = LeaderRecoveryState.RECOVERING if leader_recovery_supported else LeaderRecoveryState.RECOVERED
+    recovery = LeaderRecoveryState.RECOVERING if leader_recovery_supported else None
     return _new_leader_and_isr(current, leader, [leader], controller_epoch, recovery), True
 
 
@@ -108,4 +109,4 @@ def remove_replica_from_isr(
         return None
     isr = current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != replica)
     leader = NO_LEADER if current.leader == replica else current.leader
-    return _new_leader_and_isr(current, leader, isr, controller_epoch, current.leader_recovery_state)
+    return _new_leader_and_isr(current, leader, isr, controller_epoch)

@@ -70,16 +70,14 @@ def assign_replicas(
     if isinstance(brokers, Mapping):
         ids = sorted(brokers)
         racks = {b: r for b, r in brokers.items() if r is not None}
-        if racks and len(racks) != len(ids):
-            raise AdminOperationError(
-                "Not all brokers have rack information for replica rack aware assignment."
-            )
     else:
         ids = sorted(brokers)
     if replication_factor > len(ids):
         raise InvalidReplicationFactorError(
             f"Replication factor: {replication_factor} larger than available brokers: {len(ids)}."
         )
+    if racks and len(racks) != len(ids):
+        raise AdminOperationError("Not all brokers have rack information for replica rack aware assignment.")
     rng = rng or random.Random()
     if racks:
         return _assign_rack_aware(

@@ -324,8 +324,9 @@ class ReferenceCluster:
         results = txn.commit()
         if any(isinstance(r, Exception) for r in results):
             return  # another broker won the race
-        self.controller = Controller(self, broker.id, client, epoch + 1, results[1].version)
-        self.controller.failover()
+        controller = Controller(self, broker.id, client, epoch + 1, results[1].version)
+        self.controller = controller
+        controller.guarded(controller.failover)()
 
     def controller_resigned(self, controller: Controller) -> None:
         if self.controller is controller:

@@ -7,12 +7,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+LATEST_IV = 99
 
 
 def validate_topic_name(name: str) -> str:
     """Kafka's ``Topic.validate``: 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
-    if name in {".", ".."} or not _TOPIC_NAME.match(name):
+    if name in {".", ".."} or not _TOPIC_NAME.fullmatch(name):
         raise ValueError(
             f"illegal topic name {name!r}: use 1-249 characters of a-z, A-Z, 0-9, '.', '_' and '-'"
         )
@@ -114,12 +115,16 @@ class ReferenceClusterSettings(BaseModel):
         return self
 
     @property
-    def ibp(self) -> tuple[int, int]:
-        return parse_version(self.inter_broker_protocol_version)
+    def ibp(self) -> tuple[int, int, int]:
+        """(major, minor, IV); a version without ``-IVn`` means that release's latest IV."""
+        major, minor = parse_version(self.inter_broker_protocol_version)
+        iv = re.search(r"-IV(\d+)$", self.inter_broker_protocol_version)
+        return major, minor, int(iv.group(1)) if iv else LATEST_IV
 
     @property
     def alter_partition_enabled(self) -> bool:
-        return self.ibp >= (2, 7)
+        """AlterIsr arrived with IBP 2.7-IV2 (``isAlterPartitionSupported``)."""
+        return self.ibp >= (2, 7, 2)
 
     @property
     def leader_recovery_supported(self) -> bool:

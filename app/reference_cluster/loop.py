@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ class EventLoop:
         self._seq = itertools.count()
         self._running = False
         self._thread: threading.Thread | None = None
+        self._pending_calls: set[Future[Any]] = set()
 
     def start(self) -> None:
         with self._cv:
@@ -47,7 +48,11 @@ class EventLoop:
         with self._cv:
             self._running = False
             self._heap.clear()
+            pending, self._pending_calls = self._pending_calls, set()
             self._cv.notify_all()
+        for future in pending:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(LoopStoppedError(f"{self._name} stopped"))
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
@@ -58,12 +63,14 @@ class EventLoop:
     def in_loop(self) -> bool:
         return threading.current_thread() is self._thread
 
-    def post(self, fn: Callable[[], None], delay_ms: float = 0.0) -> None:
+    def post(self, fn: Callable[[], None], delay_ms: float = 0.0) -> bool:
+        """Queue ``fn``; False (and nothing queued) when the loop is not running."""
         with self._cv:
             if not self._running:
-                return
+                return False
             heapq.heappush(self._heap, (time.monotonic() + delay_ms / 1000.0, next(self._seq), fn))
             self._cv.notify()
+            return True
 
     def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
         """Run ``fn`` on the loop and return its result (or raise its exception) to the caller."""
@@ -74,6 +81,8 @@ class EventLoop:
         future: Future[T] = Future()
 
         def run() -> None:
+            with self._cv:
+                self._pending_calls.discard(future)
             if not future.set_running_or_notify_cancel():
                 return
             try:
@@ -81,7 +90,12 @@ class EventLoop:
             except BaseException as exc:
                 future.set_exception(exc)
 
-        self.post(run)
+        with self._cv:
+            self._pending_calls.add(future)
+        if not self.post(run):
+            with self._cv:
+                self._pending_calls.discard(future)
+            raise LoopStoppedError(f"{self._name} is not running")
         return future.result(timeout)
 
     def _run(self) -> None:
