@@ -79,7 +79,8 @@ class PartitionView:
 
 @dataclass(slots=True)
 class BrokerCounters:
-    """Monotonic counters a broker exposes (bytes and messages by topic, ISR changes, requests)."""
+    """The broker process's JMX meters (bytes and messages by topic, ISR changes, requests): they start
+    from zero at every broker start, as a real broker's do."""
 
     bytes_in: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     bytes_out: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -91,7 +92,15 @@ class BrokerCounters:
     isr_expands: int = 0
     unclean_leader_elections: int = 0
     requests: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
-    cpu_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+@dataclass(slots=True)
+class HostCounters:
+    """node_exporter's counters for the broker's host: they survive a broker restart (the host stays)."""
+
+    cpu_seconds: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(("idle", "iowait", "system", "user"), 0.0)
+    )
     disk_read_bytes: float = 0.0
     disk_written_bytes: float = 0.0
     disk_io_time_seconds: float = 0.0
@@ -125,6 +134,7 @@ class SimBroker:
         self.slow = False
         self.failed_log_dirs: set[int] = set()
         self.counters = BrokerCounters()
+        self.host_counters = HostCounters()
         self.host = HostGauges()
         self.next_isr_check_ms = 0.0
         self.metrics_port: int | None = None
@@ -232,6 +242,7 @@ class SimBroker:
         self.logs = {tp: log for tp, log in self.logs.items() if log.log_dir not in self.failed_log_dirs}
         self.failed_log_dirs.clear()
         self.session_lost = False
+        self.counters = BrokerCounters()
         self.alive = False
         self.registered = False
         self.broker_epoch = -1

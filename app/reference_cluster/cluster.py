@@ -208,15 +208,18 @@ class ReferenceCluster:
         if self._admin_client is not None and self._admin_client.exists(zkdata.topic_path(name)):
             log.info("topic %s exists already; kept as it is", name)
             return
-        assignment = self.admin.create_topic(name, partitions, rf, config)
-        if self.settings.traffic.initial_log_bytes:
+        admin = self.admin
 
-            def preload() -> None:
+        def create() -> None:
+            # On the loop, so that the controller's LeaderAndIsr (posted by its topic watch) comes after
+            # the preload is known: the replicas start with the data written "before" the simulation.
+            assignment = admin.create_topic(name, partitions, rf, config)
+            if self.settings.traffic.initial_log_bytes:
                 self._preload.update(
                     (TopicPartition(name, p), b) for p, replicas in assignment.items() for b in replicas
                 )
 
-            self.loop.call(preload)
+        self.loop.call(create)
 
     # --- broker lifecycle (loop thread) ----------------------------------------------------------
 
@@ -224,9 +227,12 @@ class ReferenceCluster:
         client = KazooClient(
             hosts=self.zookeeper, timeout=self.settings.zookeeper_session_timeout_ms / 1000.0
         )
-        client.add_listener(
-            lambda state: self.loop.post(lambda: self._on_session_state(broker, client, state))
-        )
+
+        def on_state(state: str) -> None:
+            # Returns None on purpose: kazoo removes a listener that returns True.
+            self.loop.post(lambda: self._on_session_state(broker, client, state))
+
+        client.add_listener(on_state)
         client.start(timeout=30)
         broker.client = client
         broker.alive = True

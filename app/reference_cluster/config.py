@@ -37,7 +37,7 @@ class TopicSpec(BaseModel):
         """``NAME:PARTITIONS:RF`` as given to ``--topic``."""
         parts = text.split(":")
         if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-            raise ValueError(f"topic {text!r} is not NAME:PARTITIONS:REPLICATION_FACTOR (e.g. orders:6:3)")
+            raise ValueError(f"topic {text!r} is not NAME:PARTITIONS:RF (e.g. orders:6:3)")
         return cls(name=parts[0], partitions=int(parts[1]), replication_factor=int(parts[2]))
 
 

@@ -68,7 +68,7 @@ class ControlServer:
             if method == "GET" and path == "/":
                 return 200, self.cluster.describe()
             if method != "POST":
-                raise RequestError(405 if path == "/" else 404, f"no route for {method} {path}")
+                raise RequestError(404, f"no route for {method} {path}")
             payload = _json_body(body)
             action = self._route_post(path, payload)
             action()
@@ -133,6 +133,15 @@ class ControlServer:
 
             def do_POST(self) -> None:
                 self._respond("POST")
+
+            def do_PUT(self) -> None:
+                self._respond("PUT")
+
+            def do_DELETE(self) -> None:
+                self._respond("DELETE")
+
+            def do_PATCH(self) -> None:
+                self._respond("PATCH")
 
             def log_message(self, format: str, *args: object) -> None:
                 pass

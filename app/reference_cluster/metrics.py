@@ -219,19 +219,20 @@ def take_snapshot(cluster: ReferenceCluster, broker: SimBroker) -> MetricsSnapsh
     labelled_counters["kafka_network_requestmetrics_requests"] = {
         (("request", r), ("version", "9")): v for r, v in sorted(c.requests.items())
     }
+    h = broker.host_counters
     cores = cluster.settings.traffic.cpu_cores
     labelled_counters["node_cpu_seconds"] = {
         (("cpu", str(cpu)), ("mode", mode)): seconds / cores
         for cpu in range(cores)
-        for mode, seconds in sorted(c.cpu_seconds.items())
+        for mode, seconds in sorted(h.cpu_seconds.items())
     }
     device = (("device", DISK_DEVICE),)
-    labelled_counters["node_disk_read_bytes"] = {device: c.disk_read_bytes}
-    labelled_counters["node_disk_written_bytes"] = {device: c.disk_written_bytes}
-    labelled_counters["node_disk_io_time_seconds"] = {device: c.disk_io_time_seconds}
+    labelled_counters["node_disk_read_bytes"] = {device: h.disk_read_bytes}
+    labelled_counters["node_disk_written_bytes"] = {device: h.disk_written_bytes}
+    labelled_counters["node_disk_io_time_seconds"] = {device: h.disk_io_time_seconds}
     nic = (("device", NETWORK_DEVICE),)
-    labelled_counters["node_network_receive_bytes"] = {nic: c.network_receive_bytes}
-    labelled_counters["node_network_transmit_bytes"] = {nic: c.network_transmit_bytes}
+    labelled_counters["node_network_receive_bytes"] = {nic: h.network_receive_bytes}
+    labelled_counters["node_network_transmit_bytes"] = {nic: h.network_transmit_bytes}
     message_bytes = cluster.settings.traffic.message_bytes
     labelled_gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = {
         "kafka_server_replicafetchermanager_maxlag": {(("clientId", "Replica"),): _max_lag(cluster, broker)},

@@ -16,9 +16,10 @@ from app.reference_cluster.broker import SimBroker
 from app.reference_cluster.config import TrafficSettings
 from collectors.model import TopicPartition
 
-CPU_BYTES_PER_CORE_SECOND = 150 * 1024 * 1024
-"""Bytes a core moves per second (produce, fetch, replication) in the CPU model."""
-CPU_BASE_CORES = 0.15
+CPU_BYTES_PER_CORE_SECOND = 16 * 1024 * 1024
+"""Bytes a core moves per second (produce, fetch, replication, with TLS and compression) in the CPU model:
+low enough that the default traffic keeps a core or so busy, so that skew shows in CPU as in bytes."""
+CPU_BASE_CORES = 0.05
 JVM_HEAP_BYTES = 6 * 1024**3
 SEGMENT_BYTES = 1024**3
 BASE_FDS = 240
@@ -127,7 +128,7 @@ def _factor(value: Any) -> float:
 
 def update_host(broker: SimBroker, moved: TickTraffic, dt_s: float, settings: TrafficSettings) -> None:
     """Advance the broker's host counters (node_exporter's) and gauges by one tick of ``moved`` bytes."""
-    c = broker.counters
+    c = broker.host_counters
     cores = settings.cpu_cores
     total_bytes = moved.produce_in + moved.consumer_out + moved.replication_in + moved.replication_out
     busy_cores = (

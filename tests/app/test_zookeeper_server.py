@@ -311,8 +311,14 @@ def test_missing_jars_error_lists_what_was_tried(monkeypatch: pytest.MonkeyPatch
         assert tried in message
 
 
-def test_no_jvm_left_behind_by_this_module() -> None:
-    """Guard for the whole file: every server above was stopped."""
-    me = psutil.Process(os.getpid())
-    leftovers = [child for child in me.children(recursive=True) if "java" in child.name()]
-    assert leftovers == []
+def _java_children() -> set[int]:
+    return {c.pid for c in psutil.Process(os.getpid()).children(recursive=True) if "java" in c.name()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_jvm_left_behind_by_this_module() -> Iterator[None]:
+    """Guard for the whole file: every server its tests started was stopped (the session's shared
+    ZooKeeper, started by whichever test used it first, is not this module's)."""
+    before = _java_children()
+    yield
+    assert _java_children() - before == set()

@@ -16,7 +16,7 @@ from app.reference_cluster.config import (
 
 pytestmark = pytest.mark.unit
 
-TOPIC_FORM_MESSAGE = "is not NAME:PARTITIONS:REPLICATION_FACTOR (e.g. orders:6:3)"
+TOPIC_FORM_MESSAGE = "is not NAME:PARTITIONS:RF (e.g. orders:6:3)"
 
 
 # --- TopicSpec ---------------------------------------------------------------------------------------

@@ -9,56 +9,19 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch
 
-from app.reference_cluster.cluster import ReferenceCluster
-from app.reference_cluster.config import ReferenceClusterSettings, TopicSpec
+from app.reference_cluster.config import TopicSpec
+from app.testing.reference_cluster import LAG_MS, ClusterFactory, controller_epoch, controller_id, wait_for
 from app.testing.zookeeper import expire_session
 from collectors.model import TopicPartition
 
 pytestmark = pytest.mark.integration
-
-LAG_MS = 1500
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
-        time.sleep(0.05)
-
-
-@pytest.fixture
-def start_cluster(zk_connect: str) -> Iterator[Callable[..., ReferenceCluster]]:
-    clusters: list[ReferenceCluster] = []
-
-    def start(**overrides: Any) -> ReferenceCluster:
-        values: dict[str, Any] = {
-            "brokers": 3,
-            "replica_lag_time_max_ms": LAG_MS,
-            "auto_leader_rebalance_enable": False,
-            "placement_seed": 7,
-        }
-        values.update(overrides)
-        cluster = ReferenceCluster(ReferenceClusterSettings(**values), zk_connect)
-        clusters.append(cluster)
-        cluster.start()
-        return cluster
-
-    yield start
-    for cluster in clusters:
-        cluster.stop()
-    for cluster in clusters:
-        assert cluster.errors == [], cluster.errors
 
 
 def state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
@@ -66,6 +29,29 @@ def state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(data)
     result["zk_version"] = stat.version
     return result
+
+
+Json = dict[str, Any]
+
+
+def state_when(
+    zk: KazooClient, topic: str, partition: int, condition: Callable[[Json], bool]
+) -> Callable[[], Json | None]:
+    """A ``wait_for`` predicate: the partition's state once ``condition`` holds for it."""
+
+    def check() -> Json | None:
+        current = state(zk, topic, partition)
+        return current if condition(current) else None
+
+    return check
+
+
+def topic_when(zk: KazooClient, topic: str, condition: Callable[[Json], bool]) -> Callable[[], Json | None]:
+    def check() -> Json | None:
+        current = topic_znode(zk, topic)
+        return current if condition(current) else None
+
+    return check
 
 
 def topic_znode(zk: KazooClient, topic: str) -> dict[str, Any]:
@@ -78,22 +64,11 @@ def replicas(zk: KazooClient, topic: str, partition: int) -> list[int]:
     return result
 
 
-def controller_epoch(zk: KazooClient) -> int:
-    return int(zk.get("/controller_epoch")[0])
-
-
-def controller_id(zk: KazooClient) -> int | None:
-    if not zk.exists("/controller"):
-        return None
-    result: int = json.loads(zk.get("/controller")[0])["brokerid"]
-    return result
-
-
 def test_seed_003_failover_restart_and_preferred_election(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
     """test-multi-1, 3 brokers, 2 partitions, RF 3: stop AR[0], start it, elect the preferred leader."""
-    cluster = start_cluster(topics=[TopicSpec(name="test-multi-1", partitions=2, replication_factor=3)])
+    cluster = make_cluster(topics=[TopicSpec(name="test-multi-1", partitions=2, replication_factor=3)])
     ar = replicas(zk_client, "test-multi-1", 0)
     before = state(zk_client, "test-multi-1", 0)
     assert before["leader"] == ar[0]
@@ -101,7 +76,7 @@ def test_seed_003_failover_restart_and_preferred_election(
 
     cluster.stop_broker(ar[0])
     after_stop = wait_for(
-        lambda: (s := state(zk_client, "test-multi-1", 0))["leader"] == ar[1] and s,
+        state_when(zk_client, "test-multi-1", 0, lambda s: s["leader"] == ar[1]),
         message="the next replica in AR to lead",
     )
     assert ar[0] not in after_stop["isr"]
@@ -111,7 +86,7 @@ def test_seed_003_failover_restart_and_preferred_election(
 
     cluster.start_broker(ar[0])
     back = wait_for(
-        lambda: (s := state(zk_client, "test-multi-1", 0)) and ar[0] in s["isr"] and s,
+        state_when(zk_client, "test-multi-1", 0, lambda s: ar[0] in s["isr"]),
         message=f"broker {ar[0]} back in the ISR",
     )
     assert back["leader"] == ar[1], "a restarted broker never takes leadership back by itself"
@@ -123,7 +98,7 @@ def test_seed_003_failover_restart_and_preferred_election(
         makepath=True,
     )
     elected = wait_for(
-        lambda: (s := state(zk_client, "test-multi-1", 0))["leader"] == ar[0] and s,
+        state_when(zk_client, "test-multi-1", 0, lambda s: s["leader"] == ar[0]),
         message="the preferred replica to lead again",
     )
     assert elected["leader_epoch"] == back["leader_epoch"] + 1
@@ -132,10 +107,10 @@ def test_seed_003_failover_restart_and_preferred_election(
 
 
 def test_seed_004_restart_leaves_non_preferred_leaders_until_one_election(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
     """topic-1, 3 brokers, 9 partitions, RF 3: restarting broker 2 leaves its partitions led by others."""
-    cluster = start_cluster(topics=[TopicSpec(name="topic-1", partitions=9, replication_factor=3)])
+    cluster = make_cluster(topics=[TopicSpec(name="topic-1", partitions=9, replication_factor=3)])
     preferred_on_2 = [p for p in range(9) if replicas(zk_client, "topic-1", p)[0] == 2]
     assert len(preferred_on_2) == 3
 
@@ -164,9 +139,9 @@ def test_seed_004_restart_leaves_non_preferred_leaders_until_one_election(
 
 
 def test_controller_failover_bumps_controller_epoch(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
-    cluster = start_cluster(topics=[TopicSpec(name="t", partitions=3, replication_factor=3)])
+    cluster = make_cluster(topics=[TopicSpec(name="t", partitions=3, replication_factor=3)])
     old_controller, old_epoch = controller_id(zk_client), controller_epoch(zk_client)
     assert old_controller is not None
     assert cluster.stop_controller() == old_controller
@@ -189,9 +164,9 @@ def test_controller_failover_bumps_controller_epoch(
 
 
 def test_stalled_follower_leaves_isr_after_lag_time_and_rejoins(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
-    cluster = start_cluster(topics=[TopicSpec(name="t", partitions=3, replication_factor=3)])
+    cluster = make_cluster(topics=[TopicSpec(name="t", partitions=3, replication_factor=3)])
     followed = [p for p in range(3) if state(zk_client, "t", p)["leader"] != 1]
     epochs = {p: state(zk_client, "t", p)["leader_epoch"] for p in followed}
     stalled_at = time.monotonic()
@@ -211,10 +186,8 @@ def test_stalled_follower_leaves_isr_after_lag_time_and_rejoins(
     )
 
 
-def test_slow_follower_leaves_isr(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
-) -> None:
-    cluster = start_cluster(topics=[TopicSpec(name="t", partitions=2, replication_factor=3)])
+def test_slow_follower_leaves_isr(make_cluster: ClusterFactory, zk_client: KazooClient) -> None:
+    cluster = make_cluster(topics=[TopicSpec(name="t", partitions=2, replication_factor=3)])
     followed = [p for p in range(2) if state(zk_client, "t", p)["leader"] != 0]
     cluster.slow_follower(0)
     wait_for(
@@ -225,11 +198,11 @@ def test_slow_follower_leaves_isr(
 
 
 def test_throttled_reassignment_runs_as_kafka_runs_it(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
     """AR = target ++ origin with adding/removing while it runs, throttled copy, then the target only."""
     log_bytes, rate = 2 * 1024 * 1024, 1024 * 1024
-    cluster = start_cluster(brokers=4)
+    cluster = make_cluster(brokers=4)
     assert cluster.admin is not None
     cluster.admin.create_topic("moving", 1, 2, assignment={0: [0, 1]})
     wait_for(lambda: zk_client.exists("/brokers/topics/moving/partitions/0/state"), message="the partition")
@@ -248,13 +221,13 @@ def test_throttled_reassignment_runs_as_kafka_runs_it(
     started = time.monotonic()
     cluster.admin.reassign({TopicPartition("moving", 0): (2, 3)})
 
-    running = wait_for(lambda: (z := topic_znode(zk_client, "moving"))["adding_replicas"] and z)
+    running = wait_for(topic_when(zk_client, "moving", lambda z: bool(z["adding_replicas"])))
     assert running["partitions"]["0"] == [2, 3, 0, 1]
     assert running["adding_replicas"]["0"] == [2, 3]
     assert running["removing_replicas"]["0"] == [0, 1]
     assert running["topic_id"], "the controller keeps the topic id"
 
-    done = wait_for(lambda: not (z := topic_znode(zk_client, "moving"))["adding_replicas"] and z, timeout=30)
+    done = wait_for(topic_when(zk_client, "moving", lambda z: not z["adding_replicas"]), timeout=30)
     elapsed = time.monotonic() - started
     assert done["partitions"]["0"] == [2, 3]
     assert done["removing_replicas"] == {}
@@ -268,9 +241,9 @@ def test_throttled_reassignment_runs_as_kafka_runs_it(
 
 
 def test_all_replicas_down_leaves_leader_minus_one_and_the_last_isr_member(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
-    cluster = start_cluster()
+    cluster = make_cluster()
     assert cluster.admin is not None
     cluster.admin.create_topic("fragile", 1, 2, assignment={0: [1, 2]})
     wait_for(lambda: zk_client.exists("/brokers/topics/fragile/partitions/0/state"))
@@ -278,7 +251,7 @@ def test_all_replicas_down_leaves_leader_minus_one_and_the_last_isr_member(
     wait_for(lambda: state(zk_client, "fragile", 0)["isr"] == [1])
     epoch = state(zk_client, "fragile", 0)["leader_epoch"]
     cluster.stop_broker(1)
-    offline = wait_for(lambda: (s := state(zk_client, "fragile", 0))["leader"] == -1 and s)
+    offline = wait_for(state_when(zk_client, "fragile", 0, lambda s: s["leader"] == -1))
     assert offline["isr"] == [1], "Kafka leaves the last ISR member in an ISR of one"
     assert offline["leader_epoch"] == epoch + 1
     assert "leader_recovery_state" not in offline
@@ -291,9 +264,9 @@ def test_all_replicas_down_leaves_leader_minus_one_and_the_last_isr_member(
 
 
 def test_unclean_election_when_the_topic_allows_it(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
-    cluster = start_cluster()
+    cluster = make_cluster()
     assert cluster.admin is not None
     cluster.admin.create_topic(
         "lossy", 1, 2, config={"unclean.leader.election.enable": "true"}, assignment={0: [1, 2]}
@@ -302,15 +275,15 @@ def test_unclean_election_when_the_topic_allows_it(
     cluster.stall_follower(2)
     wait_for(lambda: state(zk_client, "lossy", 0)["isr"] == [1], timeout=LAG_MS / 1000 * 3)
     cluster.stop_broker(1)
-    unclean = wait_for(lambda: (s := state(zk_client, "lossy", 0))["leader"] == 2 and s)
+    unclean = wait_for(state_when(zk_client, "lossy", 0, lambda s: s["leader"] == 2))
     assert unclean["isr"] == [2]
     assert unclean["leader_recovery_state"] == 1
 
 
 def test_broker_session_expiry_re_registers_with_a_new_epoch(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
-    cluster = start_cluster(topics=[TopicSpec(name="t", partitions=2, replication_factor=3)])
+    cluster = make_cluster(topics=[TopicSpec(name="t", partitions=2, replication_factor=3)])
     old_czxid = zk_client.exists("/brokers/ids/1").czxid
     client = cluster.brokers[1].client
     assert client is not None
@@ -322,9 +295,9 @@ def test_broker_session_expiry_re_registers_with_a_new_epoch(
 
 
 def test_before_ibp_2_7_leaders_write_isr_changes_and_notify_the_controller(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
-    cluster = start_cluster(
+    cluster = make_cluster(
         inter_broker_protocol_version="2.6",
         topics=[TopicSpec(name="old", partitions=2, replication_factor=3)],
     )
@@ -359,9 +332,9 @@ def test_before_ibp_2_7_leaders_write_isr_changes_and_notify_the_controller(
 
 
 def test_added_partitions_get_created_and_deleted_topics_go(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
-    cluster = start_cluster(topics=[TopicSpec(name="grow", partitions=2, replication_factor=2)])
+    cluster = make_cluster(topics=[TopicSpec(name="grow", partitions=2, replication_factor=2)])
     assert cluster.admin is not None
     topic_id = topic_znode(zk_client, "grow")["topic_id"]
     added = cluster.admin.add_partitions("grow", 4)
@@ -381,9 +354,9 @@ def test_added_partitions_get_created_and_deleted_topics_go(
 
 
 def test_topic_deletion_waits_while_a_replica_is_offline(
-    start_cluster: Callable[..., ReferenceCluster], zk_client: KazooClient
+    make_cluster: ClusterFactory, zk_client: KazooClient
 ) -> None:
-    cluster = start_cluster(topics=[TopicSpec(name="doomed", partitions=1, replication_factor=3)])
+    cluster = make_cluster(topics=[TopicSpec(name="doomed", partitions=1, replication_factor=3)])
     assert cluster.admin is not None
     cluster.stop_broker(2)
     wait_for(lambda: 2 not in state(zk_client, "doomed", 0)["isr"])
@@ -394,3 +367,24 @@ def test_topic_deletion_waits_while_a_replica_is_offline(
     cluster.start_broker(2)
     wait_for(lambda: not zk_client.exists("/brokers/topics/doomed"), message="deletion resumed")
     wait_for(lambda: not zk_client.exists("/admin/delete_topics/doomed"))
+
+
+def test_controller_session_expiry_moves_the_controller(
+    make_cluster: ClusterFactory, zk_client: KazooClient
+) -> None:
+    cluster = make_cluster(topics=[TopicSpec(name="t", partitions=3, replication_factor=3)])
+    old_controller, old_epoch = controller_id(zk_client), controller_epoch(zk_client)
+    assert old_controller is not None
+    client = cluster.brokers[old_controller].client
+    assert client is not None
+    expire_session(client)
+    wait_for(lambda: controller_epoch(zk_client) > old_epoch, message="a controller election")
+    wait_for(lambda: controller_id(zk_client) is not None, message="an active controller")
+    wait_for(
+        lambda: set(zk_client.get_children("/brokers/ids")) == {"0", "1", "2"},
+        message="the expired broker registered again",
+    )
+    # The cluster still works: a broker failure is handled by the new controller.
+    victim = next(b for b in (0, 1, 2) if b != controller_id(zk_client))
+    cluster.stop_broker(victim)
+    wait_for(lambda: all(victim not in state(zk_client, "t", p)["isr"] for p in range(3)))

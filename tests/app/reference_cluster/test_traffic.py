@@ -174,7 +174,7 @@ def fresh_broker(broker_id: int = 0) -> SimBroker:
 
 
 def host_counters(broker: SimBroker) -> dict[str, float]:
-    c = broker.counters
+    c = broker.host_counters
     return {
         "cpu_user": c.cpu_seconds["user"],
         "cpu_system": c.cpu_seconds["system"],
@@ -197,10 +197,10 @@ def test_host_counters_grow_with_traffic() -> None:
     idle_counters, busy_counters = host_counters(idle), host_counters(busy)
     for name, value in busy_counters.items():
         assert value > idle_counters[name], name
-    assert busy.counters.network_receive_bytes == pytest.approx(10 * 70e6)
-    assert busy.counters.network_transmit_bytes == pytest.approx(10 * 140e6)
-    assert busy.counters.disk_written_bytes == pytest.approx(10 * 70e6)
-    assert busy.counters.cpu_seconds["idle"] < idle.counters.cpu_seconds["idle"]
+    assert busy.host_counters.network_receive_bytes == pytest.approx(10 * 70e6)
+    assert busy.host_counters.network_transmit_bytes == pytest.approx(10 * 140e6)
+    assert busy.host_counters.disk_written_bytes == pytest.approx(10 * 70e6)
+    assert busy.host_counters.cpu_seconds["idle"] < idle.host_counters.cpu_seconds["idle"]
 
 
 def test_cpu_seconds_add_up_to_cores_times_time() -> None:
@@ -208,7 +208,7 @@ def test_cpu_seconds_add_up_to_cores_times_time() -> None:
 
     update_host(broker, TickTraffic(produce_in=80e6, consumer_out=200e6), 2.0, SETTINGS)
 
-    assert sum(broker.counters.cpu_seconds.values()) == pytest.approx(SETTINGS.cpu_cores * 2.0)
+    assert sum(broker.host_counters.cpu_seconds.values()) == pytest.approx(SETTINGS.cpu_cores * 2.0)
 
 
 def test_host_counters_are_monotonic() -> None:
