@@ -388,3 +388,43 @@ def test_controller_session_expiry_moves_the_controller(
     victim = next(b for b in (0, 1, 2) if b != controller_id(zk_client))
     cluster.stop_broker(victim)
     wait_for(lambda: all(victim not in state(zk_client, "t", p)["isr"] for p in range(3)))
+
+
+def test_auto_leader_rebalance_hands_leadership_back(
+    make_cluster: ClusterFactory, zk_client: KazooClient
+) -> None:
+    """With auto.leader.rebalance.enable the controller checks 5 s after failover and then every interval;
+    broker 2 owns a third of the preferred leaderships, far above the 10 % threshold."""
+    cluster = make_cluster(
+        topics=[TopicSpec(name="topic-1", partitions=9, replication_factor=3)],
+        auto_leader_rebalance_enable=True,
+        leader_imbalance_check_interval_seconds=0.5,
+    )
+    cluster.stop_broker(2)
+    wait_for(lambda: all(state(zk_client, "topic-1", p)["leader"] != 2 for p in range(9)), message="failover")
+    cluster.start_broker(2)
+    wait_for(
+        lambda: all(
+            state(zk_client, "topic-1", p)["leader"] == replicas(zk_client, "topic-1", p)[0] for p in range(9)
+        ),
+        timeout=15,
+        message="the preferred leaders back without an election request",
+    )
+    assert not zk_client.exists("/admin/preferred_replica_election"), "an automatic rebalance writes no znode"
+
+
+def test_controlled_shutdown_moves_leadership_before_the_broker_goes(
+    make_cluster: ClusterFactory, zk_client: KazooClient
+) -> None:
+    cluster = make_cluster(topics=[TopicSpec(name="t", partitions=6, replication_factor=3)])
+    led_by_1 = [p for p in range(6) if state(zk_client, "t", p)["leader"] == 1]
+    assert led_by_1
+    cluster.stop_broker(1, controlled=True)
+    for p in range(6):
+        after = state(zk_client, "t", p)
+        assert after["leader"] not in (1, -1)
+        assert 1 not in after["isr"]
+    for p in led_by_1:
+        # The controlled-shutdown election picked the first other replica in AR order within the ISR.
+        expected = next(r for r in replicas(zk_client, "t", p) if r != 1)
+        assert state(zk_client, "t", p)["leader"] == expected
