@@ -20,7 +20,7 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.recipe.watchers import DataWatch
 
 from app.kafka.placement import AdminOperationError, InvalidPartitionsError, InvalidReplicationFactorError
 from app.reference_cluster import replication
@@ -28,6 +28,7 @@ from app.reference_cluster.admin import TopicExistsError, ZkAdmin
 from app.reference_cluster.broker import SimBroker
 from app.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.reference_cluster.controller import Controller
+from app.reference_cluster.dynamic_config import DynamicConfigs
 from app.reference_cluster.loop import EventLoop
 from app.reference_cluster.metrics import BrokerMetricsServer, MetricsSnapshot, take_snapshot
 from app.reference_cluster.traffic import TrafficModel, update_host
@@ -84,9 +85,7 @@ class ReferenceCluster:
         }
         self.controller: Controller | None = None
         self.traffic = TrafficModel(settings.traffic)
-        self.topic_configs: dict[str, dict[str, str]] = {}
-        self.broker_configs: dict[str, dict[str, str]] = {}
-        self.throttles = replication.Throttles.none()
+        self.configs = DynamicConfigs(self.brokers, settings.min_insync_replicas)
         self._admin_client: KazooClient | None = None
         self.admin: ZkAdmin | None = None
         self._last_tick_ms: float | None = None
@@ -95,7 +94,6 @@ class ReferenceCluster:
         }
         self._metrics_servers: dict[int, BrokerMetricsServer] = {}
         self._preload: set[tuple[TopicPartition, int]] = set()
-        self._last_config_change = ""
         self._started = threading.Event()
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -165,8 +163,8 @@ class ReferenceCluster:
             client.close()
 
     def _start_all(self) -> None:
-        self._read_all_configs()
-        self._watch_config_changes()
+        assert self._admin_client is not None
+        self.configs.start(self._admin_client, self.loop.post)
         for broker in self.brokers.values():
             self._start_broker(broker)
         self._last_tick_ms = self.now_ms()
@@ -383,7 +381,7 @@ class ReferenceCluster:
             for tp, (state, assignment) in updates.items():
                 if not broker.is_replica_online(tp):
                     continue  # KAFKA_STORAGE_ERROR
-                self._ensure_topic_config(tp.topic)
+                self.configs.ensure_topic(tp.topic)
                 leader = self.brokers.get(state.leader)
                 leader_log = leader.logs.get(tp) if leader is not None and leader.alive else None
                 if (tp, broker_id) in self._preload and tp not in broker.logs:
@@ -412,104 +410,6 @@ class ReferenceCluster:
     def record_unclean_election(self, controller_id: int) -> None:
         self.brokers[controller_id].counters.unclean_leader_elections += 1
 
-    # --- dynamic configs (what every broker's DynamicConfigManager reads) ------------------------
-
-    def _read_all_configs(self) -> None:
-        assert self._admin_client is not None
-        for entity_type, cache in (("topics", self.topic_configs), ("brokers", self.broker_configs)):
-            try:
-                entities = self._admin_client.get_children(f"{zkdata.CONFIG_PATH}/{entity_type}")
-            except NoNodeError:
-                continue
-            for entity in entities:
-                cache[entity] = self._read_config(entity_type, entity)
-        self._rebuild_throttles()
-
-    def _read_config(self, entity_type: str, entity: str) -> dict[str, str]:
-        assert self._admin_client is not None
-        path = zkdata.entity_config_path(entity_type, entity)
-        try:
-            data, _ = self._admin_client.get(path)
-            return zkdata.decode_config(path, data)
-        except NoNodeError:
-            return {}
-        except zkdata.ZnodeFormatError as exc:
-            log.error("brokers ignore a malformed config: %s", exc)
-            return {}
-
-    def _ensure_topic_config(self, topic: str) -> None:
-        if topic not in self.topic_configs:
-            self.topic_configs[topic] = self._read_config("topics", topic)
-            self._rebuild_throttles()
-
-    def _watch_config_changes(self) -> None:
-        assert self._admin_client is not None
-        self._admin_client.ensure_path(zkdata.CONFIG_CHANGES_PATH)
-
-        def on_children(_children: list[str]) -> bool:
-            if not self.loop.running:
-                return False
-            self.loop.post(self._on_config_changes)
-            return True
-
-        ChildrenWatch(self._admin_client, zkdata.CONFIG_CHANGES_PATH, on_children)
-
-    def _on_config_changes(self) -> None:
-        assert self._admin_client is not None
-        children = sorted(self._admin_client.get_children(zkdata.CONFIG_CHANGES_PATH))
-        for child in children:
-            if child <= self._last_config_change:
-                continue
-            self._last_config_change = child
-            path = f"{zkdata.CONFIG_CHANGES_PATH}/{child}"
-            try:
-                data, _ = self._admin_client.get(path)
-                entity_type, entity = zkdata.decode_config_change(path, data)
-            except (NoNodeError, zkdata.ZnodeFormatError) as exc:
-                log.warning("config change notification %s skipped: %s", child, exc)
-                continue
-            if entity_type == "topics":
-                self.topic_configs[entity] = self._read_config("topics", entity)
-            elif entity_type == "brokers":
-                self.broker_configs[entity] = self._read_config("brokers", entity)
-        self._rebuild_throttles()
-
-    def _broker_config(self, broker_id: int, key: str) -> str | None:
-        value = self.broker_configs.get(str(broker_id), {}).get(key)
-        if value is None:
-            value = self.broker_configs.get(zkdata.DEFAULT_BROKER_CONFIG_ENTITY, {}).get(key)
-        return value
-
-    def _rebuild_throttles(self) -> None:
-        def rates(key: str) -> dict[int, float]:
-            result = {}
-            for broker_id in self.brokers:
-                value = self._broker_config(broker_id, key)
-                if value is not None and value.strip().isdigit():
-                    result[broker_id] = float(value)
-            return result
-
-        self.throttles = replication.Throttles(
-            leader_rate=rates("leader.replication.throttled.rate"),
-            follower_rate=rates("follower.replication.throttled.rate"),
-            leader_replicas={
-                t: replication.parse_throttled_replicas(c["leader.replication.throttled.replicas"])
-                for t, c in self.topic_configs.items()
-                if "leader.replication.throttled.replicas" in c
-            },
-            follower_replicas={
-                t: replication.parse_throttled_replicas(c["follower.replication.throttled.replicas"])
-                for t, c in self.topic_configs.items()
-                if "follower.replication.throttled.replicas" in c
-            },
-        )
-
-    def min_insync_replicas(self, topic: str) -> int:
-        value = self.topic_configs.get(topic, {}).get("min.insync.replicas")
-        if value is not None and value.strip().isdigit():
-            return int(value)
-        return self.settings.min_insync_replicas
-
     # --- the data plane (loop thread) -------------------------------------------------------------
 
     def _tick(self) -> None:
@@ -518,7 +418,13 @@ class ReferenceCluster:
         self._last_tick_ms = now
         try:
             changes, moved = replication.advance(
-                self.brokers, self.settings, self.traffic, self.throttles, self.min_insync_replicas, now, dt_s
+                self.brokers,
+                self.settings,
+                self.traffic,
+                self.configs.throttles,
+                self.configs.min_insync_replicas,
+                now,
+                dt_s,
             )
             for broker in self.brokers.values():
                 if broker.alive:

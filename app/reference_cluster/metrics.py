@@ -169,7 +169,7 @@ def take_snapshot(cluster: ReferenceCluster, broker: SimBroker) -> MetricsSnapsh
     if not broker.alive:
         return None
     led = broker.led_partitions()
-    min_isr = cluster.min_insync_replicas
+    min_isr = cluster.configs.min_insync_replicas
     gauges: dict[str, float] = {
         "kafka_server_replicamanager_underreplicatedpartitions": sum(
             1 for _, v in led if len(v.isr) < v.replication_factor
