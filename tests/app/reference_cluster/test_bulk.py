@@ -20,13 +20,10 @@ from app.reference_cluster.bulk import (
     BulkWriteReport,
     ClusterExistsError,
     FaultKind,
-    Op,
-    batches,
-    delete_trees,
-    kafka_layout_children,
-    plan_cluster,
     write_bulk_cluster,
 )
+from app.reference_cluster.bulk.plan import Op, batches, plan_cluster
+from app.reference_cluster.bulk.writer import delete_trees, kafka_layout_children
 from app.testing.zookeeper import ZkClientFactory, ZooKeeperEndpoint
 from collectors import zkdata
 from collectors.model import NO_LEADER, BrokerRegistration, LeaderAndIsr, ReplicaAssignment, TopicPartition
