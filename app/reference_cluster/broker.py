@@ -77,6 +77,10 @@ class PartitionView:
         return len(self.assignment.replicas) - len(self.assignment.adding_replicas)
 
 
+REQUEST_TYPES = ("Produce", "FetchConsumer", "FetchFollower")
+"""Request meters a broker shows from its start (clients and followers are always there)."""
+
+
 @dataclass(slots=True)
 class BrokerCounters:
     """The broker process's JMX meters (bytes and messages by topic, ISR changes, requests): they start
@@ -91,7 +95,9 @@ class BrokerCounters:
     isr_shrinks: int = 0
     isr_expands: int = 0
     unclean_leader_elections: int = 0
-    requests: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    requests: defaultdict[str, float] = field(
+        default_factory=lambda: defaultdict(float, dict.fromkeys(REQUEST_TYPES, 0.0))
+    )
 
 
 @dataclass(slots=True)
