@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,8 +63,15 @@ def add_reference_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--placement-seed", type=int, default=None, help="reproducible replica placement")
 
 
+def configure_logging() -> None:
+    """Warnings and errors to stderr; kazoo's connection retries are expected noise, so only its errors."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging()
     if args.command == "zookeeper":
         from app.zookeeper_server import run_zookeeper_cli
 

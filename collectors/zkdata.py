@@ -102,6 +102,27 @@ def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS_PATH}/{topic}"
 
 
+def parse_connect_string(text: str) -> tuple[list[tuple[str, int]], str]:
+    """``host:port[,host:port...][/chroot]`` -> ([(host, port)], chroot or ''); ValueError with a message.
+
+    IPv6 hosts are written in brackets (``[::1]:2181``); the chroot, if any, must not end with ``/``.
+    """
+    hosts_part, slash, chroot = text.strip().partition("/")
+    chroot = "/" + chroot if slash else ""
+    if not hosts_part:
+        raise ValueError(f"ZooKeeper connect string {text!r} names no server (expected host:port[/chroot])")
+    if chroot and (chroot.endswith("/") or "//" in chroot):
+        raise ValueError(f"ZooKeeper chroot {chroot!r} must not be empty or end with '/'")
+    servers = []
+    for server in hosts_part.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdecimal() or not 0 < int(port) < 65536:
+            raise ValueError(f"ZooKeeper server {server!r} in {text!r} is not host:port (e.g. zk1:2181)")
+        servers.append((host, int(port)))
+    return servers, chroot
+
+
 # --- errors ------------------------------------------------------------------------------------------
 
 

@@ -143,7 +143,6 @@ class SimBroker:
         self.host_counters = HostCounters()
         self.host = HostGauges()
         self.next_isr_check_ms = 0.0
-        self.metrics_port: int | None = None
         self.session_lost = False
         self.controller_watch_set = False
 

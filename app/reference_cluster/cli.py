@@ -17,10 +17,13 @@ from app.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.reference_cluster.control import ControlServer
 from app.settings import load_settings
 from app.zookeeper_server import EmbeddedZooKeeper, ZooKeeperServerError
+from collectors.zkdata import parse_connect_string
 
 
 def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
     """Flags over ``KAFKA_HEALTH_REFERENCE_CLUSTER__*`` over defaults; raises ValueError with a message."""
+    if args.zookeeper is not None:
+        parse_connect_string(args.zookeeper)
     base = load_settings().reference_cluster.model_dump()
     overrides: dict[str, Any] = {"brokers": args.brokers}
     if args.topic:

@@ -12,7 +12,6 @@ import contextlib
 import functools
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -20,6 +19,7 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import DataWatch
 
 from app.kafka.placement import AdminOperationError, InvalidPartitionsError, InvalidReplicationFactorError
@@ -47,6 +47,7 @@ ISR_PROPAGATION_LINGER_MS = 5000.0
 ISR_PROPAGATION_MAX_DELAY_MS = 60000.0
 """Kafka's ``ZkIsrManager``: notify once changes have been quiet 5 s, or at least every 60 s."""
 REGISTRATION_RETRY_MS = 500.0
+CONNECT_TIMEOUT_S = 15.0
 GIVE_UP_ERRORS = {"FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION", "UNKNOWN_TOPIC_OR_PARTITION"}
 
 
@@ -94,15 +95,30 @@ class ReferenceCluster:
         }
         self._metrics_servers: dict[int, BrokerMetricsServer] = {}
         self._preload: set[tuple[TopicPartition, int]] = set()
-        self._started = threading.Event()
 
     # --- lifecycle -----------------------------------------------------------------------------
 
     def start(self, timeout: float = 60.0) -> None:
-        """Connect, start every broker, wait for a controller, create the configured topics."""
-        self._ensure_chroot()
+        """Connect, start every broker, wait for a controller, create the configured topics.
+
+        Raises ``TimeoutError`` with a message when ZooKeeper cannot be reached or the cluster does not
+        come up in time; whatever had started is stopped again.
+        """
+        try:
+            self._start(timeout)
+        except KazooTimeoutError:
+            self.stop()
+            raise TimeoutError(
+                f"cannot reach ZooKeeper at {self.zookeeper} within {min(timeout, CONNECT_TIMEOUT_S):.0f} s"
+            ) from None
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
+        self._ensure_chroot(timeout)
         self._admin_client = KazooClient(hosts=self.zookeeper, timeout=10.0)
-        self._admin_client.start(timeout=timeout)
+        self._admin_client.start(timeout=min(timeout, CONNECT_TIMEOUT_S))
         rng = (
             random.Random(self.settings.placement_seed) if self.settings.placement_seed is not None else None
         )
@@ -126,7 +142,6 @@ class ReferenceCluster:
         for topic in self.settings.topics:
             self._create_startup_topic(topic.name, topic.partitions, topic.replication_factor, topic.config)
         self.wait_until(self._all_partitions_online, timeout, "every partition of the start-up topics online")
-        self._started.set()
 
     def stop(self) -> None:
         """Stop every broker (their sessions close, so their ephemeral znodes go) and the loop."""
@@ -150,12 +165,12 @@ class ReferenceCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _ensure_chroot(self) -> None:
+    def _ensure_chroot(self, timeout: float) -> None:
         hosts, slash, chroot = self.zookeeper.partition("/")
         if not slash or not chroot:
             return
         client = KazooClient(hosts=hosts, timeout=10.0)
-        client.start(timeout=30)
+        client.start(timeout=min(timeout, CONNECT_TIMEOUT_S))
         try:
             client.ensure_path("/" + chroot)
         finally:
@@ -193,13 +208,19 @@ class ReferenceCluster:
         raise TimeoutError(f"reference cluster: no {what} after {timeout:.0f} s")
 
     def _all_partitions_online(self) -> bool:
+        """Every partition of the start-up topics has a leader (a topic that existed before keeps its
+        own partition count)."""
         controller = self.controller
         if controller is None:
             return False
         topics = {t.name for t in self.settings.topics}
-        expected = sum(t.partitions for t in self.settings.topics)
-        online = [tp for tp, s in controller.states.items() if tp.topic in topics and s.leader >= 0]
-        return len(online) == expected
+        if not topics <= set(controller.topic_ids):
+            return False
+        return all(
+            tp in controller.states and controller.states[tp].leader >= 0
+            for tp in controller.assignments
+            if tp.topic in topics
+        )
 
     def _create_startup_topic(self, name: str, partitions: int, rf: int, config: Mapping[str, str]) -> None:
         assert self.admin is not None
@@ -240,7 +261,6 @@ class ReferenceCluster:
             client.ensure_path(path)
         self._ensure_cluster_id(client)
         self._metrics_servers[broker.id].open()
-        broker.metrics_port = self._metrics_servers[broker.id].port
         self._register(broker, client)
 
     @staticmethod

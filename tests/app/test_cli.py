@@ -299,8 +299,9 @@ def test_sigkill_of_the_cli_takes_its_zookeeper_jvm_down(run_cli: CliFactory) ->
         (["--topic", "orders:x:3"], r"NAME:PARTITIONS:RF"),
         (["--brokers", "2", "--topic", "t:1:3"], r"replication factor 3 larger than available brokers: 2"),
         (["--brokers", "3", "--topic", "bad name:1:1"], r"illegal topic name"),
+        (["--zookeeper", "127.0.0.1:abc"], r"is not host:port"),
     ],
-    ids=["no-colons", "non-numeric-partitions", "rf-above-brokers", "illegal-name"],
+    ids=["no-colons", "non-numeric-partitions", "rf-above-brokers", "illegal-name", "bad-zookeeper"],
 )
 def test_bad_reference_cluster_input_exits_2_with_a_message(
     run_cli: CliFactory, args: list[str], expected: str

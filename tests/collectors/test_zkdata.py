@@ -724,3 +724,34 @@ def test_new_kafka_uuid_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch
 
     assert base64.urlsafe_b64encode(dash_first.bytes).decode().startswith("-")
     assert text == base64.urlsafe_b64encode(normal.bytes).rstrip(b"=").decode()
+
+
+# --- connect strings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "servers", "chroot"),
+    [
+        ("zk1:2181", [("zk1", 2181)], ""),
+        ("zk1:2181,zk2:2182/kafka", [("zk1", 2181), ("zk2", 2182)], "/kafka"),
+        ("[::1]:2181/a/b", [("::1", 2181)], "/a/b"),
+    ],
+)
+def test_parse_connect_string(text: str, servers: list[tuple[str, int]], chroot: str) -> None:
+    assert zkdata.parse_connect_string(text) == (servers, chroot)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "names no server"),
+        ("/kafka", "names no server"),
+        ("zk1", "is not host:port"),
+        ("zk1:abc", "is not host:port"),
+        ("zk1:70000", "is not host:port"),
+        ("zk1:2181/kafka/", "must not be empty or end with '/'"),
+    ],
+)
+def test_parse_connect_string_refuses_bad_input(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        zkdata.parse_connect_string(text)

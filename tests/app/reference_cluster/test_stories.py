@@ -16,7 +16,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch
 
-from app.reference_cluster.config import TopicSpec
+from app.reference_cluster.cluster import ReferenceCluster
+from app.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.testing.reference_cluster import LAG_MS, ClusterFactory, controller_epoch, controller_id, wait_for
 from app.testing.zookeeper import expire_session
 from collectors.model import TopicPartition
@@ -428,3 +429,12 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_goes(
         # The controlled-shutdown election picked the first other replica in AR order within the ISR.
         expected = next(r for r in replicas(zk_client, "t", p) if r != 1)
         assert state(zk_client, "t", p)["leader"] == expected
+
+
+def test_start_fails_clearly_when_zookeeper_is_unreachable() -> None:
+    cluster = ReferenceCluster(ReferenceClusterSettings(brokers=1), "127.0.0.1:1")
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"cannot reach ZooKeeper at 127\.0\.0\.1:1 within 2 s"):
+        cluster.start(timeout=2)
+    assert time.monotonic() - started < 10
+    assert not cluster.loop.running
