@@ -6,6 +6,7 @@ entry is the preferred leader), an ``isr``, a ``leader`` (-1 when there is none)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -124,3 +125,90 @@ class BrokerRegistration:
 
     def _plaintext(self) -> BrokerEndpoint | None:
         return next((e for e in self.endpoints if e.security_protocol == "PLAINTEXT"), None)
+
+
+# --- the cluster snapshot ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition as ZooKeeper shows it: its assignment (topic znode) and its state znode (None when
+    the state znode does not exist: a new partition no controller has initialised)."""
+
+    tp: TopicPartition
+    assignment: ReplicaAssignment
+    state: LeaderAndIsr | None = None
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self.assignment.replicas
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader if self.state is not None else NO_LEADER
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr if self.state is not None else ()
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerInfo:
+    """``/controller`` and ``/controller_epoch``; ``broker_id`` None when no controller is active."""
+
+    broker_id: int | None = None
+    epoch: int | None = None
+    epoch_zk_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: str | None = None
+    config: Mapping[str, str] = field(default_factory=dict)
+    marked_for_deletion: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PendingOperations:
+    """Admin znodes present at the time of the snapshot."""
+
+    preferred_election: tuple[TopicPartition, ...] = ()
+    reassignments: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    deletions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ZnodeError:
+    """A znode that could not be read as Kafka writes it: recorded and skipped."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """An immutable view of a cluster's ZooKeeper state. Each change produces a new ``version``.
+
+    ``taken_at`` is when this version was produced (epoch seconds); ``last_good_at`` when the collector
+    last knew itself in sync with ZooKeeper (None before the first full scan), and ``stale`` is true while
+    it is not (session lost, resync running), so a reader always knows how old the truth may be.
+    """
+
+    version: int
+    taken_at: float
+    last_good_at: float | None
+    stale: bool
+    cluster_id: str | None
+    brokers: Mapping[int, BrokerRegistration]
+    controller: ControllerInfo
+    topics: Mapping[str, TopicInfo]
+    partitions: Mapping[TopicPartition, PartitionInfo]
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """``/config/brokers/<id>`` and ``<default>``, keyed by entity name."""
+    pending: PendingOperations = field(default_factory=PendingOperations)
+    errors: tuple[ZnodeError, ...] = ()
+
+    def age(self, now: float) -> float | None:
+        """Seconds since the snapshot was last known good (None if it never was)."""
+        return None if self.last_good_at is None else max(0.0, now - self.last_good_at)
