@@ -1,0 +1,127 @@
+"""Where samples go: a spool directory (default) or a Kafka topic, behind one small interface.
+
+Spool directory: each batch becomes one newline-delimited JSON file, written to a hidden temp file and
+renamed into place, so a reader (Spark's file source ignores names starting with ``.``) only ever sees
+whole files. Files older than the retention are deleted at the next write.
+
+Kafka topic: one record per sample, keyed by collector id (so one collector's samples stay in order on one
+partition), ``acks=all``; the producer is created by kafka-python unless one is handed in.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from collectors.samples import Sample
+
+SPOOL_SUFFIX = ".ndjson"
+
+
+class TransportError(Exception):
+    """A batch could not be handed over. A spool file is all or nothing; a Kafka batch may be partly
+    published, and writing it again is safe: the analytics job drops samples it has seen by
+    ``(collector_id, sequence)``."""
+
+
+class SampleSink(Protocol):
+    def write(self, samples: Sequence[Sample]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SpoolDirectorySink:
+    """Atomic newline-delimited JSON files in ``directory``, deleted after ``retention_s``."""
+
+    def __init__(
+        self, directory: Path, retention_s: float = 3600.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        if retention_s <= 0:
+            raise ValueError(f"spool retention must be positive, got {retention_s}")
+        self.directory = Path(directory)
+        self.retention_s = retention_s
+        self._clock = clock
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def write(self, samples: Sequence[Sample]) -> None:
+        if not samples:
+            return
+        first = samples[0]
+        name = f"{int(self._clock() * 1000):013d}-{first.collector_id}-{first.sequence:012d}{SPOOL_SUFFIX}"
+        payload = "".join(s.to_line() + "\n" for s in samples).encode()
+        try:
+            fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=SPOOL_SUFFIX, dir=self.directory)
+        except OSError as exc:
+            raise TransportError(f"cannot write samples to {self.directory}: {exc}") from exc
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, self.directory / name)
+        except OSError as exc:
+            Path(temp).unlink(missing_ok=True)
+            raise TransportError(f"cannot write samples to {self.directory}: {exc}") from exc
+        self._apply_retention()
+
+    def _apply_retention(self) -> None:
+        cutoff = self._clock() - self.retention_s
+        for path in self.directory.glob(f"*{SPOOL_SUFFIX}"):
+            try:
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+            except FileNotFoundError:
+                continue
+
+    def files(self) -> list[Path]:
+        """The published files, oldest first."""
+        return sorted(p for p in self.directory.glob(f"*{SPOOL_SUFFIX}") if not p.name.startswith("."))
+
+    def close(self) -> None:
+        pass
+
+
+class Producer(Protocol):
+    """The part of kafka-python's ``KafkaProducer`` the sink uses."""
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None) -> Any: ...
+
+    def flush(self, timeout: float | None = None) -> None: ...
+
+    def close(self, timeout: float | None = None) -> None: ...
+
+
+class KafkaTopicSink:
+    """One record per sample on ``topic``; ``write`` returns once every record is acknowledged."""
+
+    def __init__(
+        self, bootstrap_servers: str, topic: str, producer: Producer | None = None, timeout_s: float = 30.0
+    ) -> None:
+        if not topic:
+            raise ValueError("a Kafka topic name is required")
+        self.topic = topic
+        self.timeout_s = timeout_s
+        if producer is None:
+            from kafka import KafkaProducer
+
+            producer = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5)
+        self._producer = producer
+
+    def write(self, samples: Sequence[Sample]) -> None:
+        futures = [
+            self._producer.send(self.topic, value=s.to_line().encode(), key=s.collector_id.encode())
+            for s in samples
+        ]
+        try:
+            self._producer.flush(timeout=self.timeout_s)
+            for future in futures:
+                future.get(timeout=self.timeout_s)
+        except Exception as exc:
+            raise TransportError(f"cannot publish samples to Kafka topic {self.topic!r}: {exc}") from exc
+
+    def close(self) -> None:
+        self._producer.close(timeout=self.timeout_s)

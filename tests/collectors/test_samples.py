@@ -1,0 +1,93 @@
+"""Samples: numbering, what a broker sample holds, JSON lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collectors.model import (
+    BrokerEndpoint,
+    BrokerRegistration,
+    ClusterSnapshot,
+    ControllerInfo,
+    LeaderAndIsr,
+    PartitionInfo,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from collectors.samples import (
+    LOAD_METRICS,
+    SampleNumbering,
+    broker_counts,
+    broker_samples,
+    cluster_sample,
+    new_collector_id,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def snapshot_of(
+    assignments: dict[int, tuple[tuple[int, ...], int]], brokers: tuple[int, ...]
+) -> ClusterSnapshot:
+    partitions = {
+        TopicPartition("t", p): PartitionInfo(
+            TopicPartition("t", p), ReplicaAssignment(replicas), LeaderAndIsr(leader, 0, replicas, 1)
+        )
+        for p, (replicas, leader) in assignments.items()
+    }
+    return ClusterSnapshot(
+        version=1,
+        taken_at=0.0,
+        last_good_at=0.0,
+        stale=False,
+        cluster_id="c1",
+        brokers={b: BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", f"b{b}", 9092),)) for b in brokers},
+        controller=ControllerInfo(0, 1),
+        topics={},
+        partitions=partitions,
+    )
+
+
+def test_collector_ids_differ_between_starts() -> None:
+    assert new_collector_id("c") != new_collector_id("c")
+    assert new_collector_id("c").startswith("c-")
+
+
+def test_sequences_count_up_from_zero() -> None:
+    numbering = SampleNumbering("c-1")
+    assert [numbering.next() for _ in range(3)] == [0, 1, 2]
+
+
+def test_broker_counts_come_from_zookeeper() -> None:
+    snapshot = snapshot_of({0: ((0, 1), 0), 1: ((1, 2), 1), 2: ((2, 0), 2), 3: ((1, 0), 1)}, (0, 1, 2))
+    assert broker_counts(snapshot) == {0: (3, 1), 1: (3, 2), 2: (2, 1)}
+
+
+def test_broker_samples_keep_load_metrics_only_and_drop_non_finite_values() -> None:
+    snapshot = snapshot_of({0: ((0, 1), 0)}, (0, 1))
+    scraped = {0: {"cpuUsed": 1.5, "nwBytesIn": float("nan"), "urp": 3.0}, 1: {"fd": 300.0}}
+    samples = broker_samples(snapshot, scraped, SampleNumbering("c-1"), timestamp=10.0)
+    assert [(s.broker, s.sequence) for s in samples] == [(0, 0), (1, 1)]
+    assert samples[0].metrics == {"cpuUsed": 1.5, "partitions": 1.0, "leaders": 1.0}
+    assert samples[1].metrics == {"fd": 300.0, "partitions": 1.0, "leaders": 0.0}
+    assert set(samples[0].metrics) <= set(LOAD_METRICS)
+
+
+def test_a_sample_is_one_json_line_with_its_identity() -> None:
+    snapshot = snapshot_of({0: ((0,), 0)}, (0,))
+    numbering = SampleNumbering("c-9")
+    sample = cluster_sample(snapshot, {"under_replicated": 2, "offline": float("inf")}, numbering, 5.0)
+    line = sample.to_line()
+    assert "\n" not in line
+    assert json.loads(line) == {
+        "v": 1,
+        "collector_id": "c-9",
+        "sequence": 0,
+        "timestamp": 5.0,
+        "kind": "cluster",
+        "cluster": "c1",
+        "broker": None,
+        "metrics": {"under_replicated": 2.0},
+    }
