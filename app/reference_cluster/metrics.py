@@ -177,10 +177,10 @@ def take_snapshot(cluster: ReferenceCluster, broker: SimBroker) -> MetricsSnapsh
         "kafka_server_replicamanager_partitioncount": len(broker.partitions) + len(broker.offline_replicas()),
         "kafka_server_replicamanager_leadercount": len(led),
         "kafka_server_replicamanager_underminisrpartitioncount": sum(
-            1 for tp, v in led if len(v.isr) < min_isr(tp.topic)
+            1 for tp, v in led if len(v.isr) < min(min_isr(tp.topic), len(v.assignment.replicas))
         ),
         "kafka_server_replicamanager_atminisrpartitioncount": sum(
-            1 for tp, v in led if len(v.isr) == min_isr(tp.topic)
+            1 for tp, v in led if len(v.isr) == min(min_isr(tp.topic), len(v.assignment.replicas))
         ),
         "kafka_server_replicamanager_offlinereplicacount": len(broker.offline_replicas()),
         "kafka_server_replicamanager_reassigningpartitions": sum(
