@@ -1,0 +1,715 @@
+"""The metrics collector: scrape every broker's Prometheus endpoint, map its series through a name table to
+the load model's and the health model's metrics, and turn counters into per-second rates.
+
+Brokers expose jmx_exporter's Kafka names (KAFKA_REFERENCE §5) and node_exporter's host metrics. Each
+broker's URL comes from a template or an explicit map; all brokers are scraped at once on a thread pool,
+each with its own timeout, and whatever goes wrong with one broker (no URL, refused, timed out, HTTP
+error, text that does not parse) is that broker's ``error``, never an exception out of :meth:`scrape`.
+
+HTTP sits behind :class:`MetricsFetcher` so that unit tests hand in a fake; the parsing, the name table and
+the rate arithmetic are pure functions (:func:`parse_exposition`, :func:`evaluate`).
+
+Decisions:
+
+* ``nwBytesIn``/``nwBytesOut`` are Kafka's ``BytesInPerSec``/``BytesOutPerSec`` for all topics (the
+  series without a ``topic`` label): client traffic only since KIP-153 (0.11), replication being
+  ``Replication*BytesIn/OutPerSec``, which is left out. With a replication factor equal to the number of
+  brokers every broker receives every byte as leader or follower, so counting replication would hide
+  exactly the leadership skew the load model is for. A deployment that wants NIC-level traffic points
+  them at ``node_network_{receive,transmit}_bytes_total`` in the name table.
+* Rates are taken as Prometheus takes them: per series, (value now − value before) / (time between the two
+  scrapes' start), a value that went down counting as a restart from 0, and summed or maxed afterwards. A
+  series needs two scrapes, so the first scrape of a broker (or a series new since the last one) gives no
+  rate: the metric is absent, never 0. A failed scrape keeps the previous counters for the next one.
+* A metric whose series are all missing, or not finite, is absent from ``values``.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import logging
+import math
+import re
+import string
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Protocol
+
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from collectors.model import BrokerRegistration
+
+log = logging.getLogger(__name__)
+
+# --- errors ------------------------------------------------------------------------------------------
+
+
+class MetricsError(Exception):
+    """Base of the metrics collector's errors; each is recorded as one broker's ``error``."""
+
+
+class EndpointError(MetricsError):
+    """A broker has no metrics URL (not in the map and no template, or a placeholder it cannot fill)."""
+
+
+class FetchError(MetricsError):
+    """The endpoint could not be read: refused, unreachable, an HTTP status other than 200, too large."""
+
+
+class FetchTimeoutError(FetchError):
+    """The endpoint did not answer in full within the timeout."""
+
+
+class ExpositionError(MetricsError):
+    """The response is not Prometheus text format."""
+
+
+# --- the name table ----------------------------------------------------------------------------------
+
+LabelSet = tuple[tuple[str, str], ...]
+"""A series' labels, sorted by name."""
+
+_METRIC_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_SELECTOR = re.compile(rf"\s*(?P<name>{_METRIC_NAME})\s*(?:\{{(?P<matchers>.*)\}})?\s*", re.DOTALL)
+_MATCHER = re.compile(
+    r'\s*(?P<label>[a-zA-Z_][a-zA-Z0-9_]*)\s*(?P<op>=~|!~|!=|=)\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*(?:,|$)'
+)
+_SELECTOR_HELP = 'write name or name{label="value", label!="value", label=~"regex", label!~"regex"}'
+
+
+@dataclass(frozen=True, slots=True)
+class LabelMatcher:
+    """One PromQL label matcher. As in PromQL a missing label reads as "", so ``topic=""`` selects the
+    series without a ``topic`` label, and regular expressions match the whole value."""
+
+    label: str
+    op: Literal["=", "!=", "=~", "!~"]
+    value: str
+    pattern: re.Pattern[str] | None = None
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        actual = labels.get(self.label, "")
+        if self.pattern is not None:
+            return (self.pattern.fullmatch(actual) is not None) == (self.op == "=~")
+        return (actual == self.value) == (self.op == "=")
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesSelector:
+    """A PromQL instant selector: a sample name and label matchers."""
+
+    name: str
+    matchers: tuple[LabelMatcher, ...] = ()
+
+    def select(self, exposition: Exposition) -> dict[LabelSet, float]:
+        series = exposition.get(self.name, {})
+        if not self.matchers:
+            return dict(series)
+        return {k: v for k, v in series.items() if all(m.matches(dict(k)) for m in self.matchers)}
+
+
+@functools.lru_cache(maxsize=256)
+def parse_selector(text: str) -> SeriesSelector:
+    """``node_cpu_seconds_total{mode!~"idle|iowait"}`` -> :class:`SeriesSelector`; ValueError if bad."""
+    whole = _SELECTOR.fullmatch(text)
+    if whole is None:
+        raise ValueError(f"metric selector {text!r} is not a selector: {_SELECTOR_HELP}")
+    body, matchers, pos = whole.group("matchers") or "", [], 0
+    while pos < len(body.rstrip()):
+        term = _MATCHER.match(body, pos)
+        if term is None:
+            raise ValueError(f"metric selector {text!r}: cannot read {body[pos:]!r}: {_SELECTOR_HELP}")
+        matchers.append(_matcher(text, term["label"], term["op"], _unescape(term["value"])))
+        pos = term.end()
+    return SeriesSelector(whole.group("name"), tuple(matchers))
+
+
+def _matcher(text: str, label: str, op: str, value: str) -> LabelMatcher:
+    if op not in ("=~", "!~"):
+        return LabelMatcher(label, "=" if op == "=" else "!=", value)
+    try:
+        return LabelMatcher(label, "=~" if op == "=~" else "!~", value, re.compile(value))
+    except re.error as exc:
+        raise ValueError(f"metric selector {text!r}: bad regular expression {value!r}: {exc}") from None
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+class MetricRule(BaseModel):
+    """How one metric of the load or health model is read from a broker's exposition.
+
+    ``series`` selects the samples (a PromQL selector); with ``rate`` each series becomes its per-second
+    rate (counters); ``aggregate`` combines the series (``sum`` over CPUs and disks, ``max`` for the
+    busiest disk); ``minus`` names a second selector, treated alike, whose result is subtracted (e.g.
+    memory total − available).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    series: str
+    rate: bool = False
+    aggregate: Literal["sum", "max"] = "sum"
+    minus: str | None = None
+
+    @field_validator("series", "minus")
+    @classmethod
+    def _check_selector(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_selector(value)
+        return value
+
+
+def _gauge(series: str) -> MetricRule:
+    return MetricRule(series=series)
+
+
+def _rate(series: str, aggregate: Literal["sum", "max"] = "sum") -> MetricRule:
+    return MetricRule(series=series, rate=True, aggregate=aggregate)
+
+
+DEFAULT_NAME_TABLE: Mapping[str, MetricRule] = {
+    # the load model (KAFKA_REFERENCE §4); units: counts, cores busy, bytes/s, fraction of time busy, bytes
+    "partitions": _gauge("kafka_server_replicamanager_partitioncount"),
+    "leaders": _gauge("kafka_server_replicamanager_leadercount"),
+    "cpuUsed": _rate('node_cpu_seconds_total{mode!~"idle|iowait"}'),
+    "nwBytesIn": _rate('kafka_server_brokertopicmetrics_bytesin_total{topic=""}'),
+    "nwBytesOut": _rate('kafka_server_brokertopicmetrics_bytesout_total{topic=""}'),
+    "ioRead": _rate("node_disk_read_bytes_total"),
+    "ioWrite": _rate("node_disk_written_bytes_total"),
+    "iowait": _rate('node_cpu_seconds_total{mode="iowait"}'),
+    "ioutil": _rate("node_disk_io_time_seconds_total", aggregate="max"),
+    "fd": _gauge("process_open_fds"),
+    "memUsed": MetricRule(series="node_memory_MemTotal_bytes", minus="node_memory_MemAvailable_bytes"),
+    # the brokers' own health gauges (KAFKA_REFERENCE §3, §5); controller gauges are 0 off the controller
+    "urp": _gauge("kafka_server_replicamanager_underreplicatedpartitions"),
+    "under_min_isr": _gauge("kafka_server_replicamanager_underminisrpartitioncount"),
+    "at_min_isr": _gauge("kafka_server_replicamanager_atminisrpartitioncount"),
+    "offline_replicas": _gauge("kafka_server_replicamanager_offlinereplicacount"),
+    "active_controller": _gauge("kafka_controller_kafkacontroller_activecontrollercount"),
+    "offline_partitions": _gauge("kafka_controller_kafkacontroller_offlinepartitionscount"),
+    "preferred_imbalance": _gauge("kafka_controller_kafkacontroller_preferredreplicaimbalancecount"),
+}
+"""Metric name -> rule, for jmx_exporter's Kafka example rules and node_exporter."""
+
+HEALTH_METRICS = (
+    "urp",
+    "under_min_isr",
+    "at_min_isr",
+    "offline_replicas",
+    "active_controller",
+    "offline_partitions",
+    "preferred_imbalance",
+)
+
+
+# --- endpoints ---------------------------------------------------------------------------------------
+
+PLACEHOLDERS = ("host", "port", "id", "rack")
+_PROBE = {"host": "broker.example", "port": "9092", "id": "0", "rack": "rack-a"}
+
+
+def validate_url(url: str, what: str = "metrics URL") -> str:
+    """An absolute http(s) URL with a host and, if given, a valid port."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{what} {url!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{what} {url!r} must start with http:// or https://")
+    if not parts.hostname:
+        raise ValueError(f"{what} {url!r} has no host")
+    return url
+
+
+def validate_url_template(template: str) -> str:
+    """Only ``{host}``, ``{port}``, ``{id}`` and ``{rack}`` (no format specs), and an http(s) URL."""
+    allowed = ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(f"metrics URL template {template!r}: {exc} (use {{{{ and }}}} for braces)") from None
+    for _, name, spec, conversion in fields:
+        if name is None:
+            continue
+        if name not in PLACEHOLDERS:
+            raise ValueError(
+                f"unknown placeholder {{{name}}} in metrics URL template {template!r}: use {allowed}"
+            )
+        if spec or conversion:
+            raise ValueError(f"placeholder {{{name}}} in metrics URL template {template!r} takes no format")
+    if "[{host}]" in template:
+        raise ValueError(
+            f"metrics URL template {template!r}: write {{host}} without brackets; IPv6 hosts get them"
+        )
+    validate_url(template.format(**_PROBE), f"metrics URL template {template!r} gives")
+    return template
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+class MetricsEndpoints:
+    """Where each broker's metrics are: the explicit map first, else the template filled from the
+    broker's registration (host and port of ``listener``, else of the PLAINTEXT listener, else of the
+    first one; IPv6 hosts bracketed; the rack percent-encoded)."""
+
+    def __init__(
+        self, template: str | None = None, urls: Mapping[int, str] | None = None, listener: str | None = None
+    ) -> None:
+        self.template = None if template is None else validate_url_template(template)
+        self.urls = {b: validate_url(u, f"metrics URL of broker {b}") for b, u in (urls or {}).items()}
+        self.listener = listener
+
+    def url_for(self, broker: BrokerRegistration) -> str:
+        if broker.id in self.urls:
+            return self.urls[broker.id]
+        if self.template is None:
+            raise EndpointError(f"no metrics URL for broker {broker.id}: not in the map and no template")
+        host, port = self._address(broker)
+        if "{rack}" in self.template and broker.rack is None:
+            raise EndpointError(f"broker {broker.id} has no rack for {{rack}} in {self.template!r}")
+        rack = urllib.parse.quote(broker.rack or "", safe="")
+        return self.template.format(host=_url_host(host), port=port, id=broker.id, rack=rack)
+
+    def _address(self, broker: BrokerRegistration) -> tuple[str, int]:
+        if self.listener is not None:
+            named = [e for e in broker.endpoints if e.listener == self.listener]
+            if not named:
+                raise EndpointError(f"broker {broker.id} has no listener {self.listener!r}")
+            return named[0].host, named[0].port
+        if broker.host is not None:
+            return broker.host, broker.port
+        if not broker.endpoints:
+            raise EndpointError(f"broker {broker.id} registered no endpoint")
+        return broker.endpoints[0].host, broker.endpoints[0].port
+
+
+# --- settings ----------------------------------------------------------------------------------------
+
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+class MetricsSettings(BaseModel):
+    """The metrics collector's section of the settings tree, validated when built (no I/O)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url_template: str | None = None
+    """E.g. ``http://{host}:7071/metrics``; placeholders ``{host}``, ``{port}``, ``{id}``, ``{rack}``."""
+    urls: dict[int, str] = Field(default_factory=dict)
+    """Broker id -> URL; wins over the template."""
+    listener: str | None = None
+    """The listener whose host and port fill ``{host}`` and ``{port}`` (default PLAINTEXT, else the first)."""
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = DEFAULT_TIMEOUT_S
+    max_workers: Annotated[int, Field(ge=1, le=1024)] = 32
+    max_response_bytes: Annotated[int, Field(ge=1024)] = DEFAULT_MAX_RESPONSE_BYTES
+    names: dict[str, MetricRule | None] = Field(default_factory=dict)
+    """Changes to :data:`DEFAULT_NAME_TABLE`: a rule replaces or adds a metric, None removes one."""
+
+    @field_validator("url_template")
+    @classmethod
+    def _check_template(cls, value: str | None) -> str | None:
+        return None if value is None else validate_url_template(value)
+
+    @field_validator("urls")
+    @classmethod
+    def _check_urls(cls, value: dict[int, str]) -> dict[int, str]:
+        for broker_id, url in value.items():
+            validate_url(url, f"metrics URL of broker {broker_id}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_some_endpoint(self) -> MetricsSettings:
+        if self.url_template is None and not self.urls:
+            raise ValueError(
+                "the metrics collector needs url_template (e.g. http://{host}:7071/metrics) "
+                "or urls (broker id -> URL)"
+            )
+        return self
+
+    @property
+    def name_table(self) -> dict[str, MetricRule]:
+        table = {**DEFAULT_NAME_TABLE, **self.names}
+        return {name: rule for name, rule in table.items() if rule is not None}
+
+
+# --- fetching ----------------------------------------------------------------------------------------
+
+
+class MetricsFetcher(Protocol):
+    """Reads one endpoint: the body as text, or :class:`FetchError` (:class:`FetchTimeoutError` when it takes
+    longer than ``timeout`` seconds)."""
+
+    def fetch(self, url: str, timeout: float) -> str: ...
+
+
+ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
+"""The classic text format: an exporter that can also speak OpenMetrics keeps to the format we parse."""
+_CHUNK_BYTES = 64 * 1024
+
+
+class HttpFetcher:
+    """:class:`MetricsFetcher` over urllib. Proxies from the environment are ignored: a scraper talks to
+    the brokers directly. ``timeout`` bounds connecting, each read and the whole body."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, user_agent: str = "kafka-health") -> None:
+        self.max_bytes = max_bytes
+        self.user_agent = user_agent
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def fetch(self, url: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        request = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": self.user_agent})
+        try:
+            with self._opener.open(request, timeout=timeout) as response:
+                body = self._read(response, deadline, timeout)
+                charset = response.headers.get_content_charset() or "utf-8"
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise FetchError(f"HTTP {exc.code} {exc.reason}") from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise FetchTimeoutError(f"no answer within {timeout:g} s") from None
+            raise FetchError(f"cannot connect: {_os_reason(exc.reason)}") from None
+        except TimeoutError:
+            raise FetchTimeoutError(f"no answer within {timeout:g} s") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise FetchError(f"{type(exc).__name__}: {exc}") from None
+        try:
+            return body.decode(charset, errors="replace")
+        except LookupError:
+            return body.decode("utf-8", errors="replace")
+
+    def _read(self, response: Any, deadline: float, timeout: float) -> bytes:
+        chunks, size = [], 0
+        while chunk := response.read(_CHUNK_BYTES):
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise FetchError(f"response larger than {self.max_bytes} bytes")
+            if time.monotonic() > deadline:
+                raise FetchTimeoutError(f"body not complete within {timeout:g} s")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _os_reason(reason: object) -> str:
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason)
+
+
+# --- parsing and evaluation (pure) -------------------------------------------------------------------
+
+Exposition = Mapping[str, Mapping[LabelSet, float]]
+"""Sample name as exposed -> its series' values (finite only)."""
+
+
+def parse_exposition(text: str, wanted: Iterable[str] | None = None) -> dict[str, dict[LabelSet, float]]:
+    """Parse Prometheus text with prometheus_client's parser, keeping the samples named in ``wanted``
+    (all when None). Raises :class:`ExpositionError` for text that is not the format, or has no sample.
+
+    The parser renames a counter's samples to ``<family>_total`` when the ``# TYPE`` line lacks the
+    suffix, as jmx_exporter 0.x writes its ``_count`` counters (``..._count`` becomes ``..._count_total``),
+    so each such sample is also found under its family's name. Trailing commas in label sets
+    (``{topic="orders",}``, jmx_exporter 0.x) parse as they are. A series given twice keeps its first value.
+    """
+    keep = None if wanted is None else frozenset(wanted)
+    exact: dict[str, dict[LabelSet, float]] = {}
+    aliased: dict[str, dict[LabelSet, float]] = {}
+    samples = 0
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                samples += 1
+                value = float(sample.value)
+                if not math.isfinite(value):
+                    continue
+                labels: LabelSet = tuple(sorted(sample.labels.items()))
+                if keep is None or sample.name in keep:
+                    exact.setdefault(sample.name, {}).setdefault(labels, value)
+                alias = family.name
+                if (
+                    family.type == "counter"
+                    and sample.name == f"{alias}_total"
+                    and (keep is None or alias in keep)
+                ):
+                    aliased.setdefault(alias, {}).setdefault(labels, value)
+    except Exception as exc:  # the parser raises ValueError, IndexError, ... on bad input
+        raise ExpositionError(f"not Prometheus text format: {type(exc).__name__}: {exc}") from None
+    if samples == 0:
+        raise ExpositionError("no samples in the response")
+    return {**aliased, **exact}
+
+
+def selectors_of(table: Mapping[str, MetricRule]) -> frozenset[str]:
+    """The sample names the table reads."""
+    texts = [t for rule in table.values() for t in (rule.series, rule.minus) if t is not None]
+    return frozenset(parse_selector(t).name for t in texts)
+
+
+@dataclass(frozen=True, slots=True)
+class CounterState:
+    """The counter series one scrape saw, kept for the next scrape's rates."""
+
+    at: float
+    """When the scrape started (epoch seconds): Prometheus's sample timestamp."""
+    series: Mapping[str, Mapping[LabelSet, float]] = field(default_factory=dict)
+    """Selector text -> the series it selected."""
+
+
+def evaluate(
+    table: Mapping[str, MetricRule], exposition: Exposition, at: float, previous: CounterState | None = None
+) -> tuple[dict[str, float], CounterState]:
+    """The table's metrics from one exposition taken at ``at``, rates against ``previous``; returns them
+    with the counters to keep for next time."""
+    counters: dict[str, Mapping[LabelSet, float]] = {}
+    values: dict[str, float] = {}
+    for name, rule in table.items():
+        value = _term(rule, rule.series, exposition, at, previous, counters)
+        if value is not None and rule.minus is not None:
+            minus = _term(rule, rule.minus, exposition, at, previous, counters)
+            value = None if minus is None else value - minus
+        if value is not None and math.isfinite(value):
+            values[name] = value
+    return values, CounterState(at, counters)
+
+
+def _term(
+    rule: MetricRule,
+    text: str,
+    exposition: Exposition,
+    at: float,
+    previous: CounterState | None,
+    counters: dict[str, Mapping[LabelSet, float]],
+) -> float | None:
+    selected = parse_selector(text).select(exposition)
+    if rule.rate:
+        counters[text] = selected
+        before = None if previous is None else previous.series.get(text)
+        selected = rates(selected, before, at - previous.at if previous is not None else 0.0)
+    if not selected:
+        return None
+    return sum(selected.values()) if rule.aggregate == "sum" else max(selected.values())
+
+
+def rates(
+    now: Mapping[LabelSet, float], before: Mapping[LabelSet, float] | None, elapsed_s: float
+) -> dict[LabelSet, float]:
+    """Per-second increase of each series seen both times; a value that went down restarted from 0."""
+    if before is None or elapsed_s <= 0:
+        return {}
+    result = {}
+    for labels, value in now.items():
+        if labels in before:
+            increase = value - before[labels] if value >= before[labels] else value
+            result[labels] = increase / elapsed_s
+    return result
+
+
+# --- results -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerScrape:
+    broker_id: int
+    url: str | None
+    scraped_at: float
+    """Epoch seconds when the request started (the collector's clock)."""
+    duration_s: float
+    values: Mapping[str, float]
+    """Metric name (of the name table) -> value; a metric the broker could not give is absent."""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsScrape:
+    scrapes: Mapping[int, BrokerScrape]
+    started_at: float
+    duration_s: float
+
+    @property
+    def failures(self) -> dict[int, str]:
+        """Broker id -> why its scrape failed."""
+        return {b: s.error for b, s in self.scrapes.items() if s.error is not None}
+
+    def values(self, name: str) -> dict[int, float]:
+        """Broker id -> the metric, for the brokers that gave it."""
+        return {b: s.values[name] for b, s in self.scrapes.items() if name in s.values}
+
+    def total(self, name: str) -> float | None:
+        """The metric summed over the brokers that gave it (e.g. the cluster's URP); None if none did."""
+        given = self.values(name)
+        return sum(given.values()) if given else None
+
+
+# --- the collector -----------------------------------------------------------------------------------
+
+_ABANDON_GRACE_S = 0.25
+"""Beyond its timeout a request gets this long to report its own timeout before the collector gives up."""
+_POLL_S = 0.05
+
+
+@dataclass(slots=True)
+class _Job:
+    broker_id: int
+    url: str
+    started_at: float | None = None
+    started_mono: float | None = None
+    future: Future[_Outcome] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    duration_s: float
+    exposition: Exposition | None = None
+    error: str | None = None
+
+
+class MetricsCollector:
+    """Scrapes the brokers it is given, concurrently; keeps each broker's counters between scrapes.
+
+    Lifecycle as the other collectors: the constructor validates and does no I/O; :meth:`scrape` may be
+    called repeatedly (one at a time; calls are serialised); :meth:`close` releases the thread pool.
+
+    ``settings`` is the collector's section of the settings tree; ``options`` (fields of
+    :class:`MetricsSettings`, e.g. ``url_template=...``) build or amend it, validated alike.
+    """
+
+    def __init__(
+        self,
+        settings: MetricsSettings | None = None,
+        *,
+        fetcher: MetricsFetcher | None = None,
+        clock: Callable[[], float] = time.time,
+        **options: Any,
+    ) -> None:
+        if settings is None:
+            settings = MetricsSettings(**options)
+        elif options:
+            settings = MetricsSettings.model_validate(settings.model_dump() | options)
+        self.settings = settings
+        self.endpoints = MetricsEndpoints(settings.url_template, settings.urls, settings.listener)
+        self.table = settings.name_table
+        self._wanted = selectors_of(self.table)
+        self._fetcher = fetcher if fetcher is not None else HttpFetcher(settings.max_response_bytes)
+        self._clock = clock
+        self._previous: dict[int, tuple[str, CounterState]] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def __enter__(self) -> MetricsCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the pool; requests still running are left to finish on their own and ignored."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def scrape(self, brokers: Mapping[int, BrokerRegistration]) -> MetricsScrape:
+        """Scrape every broker in ``brokers`` (id -> registration) once."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the metrics collector is closed")
+            started_at, started_mono = self._clock(), time.monotonic()
+            results: dict[int, BrokerScrape] = {}
+            jobs: list[_Job] = []
+            for broker_id, registration in sorted(brokers.items()):
+                try:
+                    jobs.append(_Job(broker_id, self.endpoints.url_for(registration)))
+                except EndpointError as exc:
+                    results[broker_id] = BrokerScrape(broker_id, None, started_at, 0.0, {}, str(exc))
+            self._run(jobs)
+            for job in jobs:
+                results[job.broker_id] = self._record(job, started_at)
+            self._previous = {b: p for b, p in self._previous.items() if b in brokers}
+            for broker_id, error in sorted((b, s.error) for b, s in results.items() if s.error):
+                log.debug("metrics of broker %d not scraped: %s", broker_id, error)
+            return MetricsScrape(dict(sorted(results.items())), started_at, time.monotonic() - started_mono)
+
+    # the workers only fetch and parse; every state change happens on the caller's thread
+
+    def _fetch(self, job: _Job) -> _Outcome:
+        job.started_at, job.started_mono = self._clock(), time.monotonic()
+        try:
+            text = self._fetcher.fetch(job.url, self.settings.timeout_s)
+            exposition = parse_exposition(text, self._wanted)
+        except Exception as exc:  # any failure is this broker's, never the collector's
+            return _Outcome(time.monotonic() - job.started_mono, error=_describe(exc))
+        return _Outcome(time.monotonic() - job.started_mono, exposition=exposition)
+
+    def _run(self, jobs: list[_Job]) -> None:
+        """Run the jobs on the pool and wait until each is done or overdue: ``timeout`` (plus a grace)
+        after it started, or, for a job still queued behind busy workers, a deadline for the whole run."""
+        if not jobs:
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.settings.max_workers, thread_name_prefix="metrics-scrape")
+        allowed = self.settings.timeout_s + _ABANDON_GRACE_S
+        waves = math.ceil(len(jobs) / self.settings.max_workers)
+        run_deadline = time.monotonic() + waves * allowed + _ABANDON_GRACE_S
+        for job in jobs:
+            job.future = self._pool.submit(self._fetch, job)
+        pending = {job.future: job for job in jobs if job.future is not None}
+        while pending:
+            now = time.monotonic()
+            overdue = [
+                f
+                for f, job in pending.items()
+                if now >= run_deadline or (job.started_mono is not None and now - job.started_mono >= allowed)
+            ]
+            for future in overdue:
+                future.cancel()
+                del pending[future]
+            if pending:
+                wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+                pending = {f: job for f, job in pending.items() if not f.done()}
+
+    def _record(self, job: _Job, scrape_started_at: float) -> BrokerScrape:
+        started_at = job.started_at if job.started_at is not None else scrape_started_at
+        outcome = self._outcome(job)
+        if outcome.exposition is None:
+            return BrokerScrape(job.broker_id, job.url, started_at, outcome.duration_s, {}, outcome.error)
+        url, previous = self._previous.get(job.broker_id, (job.url, None))
+        values, counters = evaluate(
+            self.table, outcome.exposition, started_at, previous if url == job.url else None
+        )
+        self._previous[job.broker_id] = (job.url, counters)
+        return BrokerScrape(job.broker_id, job.url, started_at, outcome.duration_s, values)
+
+    def _outcome(self, job: _Job) -> _Outcome:
+        future = job.future
+        if future is not None and future.done() and not future.cancelled():
+            return future.result()
+        if job.started_mono is None:
+            return _Outcome(0.0, error=f"not started: all {self.settings.max_workers} scrape workers busy")
+        elapsed = time.monotonic() - job.started_mono
+        return _Outcome(elapsed, error=f"timed out after {self.settings.timeout_s:g} s")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, MetricsError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
