@@ -13,6 +13,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.reference_cluster.config import ReferenceClusterSettings
+from collectors.metrics import MetricsSettings
 
 
 class Settings(BaseSettings):
@@ -21,6 +22,8 @@ class Settings(BaseSettings):
     )
 
     reference_cluster: ReferenceClusterSettings = Field(default_factory=ReferenceClusterSettings)
+    metrics: MetricsSettings | None = None
+    """Where the brokers' metrics are (a URL template or a map); None: ZooKeeper only."""
 
 
 def load_settings(**overrides: Any) -> Settings:
