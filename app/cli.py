@@ -32,6 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_reference_cluster_arguments(rc)
 
+    describe = sub.add_parser(
+        "describe",
+        help="read a cluster once and print its state and health (text or JSON)",
+        description="Exit codes: 0 read (even with problems), 1 cannot read the cluster, 2 bad input, "
+        "3 unhealthy with --fail-on-unhealthy.",
+    )
+    add_describe_arguments(describe)
+
     demo = sub.add_parser("demo", help="the reference cluster with a scripted fault, narrated")
     demo.add_argument("--brokers", type=int, default=4, help="number of brokers (default 4)")
     demo.add_argument("--control-port", type=_port, help="control port (default: a free one)")
@@ -39,6 +47,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--once", action="store_true", help="run the script once and exit (instead of running until Ctrl-C)"
     )
     return parser
+
+
+def add_describe_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zookeeper", required=True, metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper"
+    )
+    parser.add_argument(
+        "--metrics-url-template",
+        metavar="T",
+        help="brokers' metrics, e.g. http://{host}:7071/metrics: adds the URP gauge cross-check",
+    )
+    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument("--under-replicated", action="store_true", help="only under-replicated partitions")
+    parser.add_argument("--under-min-isr", action="store_true", help="only partitions under min ISR")
+    parser.add_argument("--unavailable", action="store_true", help="only offline partitions")
+    parser.add_argument("--non-preferred", action="store_true", help="only partitions not led by replicas[0]")
+    parser.add_argument("--fail-on-unhealthy", action="store_true", help="exit 3 when anything is unhealthy")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to read the cluster (default 30)"
+    )
 
 
 def add_reference_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +89,12 @@ def add_reference_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "--auto-leader-rebalance", choices=["true", "false"], default=None, help="Kafka's default: true"
     )
     parser.add_argument("--placement-seed", type=int, default=None, help="reproducible replica placement")
+    parser.add_argument(
+        "--address-per-broker",
+        action="store_true",
+        help="broker i on 127.0.0.(i+1) with one common metrics port, so http://{host}:PORT/metrics works",
+    )
+    parser.add_argument("--metrics-port", type=_port, default=None, help="with --address-per-broker")
 
 
 def configure_logging() -> None:
@@ -80,6 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.reference_cluster.cli import run_reference_cluster
 
         return run_reference_cluster(args)
+    if args.command == "describe":
+        from app.describe import run_describe
+
+        return run_describe(args)
     if args.command == "demo":
         from app.reference_cluster.demo import run_demo
 

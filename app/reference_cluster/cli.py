@@ -38,6 +38,10 @@ def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
         overrides["auto_leader_rebalance_enable"] = args.auto_leader_rebalance == "true"
     if args.placement_seed is not None:
         overrides["placement_seed"] = args.placement_seed
+    if args.address_per_broker:
+        overrides["address_per_broker"] = True
+    if args.metrics_port is not None:
+        overrides["metrics_port"] = args.metrics_port
     return ReferenceClusterSettings.model_validate(base | overrides)
 
 

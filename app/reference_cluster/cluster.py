@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import random
+import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -51,6 +52,15 @@ CONNECT_TIMEOUT_S = 15.0
 GIVE_UP_ERRORS = {"FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION", "UNKNOWN_TOPIC_OR_PARTITION"}
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 class ClusterError(Exception):
     """A fault or request the cluster refuses; ``status`` is the HTTP status the control port answers."""
 
@@ -79,7 +89,7 @@ class ReferenceCluster:
             i: SimBroker(
                 i,
                 settings.rack_of(i),
-                BrokerEndpoint("PLAINTEXT", settings.host, settings.listener_port_base + i),
+                BrokerEndpoint("PLAINTEXT", settings.broker_host(i), settings.listener_port(i)),
                 settings.log_dirs_per_broker,
             )
             for i in range(settings.brokers)
@@ -124,10 +134,14 @@ class ReferenceCluster:
         )
         self.admin = ZkAdmin(self._admin_client, self.settings.topic_znode_version, rng)
         self.loop.start()
+        common_port = self._common_metrics_port() if self.settings.address_per_broker else 0
         for index, broker in enumerate(self.brokers.values()):
-            port = self.settings.metrics_ports[index] if index < len(self.settings.metrics_ports) else 0
+            ports = self.settings.metrics_ports
+            port = ports[index] if index < len(ports) else common_port
             self._metrics_servers[broker.id] = BrokerMetricsServer(
-                self.settings.host, port, functools.partial(self.metrics_snapshot, broker.id)
+                self.settings.broker_host(broker.id),
+                port,
+                functools.partial(self.metrics_snapshot, broker.id),
             )
         self.loop.call(self._start_all)
         self.wait_until(
@@ -589,7 +603,26 @@ class ReferenceCluster:
 
     def metrics_url(self, broker_id: int) -> str | None:
         port = self._metrics_servers[broker_id].port if broker_id in self._metrics_servers else None
-        return f"http://{self.settings.host}:{port}/metrics" if port else None
+        return f"http://{self.settings.broker_host(broker_id)}:{port}/metrics" if port else None
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The brokers' common metrics port with ``address_per_broker`` (None otherwise)."""
+        ports = {s.port for s in self._metrics_servers.values()}
+        return ports.pop() if self.settings.address_per_broker and len(ports) == 1 else None
+
+    def _common_metrics_port(self) -> int:
+        """The configured port, or one that is free on every broker's address."""
+        if self.settings.metrics_port:
+            return self.settings.metrics_port
+        hosts = [self.settings.broker_host(b) for b in self.brokers]
+        for _ in range(20):
+            with socket.socket() as probe:
+                probe.bind((hosts[0], 0))
+                port = int(probe.getsockname()[1])
+            if all(_port_free(host, port) for host in hosts[1:]):
+                return port
+        raise ClusterError(409, "no metrics port is free on every broker address")
 
     # --- faults (any thread) -----------------------------------------------------------------------
 

@@ -81,6 +81,12 @@ class ReferenceClusterSettings(BaseModel):
     """Broker i advertises ``PLAINTEXT://host:listener_port_base+i`` (not served yet: no wire protocol)."""
     metrics_ports: list[int] = Field(default_factory=list)
     """Ports of the brokers' /metrics endpoints in id order; missing entries pick a free port."""
+    address_per_broker: bool = False
+    """Broker i lives on its own loopback address 127.0.0.(i+1) (Linux routes all of 127/8 to loopback),
+    with the same listener port and metrics port on every broker, as on real hosts: then a metrics URL
+    template such as ``http://{host}:7071/metrics`` finds every broker."""
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 0
+    """With ``address_per_broker``: the brokers' common metrics port (0: one that is free on all)."""
     zookeeper_session_timeout_ms: Annotated[int, Field(ge=1000)] = 18_000
     replica_lag_time_max_ms: Annotated[int, Field(ge=100)] = 30_000
     auto_leader_rebalance_enable: bool = True
@@ -93,6 +99,18 @@ class ReferenceClusterSettings(BaseModel):
     placement_seed: int | None = None
     """Seed of the random start and shift of Kafka's replica placement (None: random, as Kafka)."""
     traffic: TrafficSettings = Field(default_factory=TrafficSettings)
+
+    @model_validator(mode="after")
+    def _check_addresses(self) -> ReferenceClusterSettings:
+        if self.address_per_broker and self.brokers > 254:
+            raise ValueError("address_per_broker gives 127.0.0.1-127.0.0.254: at most 254 brokers")
+        return self
+
+    def broker_host(self, broker_id: int) -> str:
+        return f"127.0.0.{broker_id + 1}" if self.address_per_broker else self.host
+
+    def listener_port(self, broker_id: int) -> int:
+        return self.listener_port_base if self.address_per_broker else self.listener_port_base + broker_id
 
     @field_validator("inter_broker_protocol_version")
     @classmethod
