@@ -62,9 +62,13 @@ def zookeeper_server() -> Iterator[ZooKeeperEndpoint]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def _zk_root_client(zookeeper_server: ZooKeeperEndpoint) -> Iterator[KazooClient]:
-    """Un-chrooted admin client that creates and removes the per-test chroots."""
+    """Un-chrooted admin client that creates and removes the test's chroot.
+
+    Per test, not per session: a live kazoo client draws from the process-wide ``random`` in its
+    connection loop, which hypothesis reports as an error in any property test that runs meanwhile.
+    """
     client = KazooClient(hosts=zookeeper_server.connect_string)
     client.start(timeout=CLIENT_START_TIMEOUT)
     yield client
