@@ -40,6 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_describe_arguments(describe)
 
+    collect = sub.add_parser(
+        "collect",
+        help="run the collectors and write samples (spool directory or Kafka topic) for the analytics job",
+        description="Exit codes: 0 stopped (or --once done), 1 cannot reach the cluster or the sink, "
+        "2 bad input.",
+    )
+    from app.collect import add_collect_arguments
+
+    add_collect_arguments(collect)
+
     demo = sub.add_parser("demo", help="the reference cluster with a scripted fault, narrated")
     demo.add_argument("--brokers", type=int, default=4, help="number of brokers (default 4)")
     demo.add_argument("--control-port", type=_port, help="control port (default: a free one)")
@@ -118,6 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.describe import run_describe
 
         return run_describe(args)
+    if args.command == "collect":
+        from app.collect import run_collect
+
+        return run_collect(args)
     if args.command == "demo":
         from app.reference_cluster.demo import run_demo
 

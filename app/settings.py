@@ -7,13 +7,28 @@ own section and never reads the environment itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.reference_cluster.config import ReferenceClusterSettings
 from collectors.metrics import MetricsSettings
+from collectors.sampler import SamplerSettings
+
+
+class ZooKeeperSettings(BaseModel):
+    """Where the cluster's ZooKeeper is and how the collector talks to it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    connect: str | None = None
+    """``HOST:PORT[,HOST:PORT...][/chroot]``; None: the embedded reference cluster (demo) or a flag."""
+    connections: Annotated[int, Field(ge=1, le=64)] = 4
+    """Sessions the full scan is spread over (a 200k-partition scan needs several)."""
+    session_timeout_s: Annotated[float, Field(gt=0, le=600)] = 18.0
+    start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    """How long the first full scan may take before start-up fails."""
 
 
 class Settings(BaseSettings):
@@ -22,8 +37,10 @@ class Settings(BaseSettings):
     )
 
     reference_cluster: ReferenceClusterSettings = Field(default_factory=ReferenceClusterSettings)
+    zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
     metrics: MetricsSettings | None = None
     """Where the brokers' metrics are (a URL template or a map); None: ZooKeeper only."""
+    sampler: SamplerSettings = Field(default_factory=SamplerSettings)
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -278,6 +278,29 @@ class PartitionHealthMap(Mapping[TopicPartition, PartitionHealth]):
     def __repr__(self) -> str:
         return f"PartitionHealthMap({len(self)} partitions)"
 
+    def problems(self) -> dict[str, list[TopicPartition]]:
+        """The partitions with each problem (``under_replicated``, ``under_min_isr``, ``at_min_isr``,
+        ``offline``), in one pass without building a PartitionHealth per partition."""
+        found: dict[str, list[TopicPartition]] = {name: [] for name, _ in _PROBLEMS}
+        lists = [(found[name], bit) for name, bit in _PROBLEMS]
+        live, min_isr_of, default = self._live, self._min_isr_by_topic.get, self._default_min_isr
+        for tp, info in self._partitions.items():
+            flags = _flags(info, min_isr_of(tp.topic, default), live)
+            if flags & _ANY_PROBLEM:
+                for target, bit in lists:
+                    if flags & bit:
+                        target.append(tp)
+        return found
+
+
+_PROBLEMS = (
+    ("under_replicated", _UNDER_REPLICATED),
+    ("under_min_isr", _UNDER_MIN_ISR),
+    ("at_min_isr", _AT_MIN_ISR),
+    ("offline", _OFFLINE),
+)
+_ANY_PROBLEM = _UNDER_REPLICATED | _UNDER_MIN_ISR | _AT_MIN_ISR | _OFFLINE
+
 
 # --- per broker --------------------------------------------------------------------------------------
 
@@ -508,3 +531,16 @@ def _summary(snapshot: ClusterSnapshot, walk: _Walk, down: tuple[int, ...]) -> H
         preferred_replica_imbalance=walk.count(0, absent=_PREFERRED_LEADER | _NO_STATE),
         brokers_down=down,
     )
+
+
+def problem_partitions(report: HealthReport) -> dict[str, list[TopicPartition]]:
+    """The partitions with each problem (``under_replicated``, ``under_min_isr``, ``at_min_isr``,
+    ``offline``), in the snapshot's order."""
+    if isinstance(report.partitions, PartitionHealthMap):
+        return report.partitions.problems()
+    found: dict[str, list[TopicPartition]] = {name: [] for name, _ in _PROBLEMS}
+    for tp, health in report.partitions.items():
+        for name, _ in _PROBLEMS:
+            if getattr(health, name):
+                found[name].append(tp)
+    return found

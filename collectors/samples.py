@@ -18,11 +18,13 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from collectors.model import ClusterSnapshot
+from collectors.health import HealthReport, problem_partitions
+from collectors.metrics import MetricsScrape
+from collectors.model import ClusterSnapshot, TopicPartition
 
 LOAD_METRICS = (
     "partitions",
@@ -59,9 +61,11 @@ class Sample:
     """The cluster's id from ``/cluster/id`` (or the connect string when it has none)."""
     broker: int | None
     metrics: Mapping[str, float] = field(default_factory=dict)
+    health: Mapping[str, Any] | None = None
+    """``cluster`` samples: the health document (:func:`health_document`) the alert rules read."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "v": SAMPLE_SCHEMA_VERSION,
             "collector_id": self.collector_id,
             "sequence": self.sequence,
@@ -71,6 +75,9 @@ class Sample:
             "broker": self.broker,
             "metrics": dict(self.metrics),
         }
+        if self.health is not None:
+            doc["health"] = self.health
+        return doc
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
@@ -125,14 +132,106 @@ def broker_samples(
     return samples
 
 
+EXAMPLES_PER_TOPIC = 20
+"""Partition numbers listed per topic and problem in a health document (counts are always exact)."""
+
+
+def _partition_set(tps: Sequence[TopicPartition]) -> dict[str, Any]:
+    by_topic: dict[str, int] = {}
+    examples: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic[tp.topic] = by_topic.get(tp.topic, 0) + 1
+        listed = examples.setdefault(tp.topic, [])
+        if len(listed) < EXAMPLES_PER_TOPIC:
+            listed.append(tp.partition)
+    return {"count": len(tps), "by_topic": by_topic, "examples": examples}
+
+
+def health_document(
+    snapshot: ClusterSnapshot,
+    report: HealthReport,
+    *,
+    last_good_at: float | None = None,
+    scrape: MetricsScrape | None = None,
+) -> dict[str, Any]:
+    """The cluster's health as the alert rules read it (``analytics.model.HealthState.from_json``).
+
+    Counts are exact; partitions are listed per topic up to :data:`EXAMPLES_PER_TOPIC` so that a sample stays
+    small when a whole cluster is down. ``last_good_at`` overrides the snapshot's (a collector whose watches
+    are armed knows a quiet snapshot is current although no new version was published).
+    """
+    problems = problem_partitions(report)
+    cross = report.urp_cross_check
+    good = last_good_at if last_good_at is not None else snapshot.last_good_at
+    return {
+        "snapshot": {
+            "version": snapshot.version,
+            "taken_at": snapshot.taken_at,
+            "last_good_at": good if good is not None else 0.0,
+            "stale": snapshot.stale,
+            "errors": len(snapshot.errors),
+        },
+        "controller": {
+            "broker_id": snapshot.controller.broker_id,
+            "epoch": snapshot.controller.epoch,
+            "active_controller_gauges": None if scrape is None else scrape.total("active_controller"),
+        },
+        "brokers": sorted(snapshot.brokers),
+        "brokers_down": list(report.brokers_down),
+        "topics": report.summary.topics,
+        "partitions": report.summary.partitions,
+        "preferred_replica_imbalance": report.summary.preferred_replica_imbalance,
+        **{name: _partition_set(tps) for name, tps in problems.items()},
+        "suspects": [
+            {"broker_id": s.broker_id, "missing_from": s.missing_from, "share": s.share}
+            for s in report.suspects
+        ],
+        "imbalance": [
+            {
+                "broker_id": i.broker_id,
+                "preferred_partitions": i.preferred_partitions,
+                "led_by_others": i.led_by_others,
+                "ratio": i.ratio,
+            }
+            for i in sorted(report.imbalance.values(), key=lambda i: i.broker_id)
+        ],
+        "urp_cross_check": None
+        if cross is None
+        else {
+            "zookeeper": cross.zookeeper,
+            "gauges": cross.gauges,
+            "missing": list(cross.missing),
+            "agrees": cross.agrees,
+            "offline_not_counted": cross.offline_not_counted,
+        },
+        "scrape_errors": {} if scrape is None else {str(b): e for b, e in sorted(scrape.failures.items())},
+    }
+
+
 def cluster_sample(
     snapshot: ClusterSnapshot,
-    health: Mapping[str, float],
+    report: HealthReport,
     numbering: SampleNumbering,
     timestamp: float | None = None,
+    *,
+    last_good_at: float | None = None,
+    scrape: MetricsScrape | None = None,
 ) -> Sample:
-    """The cluster's health figures (e.g. the health summary's counts) as one sample."""
+    """The cluster's health as one sample: the summary's counts as metrics, the whole health document for
+    the alert rules."""
     taken = time.time() if timestamp is None else timestamp
+    summary = report.summary
+    counts = {
+        "brokers": summary.brokers,
+        "topics": summary.topics,
+        "partitions": summary.partitions,
+        "under_replicated": summary.under_replicated,
+        "under_min_isr": summary.under_min_isr,
+        "at_min_isr": summary.at_min_isr,
+        "offline": summary.offline,
+        "preferred_replica_imbalance": summary.preferred_replica_imbalance,
+        "brokers_down": len(summary.brokers_down),
+    }
     return Sample(
         numbering.collector_id,
         numbering.next(),
@@ -140,5 +239,6 @@ def cluster_sample(
         "cluster",
         snapshot.cluster_id or "unknown",
         None,
-        _finite(health),
+        _finite(counts),
+        health_document(snapshot, report, last_good_at=last_good_at, scrape=scrape),
     )

@@ -11,11 +11,13 @@ partition), ``acks=all``; the producer is created by kafka-python unless one is 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from collectors.samples import Sample
 
@@ -125,3 +127,55 @@ class KafkaTopicSink:
 
     def close(self) -> None:
         self._producer.close(timeout=self.timeout_s)
+
+
+# --- naming a transport -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TransportSpec:
+    """``spool:DIR`` or ``kafka:BOOTSTRAP/TOPIC``: how the collectors and the analytics job name the same
+    transport (``kafka-health collect --sink`` and ``kafka-health analytics --source``)."""
+
+    kind: Literal["spool", "kafka"]
+    directory: Path | None = None
+    bootstrap_servers: str | None = None
+    topic: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "spool":
+            return f"spool:{self.directory}"
+        return f"kafka:{self.bootstrap_servers}/{self.topic}"
+
+
+_KAFKA_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def parse_transport(text: str) -> TransportSpec:
+    """Parse ``spool:DIR`` or ``kafka:HOST:PORT[,HOST:PORT...]/TOPIC``; ValueError says what is wrong."""
+    kind, sep, rest = text.partition(":")
+    if not sep or kind not in ("spool", "kafka"):
+        raise ValueError(f"{text!r}: expected spool:DIR or kafka:BOOTSTRAP/TOPIC")
+    if kind == "spool":
+        if not rest:
+            raise ValueError(f"{text!r}: spool: needs a directory")
+        return TransportSpec("spool", directory=Path(rest).expanduser())
+    bootstrap, slash, topic = rest.rpartition("/")
+    if not slash or not bootstrap or not topic:
+        raise ValueError(f"{text!r}: expected kafka:HOST:PORT[,HOST:PORT...]/TOPIC")
+    if not _KAFKA_TOPIC.fullmatch(topic) or topic in (".", ".."):
+        raise ValueError(f"{text!r}: {topic!r} is not a legal Kafka topic name")
+    for server in bootstrap.split(","):
+        host, colon, port = server.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{text!r}: {server!r} is not HOST:PORT")
+    return TransportSpec("kafka", bootstrap_servers=bootstrap, topic=topic)
+
+
+def open_sink(spec: TransportSpec, spool_retention_s: float = 3600.0) -> SampleSink:
+    if spec.kind == "spool":
+        assert spec.directory is not None
+        return SpoolDirectorySink(spec.directory, spool_retention_s)
+    assert spec.bootstrap_servers is not None
+    assert spec.topic is not None
+    return KafkaTopicSink(spec.bootstrap_servers, spec.topic)

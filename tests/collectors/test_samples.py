@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
+from collectors.health import assess
 from collectors.model import (
     BrokerEndpoint,
     BrokerRegistration,
@@ -17,11 +19,13 @@ from collectors.model import (
     TopicPartition,
 )
 from collectors.samples import (
+    EXAMPLES_PER_TOPIC,
     LOAD_METRICS,
     SampleNumbering,
     broker_counts,
     broker_samples,
     cluster_sample,
+    health_document,
     new_collector_id,
 )
 
@@ -75,13 +79,24 @@ def test_broker_samples_keep_load_metrics_only_and_drop_non_finite_values() -> N
     assert set(samples[0].metrics) <= set(LOAD_METRICS)
 
 
+def shrunk(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """Every ISR down to its leader."""
+    partitions = {
+        tp: dataclasses.replace(p, state=LeaderAndIsr(p.leader, 0, (p.leader,), 1))
+        for tp, p in snapshot.partitions.items()
+    }
+    return dataclasses.replace(snapshot, partitions=partitions)
+
+
 def test_a_sample_is_one_json_line_with_its_identity() -> None:
-    snapshot = snapshot_of({0: ((0,), 0)}, (0,))
+    snapshot = shrunk(snapshot_of({0: ((0, 1), 0)}, (0,)))
     numbering = SampleNumbering("c-9")
-    sample = cluster_sample(snapshot, {"under_replicated": 2, "offline": float("inf")}, numbering, 5.0)
+    sample = cluster_sample(snapshot, assess(snapshot), numbering, 5.0)
     line = sample.to_line()
     assert "\n" not in line
-    assert json.loads(line) == {
+    doc = json.loads(line)
+    health = doc.pop("health")
+    assert doc == {
         "v": 1,
         "collector_id": "c-9",
         "sequence": 0,
@@ -89,5 +104,28 @@ def test_a_sample_is_one_json_line_with_its_identity() -> None:
         "kind": "cluster",
         "cluster": "c1",
         "broker": None,
-        "metrics": {"under_replicated": 2.0},
+        "metrics": {
+            "brokers": 1.0,
+            "topics": 1.0,
+            "partitions": 1.0,
+            "under_replicated": 1.0,
+            "under_min_isr": 0.0,
+            "at_min_isr": 1.0,
+            "offline": 0.0,
+            "preferred_replica_imbalance": 0.0,
+            "brokers_down": 1.0,
+        },
     }
+    assert health["brokers_down"] == [1]
+    assert health["under_replicated"] == {"count": 1, "by_topic": {"t": 1}, "examples": {"t": [0]}}
+    assert health["urp_cross_check"] is None
+    assert health["controller"] == {"broker_id": 0, "epoch": 1, "active_controller_gauges": None}
+
+
+def test_health_documents_list_a_bounded_number_of_partitions_but_count_them_all() -> None:
+    replicas: tuple[int, ...] = (0, 1)
+    snapshot = shrunk(snapshot_of(dict.fromkeys(range(EXAMPLES_PER_TOPIC + 5), (replicas, 0)), (0,)))
+    doc = health_document(snapshot, assess(snapshot))
+    assert doc["under_replicated"]["count"] == EXAMPLES_PER_TOPIC + 5
+    assert doc["under_replicated"]["by_topic"] == {"t": EXAMPLES_PER_TOPIC + 5}
+    assert doc["under_replicated"]["examples"] == {"t": list(range(EXAMPLES_PER_TOPIC))}
