@@ -47,14 +47,8 @@ from app.reference_cluster.bulk import BulkClusterSpec, BulkWriteError, write_bu
 from app.zookeeper_server import EmbeddedZooKeeper, ZooKeeperServerError
 from collectors import zkdata
 from collectors.model import ClusterSnapshot, LeaderAndIsr, TopicPartition
-from collectors.zookeeper import (
-    DEFAULT_CONNECTIONS,
-    DEFAULT_IN_FLIGHT,
-    KazooReader,
-    WireReader,
-    ZooKeeperCollector,
-    ZooKeeperCollectorError,
-)
+from collectors.zkwire import KazooReader, WireReader, ZooKeeperCollectorError
+from collectors.zookeeper import DEFAULT_CONNECTIONS, DEFAULT_IN_FLIGHT, ZooKeeperCollector
 
 EMBEDDED_CHROOT = "/bench"
 TARGET_SCAN_S = 10.0

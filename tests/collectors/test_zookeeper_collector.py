@@ -29,22 +29,19 @@ from collectors.model import (
     ZnodeError,
 )
 from collectors.zkdata import parse_connect_string
-from collectors.zookeeper import (
-    ClusterModel,
+from collectors.zkmodel import ClusterModel, Kind, PartitionMap
+from collectors.zkwire import (
     Code,
     KazooReader,
-    Kind,
     Op,
-    PartitionMap,
     Read,
     ReaderFactory,
     ReaderSpec,
     Reply,
     WireReader,
-    ZooKeeperCollector,
     ZooKeeperUnreachableError,
-    scan,
 )
+from collectors.zookeeper import ZooKeeperCollector, scan
 
 ROOT = "/kafka"
 """The trees live one level below the test's chroot, so every test also reads through a nested chroot."""
