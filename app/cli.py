@@ -50,6 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_collect_arguments(collect)
 
+    analytics = sub.add_parser(
+        "analytics",
+        help="run the PySpark streaming job: samples -> load model -> alert rules -> store",
+        description="Exit codes: 0 stopped, 1 the job failed, 2 bad input.",
+    )
+    from app.analytics_cli import add_analytics_arguments
+
+    add_analytics_arguments(analytics)
+
     demo = sub.add_parser("demo", help="the reference cluster with a scripted fault, narrated")
     demo.add_argument("--brokers", type=int, default=4, help="number of brokers (default 4)")
     demo.add_argument("--control-port", type=_port, help="control port (default: a free one)")
@@ -132,6 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.collect import run_collect
 
         return run_collect(args)
+    if args.command == "analytics":
+        from app.analytics_cli import run_analytics
+
+        return run_analytics(args)
     if args.command == "demo":
         from app.reference_cluster.demo import run_demo
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from analytics.config import AnalyticsSettings
 from app.reference_cluster.config import ReferenceClusterSettings
 from collectors.metrics import MetricsSettings
 from collectors.sampler import SamplerSettings
@@ -41,6 +42,7 @@ class Settings(BaseSettings):
     metrics: MetricsSettings | None = None
     """Where the brokers' metrics are (a URL template or a map); None: ZooKeeper only."""
     sampler: SamplerSettings = Field(default_factory=SamplerSettings)
+    analytics: AnalyticsSettings = Field(default_factory=AnalyticsSettings)
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -1,0 +1,52 @@
+"""The analytics job's section of the settings tree (``KAFKA_HEALTH_ANALYTICS__*``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from analytics.rules import RuleSettings
+from collectors.transport import parse_transport
+
+
+class AnalyticsSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    master: str = "local[2]"
+    """Spark master: ``local[N]`` in one process (default), or ``spark://host:7077`` for a cluster."""
+    source: str = "spool:./kafka-health-data/spool"
+    """``spool:DIR`` (the collectors' default sink) or ``kafka:BOOTSTRAP/TOPIC``."""
+    trigger_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+    """Micro-batch interval."""
+    window_s: Annotated[float, Field(gt=0, le=86400)] = 30.0
+    """Event-time window the brokers' samples are averaged over; one load row per broker per window."""
+    watermark_s: Annotated[float, Field(ge=0, le=86400)] = 10.0
+    """How late a sample may arrive and still count in its window; a window is final (and its alerts
+    evaluated) once the watermark passes its end, so alert latency is about window + watermark + trigger."""
+    checkpoint: str = "./kafka-health-data/checkpoint"
+    """Spark's checkpoint directory (offsets, dedup and window state): keep it to restart exactly once."""
+    store_url: str = "sqlite:///./kafka-health-data/kafka-health.db"
+    query_name: str = "kafka_health_load"
+    """Names the streaming query in the store's processed-batches table (one name per checkpoint)."""
+    weights: dict[str, Annotated[float, Field(ge=0)]] | None = None
+    """Load-model weight per metric (default: equal); need not sum to 1."""
+    max_files_per_trigger: Annotated[int, Field(ge=1)] = 1000
+    rules: RuleSettings = Field(default_factory=RuleSettings)
+
+    @field_validator("source")
+    @classmethod
+    def _check_source(cls, value: str) -> str:
+        parse_transport(value)
+        return value
+
+    @field_validator("weights")
+    @classmethod
+    def _check_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None:
+            if not all(math.isfinite(w) for w in value.values()):
+                raise ValueError("weights must be finite")
+            if not any(w > 0 for w in value.values()):
+                raise ValueError("at least one weight must be positive")
+        return value

@@ -1,0 +1,160 @@
+"""The alert lifecycle: hysteresis over the rules' per-window findings, as a pure function.
+
+An alert is identified by its fingerprint (cluster, rule, subject) and is in one of three states:
+
+- ``pending``: the rule fired, but not yet for ``open_after`` consecutive evaluated windows (or, for
+  rule 2, not yet for ``urp_for_s``). Nothing is sent. A clean window drops it back to ``resolved``
+  without an event: a condition that comes and goes faster than ``open_after`` pages nobody;
+- ``open``: ``opened`` was sent. A change of severity or summary sends ``updated``; ``resolve_after``
+  consecutive clean windows send ``resolved``. A hit in between restarts the count, so a flapping condition
+  keeps one open alert instead of a stream of opened/resolved pairs;
+- ``resolved``: firing again starts a new pending run under the same fingerprint, and its events continue
+  the fingerprint's sequence.
+
+A window counts for an alert only if its rule was evaluated in it (its inputs were present): a window
+without a cluster sample neither confirms nor clears anything. A window that does not end after the
+alert's ``last_window_end`` is ignored for it, so re-processing an old window (a replayed micro-batch)
+changes nothing; events carry the window's end as ``at``, so a replay would produce identical rows anyway.
+
+A pending alert that never opened is kept as a ``resolved`` row with ``event_sequence`` 0 and
+``opened_at`` None rather than deleted: the row's ``last_window_end`` is what makes a replay of the window
+that created it a no-op. Readers that list alerts show rows with ``event_sequence > 0``.
+``opened_at`` / ``resolved_at`` describe the latest run that opened; a pending run leaves them alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from analytics.model import (
+    SEVERITY_ORDER,
+    AlertEvent,
+    AlertState,
+    EventKind,
+    Finding,
+    Window,
+    fingerprint,
+)
+from analytics.rules import Evaluation, RuleSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """What one window changed for one cluster."""
+
+    states: tuple[AlertState, ...]
+    """Every alert state that changed (upsert by fingerprint), ordered by fingerprint."""
+    events: tuple[AlertEvent, ...]
+    """New events (insert; ``(fingerprint, sequence)`` is unique), ordered by fingerprint."""
+
+
+def advance(
+    cluster: str,
+    window: Window,
+    evaluation: Evaluation,
+    alerts: Mapping[str, AlertState],
+    settings: RuleSettings,
+) -> Transition:
+    """Apply one window's evaluation to the cluster's alerts (current states by fingerprint)."""
+    findings = findings_by_fingerprint(cluster, evaluation.findings)
+    states: list[AlertState] = []
+    events: list[AlertEvent] = []
+    for fp in sorted(findings.keys() | alerts.keys()):
+        previous = alerts.get(fp)
+        if previous is not None and (previous.cluster != cluster or window.end <= previous.last_window_end):
+            continue
+        finding = findings.get(fp)
+        if finding is not None:
+            state, event = _hit(fp, cluster, window, finding, previous, settings)
+        elif previous is not None and previous.rule in evaluation.evaluated and previous.state != "resolved":
+            state, event = _clean(window, previous, settings)
+        else:
+            continue
+        states.append(state)
+        if event is not None:
+            events.append(event)
+    return Transition(states=tuple(states), events=tuple(events))
+
+
+def findings_by_fingerprint(cluster: str, findings: Iterable[Finding]) -> dict[str, Finding]:
+    """One finding per fingerprint; should a rule report a subject twice, the most severe wins (then the
+    first summary in sort order, so the result does not depend on the order of the findings)."""
+    chosen: dict[str, Finding] = {}
+    for finding in findings:
+        fp = fingerprint(cluster, finding.rule, finding.subject)
+        other = chosen.get(fp)
+        if other is None or _outranks(finding, other):
+            chosen[fp] = finding
+    return chosen
+
+
+def _outranks(a: Finding, b: Finding) -> bool:
+    rank_a, rank_b = SEVERITY_ORDER[a.severity], SEVERITY_ORDER[b.severity]
+    return rank_a > rank_b or (rank_a == rank_b and a.summary < b.summary)
+
+
+def _hit(
+    fp: str,
+    cluster: str,
+    window: Window,
+    finding: Finding,
+    previous: AlertState | None,
+    settings: RuleSettings,
+) -> tuple[AlertState, AlertEvent | None]:
+    running = previous is not None and previous.state != "resolved" and previous.hits > 0
+    hits = previous.hits + 1 if previous is not None and running else 1
+    first_seen = previous.first_seen if previous is not None and running else window.start
+    state = AlertState(
+        fingerprint=fp,
+        cluster=cluster,
+        rule=finding.rule,
+        subject=finding.subject,
+        severity=finding.severity,
+        state="pending" if previous is None or previous.state == "resolved" else previous.state,
+        summary=finding.summary,
+        evidence=finding.evidence,
+        action=finding.action,
+        hits=hits,
+        clean=0,
+        first_seen=first_seen,
+        last_seen=window.end,
+        opened_at=None if previous is None else previous.opened_at,
+        resolved_at=None if previous is None else previous.resolved_at,
+        last_window_end=window.end,
+        event_sequence=0 if previous is None else previous.event_sequence,
+    )
+    if previous is None or previous.state != "open":
+        ripe = hits >= settings.open_after_for(finding.rule)
+        if ripe and window.end - first_seen >= settings.min_duration_s(finding.rule):
+            state = replace(state, state="open", opened_at=window.end, resolved_at=None)
+            return _emit(state, "opened", window)
+        return state, None
+    if (state.severity, state.summary) != (previous.severity, previous.summary):
+        return _emit(state, "updated", window)
+    return state, None
+
+
+def _clean(
+    window: Window, previous: AlertState, settings: RuleSettings
+) -> tuple[AlertState, AlertEvent | None]:
+    state = replace(previous, hits=0, clean=previous.clean + 1, last_window_end=window.end)
+    if previous.state == "pending":
+        return replace(state, state="resolved"), None
+    if state.clean >= settings.resolve_after_for(previous.rule):
+        return _emit(replace(state, state="resolved", resolved_at=window.end), "resolved", window)
+    return state, None
+
+
+def _emit(state: AlertState, kind: EventKind, window: Window) -> tuple[AlertState, AlertEvent]:
+    sequence = state.event_sequence + 1
+    event = AlertEvent(
+        fingerprint=state.fingerprint,
+        sequence=sequence,
+        kind=kind,
+        at=window.end,
+        severity=state.severity,
+        summary=state.summary,
+        evidence=state.evidence,
+    )
+    return replace(state, event_sequence=sequence), event
