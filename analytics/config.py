@@ -33,6 +33,9 @@ class AnalyticsSettings(BaseModel):
     weights: dict[str, Annotated[float, Field(ge=0)]] | None = None
     """Load-model weight per metric (default: equal); need not sum to 1."""
     max_files_per_trigger: Annotated[int, Field(ge=1)] = 1000
+    kafka_options: dict[str, str] = Field(default_factory=dict)
+    """Options of the Kafka source, named like Spark's Kafka connector's: ``maxOffsetsPerTrigger``,
+    ``startingOffsets``, ``failOnDataLoss``, and ``kafka.*`` client settings (TLS, SASL)."""
     rules: RuleSettings = Field(default_factory=RuleSettings)
 
     @field_validator("source")

@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,13 +41,14 @@ from analytics.load_model import LoadModelError, compute_load, load_report_rows
 from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import BatchOutcome, HealthSample, WindowInput, process_batch
 from analytics.store import Store
-from collectors.samples import SAMPLE_SCHEMA_VERSION
+from collectors.samples import LOAD_METRICS, SAMPLE_SCHEMA_VERSION
 from collectors.transport import parse_transport
 
 log = logging.getLogger(__name__)
 
 HEALTH = "__health__"
 MALFORMED = "__malformed__"
+"""``kind`` of the aggregated rows besides ``broker``: health documents, and lines that are not samples."""
 
 _SAMPLE_DDL = (
     "v INT, collector_id STRING, sequence BIGINT, timestamp DOUBLE, kind STRING, cluster STRING, "
@@ -145,7 +147,7 @@ def read_samples(spark: Any, settings: AnalyticsSettings) -> Any:
         )
     from analytics.kafka_source import read_kafka_samples
 
-    return read_kafka_samples(spark, spec, _SAMPLE_DDL)
+    return read_kafka_samples(spark, spec, _SAMPLE_DDL, settings.kafka_options)
 
 
 def sample_rows(raw: Any, settings: AnalyticsSettings) -> Any:
@@ -188,17 +190,27 @@ def sample_rows(raw: Any, settings: AnalyticsSettings) -> Any:
         else keyed.dropDuplicates(["dedup_id"])
     )
     good = keyed.filter(F.col("valid"))
-    metrics = (
-        good.filter(F.col("kind") == "broker")
-        .select("cluster", "broker", "event_time", F.explode("metrics").alias("metric", "value"))
-        .withColumn("health", F.lit(None).cast(_HEALTH_STRUCT))
+    no_metrics = [F.lit(None).cast("double").alias(c) for c in METRIC_COLUMNS]
+    known = F.array(*[F.lit(m) for m in LOAD_METRICS])
+    # Higher-order functions keep the expressions small (Spark's generated code carries them in comments).
+    usable = F.map_filter("metrics", lambda k, v: F.array_contains(known, k) & _usable(v))
+    unusable = F.map_filter("metrics", lambda k, v: F.array_contains(known, k) & ~_usable(v))
+    brokers = good.filter(F.col("kind") == "broker").select(
+        "cluster",
+        "broker",
+        "event_time",
+        F.lit(BROKER).alias("kind"),
+        *[usable[m].alias(name) for m, name in zip(LOAD_METRICS, METRIC_COLUMNS, strict=True)],
+        F.size(unusable).alias("bad"),
+        F.lit(None).cast(_HEALTH_STRUCT).alias("health"),
     )
     health = good.filter(F.col("kind") == "cluster").select(
         "cluster",
         F.lit(-1).alias("broker"),
         "event_time",
-        F.lit(HEALTH).alias("metric"),
-        F.lit(None).cast("double").alias("value"),
+        F.lit(HEALTH).alias("kind"),
+        *no_metrics,
+        F.lit(0).alias("bad"),
         F.struct(
             "collector_id",
             "timestamp",
@@ -210,8 +222,9 @@ def sample_rows(raw: Any, settings: AnalyticsSettings) -> Any:
         F.coalesce("cluster", F.lit("unknown")).alias("cluster"),
         F.lit(-1).alias("broker"),
         "event_time",
-        F.lit(MALFORMED).alias("metric"),
-        F.lit(None).cast("double").alias("value"),
+        F.lit(MALFORMED).alias("kind"),
+        *no_metrics,
+        F.lit(1).alias("bad"),
         F.struct(
             F.lit(None).cast("string").alias("collector_id"),
             F.lit(None).cast("double").alias("timestamp"),
@@ -219,29 +232,36 @@ def sample_rows(raw: Any, settings: AnalyticsSettings) -> Any:
             F.substring(F.coalesce("_corrupt_record", F.to_json(F.struct("*"))), 1, 300).alias("text"),
         ).alias("health"),
     )
-    return metrics.unionByName(health).unionByName(malformed)
+    return brokers.unionByName(health).unionByName(malformed)
 
 
+BROKER = "broker"
+METRIC_PREFIX = "m_"
+METRIC_COLUMNS = tuple(f"{METRIC_PREFIX}{m}" for m in LOAD_METRICS)
+"""One column per load-model metric: a sample's metrics map is fixed-shape, so averaging columns per broker
+keeps one state row per (window, broker) instead of one per metric as well."""
 _HEALTH_STRUCT = "struct<collector_id:string,timestamp:double,doc:string,text:string>"
 
 
-def window_aggregates(rows: Any, settings: AnalyticsSettings) -> Any:
-    """Per cluster, event-time window, broker and metric: the average value (bad values are malformed
-    samples, not numbers), the count, and the latest health document."""
+def _usable(value: Any) -> Any:
+    """A metric value the load model can take: finite and not negative (else the sample is reported)."""
     from pyspark.sql import functions as F
 
-    bad_value = (
-        (F.col("metric") != HEALTH)
-        & (F.col("metric") != MALFORMED)
-        & (F.col("value").isNull() | F.isnan("value") | (F.col("value") < 0) | (F.abs("value") == math.inf))
-    )
-    cleaned = rows.withColumn("metric", F.when(bad_value, F.lit(MALFORMED)).otherwise(F.col("metric")))
+    return value.isNotNull() & ~F.isnan(value) & (value >= 0) & (value < math.inf)
+
+
+def window_aggregates(rows: Any, settings: AnalyticsSettings) -> Any:
+    """Per cluster, event-time window, broker and kind: each metric's average, the sample count, the
+    number of unusable values (reported as malformed), and the latest health document."""
+    from pyspark.sql import functions as F
+
     window = F.window("event_time", f"{settings.window_s:g} seconds")
     return (
-        cleaned.groupBy(window.alias("window"), "cluster", "broker", "metric")
+        rows.groupBy(window.alias("window"), "cluster", "broker", "kind")
         .agg(
-            F.avg("value").alias("value"),
+            *[F.avg(c).alias(c) for c in METRIC_COLUMNS],
             F.count(F.lit(1)).alias("samples"),
+            F.sum("bad").alias("bad"),
             F.max_by("health", "event_time").alias("health"),
         )
         .select(
@@ -249,9 +269,10 @@ def window_aggregates(rows: Any, settings: AnalyticsSettings) -> Any:
             (F.unix_micros(F.col("window.start")) / 1e6).alias("window_start"),
             (F.unix_micros(F.col("window.end")) / 1e6).alias("window_end"),
             "broker",
-            "metric",
-            "value",
+            "kind",
+            *METRIC_COLUMNS,
             "samples",
+            "bad",
             "health",
         )
     )
@@ -274,7 +295,13 @@ def load_udf(
             "window_start": key["window_start"],
             "window_end": key["window_end"],
         }
-        samples = frame[["broker", "metric", "value"]]
+        samples = (
+            frame.melt(
+                id_vars=["broker"], value_vars=list(METRIC_COLUMNS), var_name="metric", value_name="value"
+            )
+            .dropna(subset=["value"])
+            .assign(metric=lambda f: f["metric"].str.removeprefix(METRIC_PREFIX))
+        )
         try:
             report = compute_load(samples, weights, rated_deviation)
         except LoadModelError as exc:
@@ -309,14 +336,14 @@ def compute_windows(aggregates: Any, settings: AnalyticsSettings) -> tuple[Any, 
     malformed rows, both as DataFrames of one micro-batch."""
     from pyspark.sql import functions as F
 
-    metrics = aggregates.filter((F.col("metric") != HEALTH) & (F.col("metric") != MALFORMED))
+    metrics = aggregates.filter(F.col("kind") == BROKER)
     loads = (
-        metrics.select("cluster", "window_start", "window_end", "broker", "metric", "value")
+        metrics.select("cluster", "window_start", "window_end", "broker", *METRIC_COLUMNS)
         .groupBy("cluster", "window_start", "window_end")
         .applyInPandas(load_udf(settings.weights, settings.rules.rated_deviation), LOAD_SCHEMA)
     )
-    others = aggregates.filter((F.col("metric") == HEALTH) | (F.col("metric") == MALFORMED)).select(
-        "cluster", "window_start", "window_end", "metric", "samples", "health"
+    others = aggregates.filter((F.col("kind") != BROKER) | (F.col("bad") > 0)).select(
+        "cluster", "window_start", "window_end", "kind", "samples", "bad", "health"
     )
     return loads, others
 
@@ -339,14 +366,14 @@ def window_inputs(load_rows: list[Any], other_rows: list[Any]) -> list[WindowInp
     for row in other_rows:
         key = _Key(row["cluster"], row["window_start"], row["window_end"])
         h = row["health"]
-        if row["metric"] == HEALTH and h is not None:
+        if row["kind"] == HEALTH and h is not None:
             try:
                 doc = json.loads(h["doc"])
             except (TypeError, ValueError):
                 doc = None
             health[key] = HealthSample(h["collector_id"], float(h["timestamp"]), doc)
-        elif row["metric"] == MALFORMED:
-            malformed[key] = malformed.get(key, 0) + int(row["samples"])
+        elif row["bad"]:
+            malformed[key] = malformed.get(key, 0) + int(row["bad"])
             if h is not None and h["text"]:
                 examples.setdefault(key, h["text"])
     inputs = []
@@ -409,13 +436,25 @@ class BatchHandler:
         if self.store.batch_committed(self.settings.query_name, batch_id):
             log.info("batch %d was committed before (replay after a restart): skipped", batch_id)
             return
+        started = time.perf_counter()
         batch = batch.persist()
         try:
             loads, others = compute_windows(batch, self.settings)
-            inputs = window_inputs(loads.collect(), others.collect())
+            other_rows = others.collect()
+            collected = time.perf_counter()
+            load_rows = loads.collect() if other_rows or not batch.isEmpty() else []
+            inputs = window_inputs(load_rows, other_rows)
         finally:
             batch.unpersist()
+        modelled = time.perf_counter()
         outcome = process_batch(self.store, self.settings.query_name, batch_id, inputs, self.settings.rules)
+        log.debug(
+            "batch %d: windows and health %.2f s, load model %.2f s, rules and store %.2f s",
+            batch_id,
+            collected - started,
+            modelled - collected,
+            time.perf_counter() - modelled,
+        )
         if self.on_batch is not None:
             self.on_batch(batch_id, outcome)
 
@@ -439,6 +478,15 @@ def start_query(
     )
 
 
+def stop_query(query: Any, timeout_s: float = 30.0) -> None:
+    """Stop between micro-batches when possible: interrupting a batch mid-way is safe (the checkpoint and
+    the store make its re-run exactly once) but makes Spark log the interruption at length."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
 @contextmanager
 def running_job(
     settings: AnalyticsSettings, on_batch: Callable[[int, BatchOutcome], None] | None = None
@@ -452,7 +500,7 @@ def running_job(
             try:
                 yield query
             finally:
-                query.stop()
+                stop_query(query)
         finally:
             stop_session(spark)
     finally:

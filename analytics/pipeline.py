@@ -131,18 +131,17 @@ def process_batch(
             if last is not None and window.end <= last:
                 skipped += 1
                 continue
+            where = f"cluster {cluster} window {window.start:.0f}"
             health = None
             if item.health is not None:
                 try:
                     health = parse_health(window, item.health)
                 except MalformedSampleError as exc:
-                    problems.append(f"cluster {cluster} window {window.start:.0f}: health: {exc}")
+                    problems.append(f"{where}: health: {exc}")
             if item.load_error is not None:
-                problems.append(f"cluster {cluster} window {window.start:.0f}: load model: {item.load_error}")
+                problems.append(f"{where}: load model: {item.load_error}")
             if item.malformed:
-                problems.append(
-                    f"cluster {cluster} window {window.start:.0f}: {item.malformed} malformed samples"
-                )
+                problems.append(f"{where}: {item.malformed} malformed samples or values")
             context = RuleContext(
                 window=window,
                 now=window.end,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from analytics.config import AnalyticsSettings
-from analytics.job import start_query
+from analytics.job import start_query, stop_query
 from analytics.model import AlertState
 from analytics.rules import RuleSettings
 from analytics.store import Store
@@ -98,7 +98,7 @@ def pipeline(
             yield cluster, Pipeline(store)
         finally:
             stop.set()
-            query.stop()
+            stop_query(query)
             thread.join(timeout=10)
     assert query.exception() is None
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from analytics.config import AnalyticsSettings
-from analytics.job import start_query
+from analytics.job import start_query, stop_query
 from analytics.model import AlertEvent
 from analytics.rules import RuleSettings
 from analytics.store import Store
@@ -142,7 +142,7 @@ def test_a_killed_and_restarted_job_neither_loses_nor_duplicates_an_alert_event(
         try:
             query.processAllAvailable()
         finally:
-            query.stop()
+            stop_query(query)
     expected = events(reference.store_url)
     assert len({e[0] for e in expected}) >= 4, "the input should open several alerts"
     assert sum(1 for e in expected if e[2] == "resolved") >= 4

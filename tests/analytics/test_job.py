@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from analytics.config import AnalyticsSettings
-from analytics.job import BatchHandler, sample_rows, start_query, window_aggregates
+from analytics.job import BatchHandler, sample_rows, start_query, stop_query, window_aggregates
 from analytics.load_model import compute_load
 from analytics.pipeline import BatchOutcome
 from analytics.rules import RuleSettings
@@ -80,7 +80,7 @@ class Job:
         assert failure is None, str(failure)
 
     def stop(self) -> None:
-        self.query.stop()
+        stop_query(self.query)
         self.store.close()
 
 

@@ -138,6 +138,11 @@ def test_text_output_reads_like_kafka_topics(
 ) -> None:
     cluster = start(make_cluster)
     cluster.stop_broker(2)
+    # the controller moves leaders first, then the ISRs shrink: wait until ZooKeeper shows both
+    wait_for(
+        lambda: describe_json(capsys, zk_connect)["summary"]["under_replicated"] > 0,
+        timeout=LAG_MS / 1000 * 4,
+    )
     code, out, _ = describe(capsys, "--zookeeper", zk_connect)
     assert code == 0
     assert "Topic: orders\tTopicId: " in out
