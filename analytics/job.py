@@ -91,9 +91,9 @@ def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-ana
         .master(settings.master)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        # The state is small (a row per broker, metric and open window): 200 shuffle partitions would
-        # mean 200 state-store partitions and slow micro-batches for nothing.
-        .config("spark.sql.shuffle.partitions", "2")
+        # The state is small (a row per broker and open window): Spark's 200 shuffle partitions would
+        # mean 200 state-store partitions per stateful operator and slow micro-batches for nothing.
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.files.ignoreMissingFiles", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
