@@ -59,6 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_analytics_arguments(analytics)
 
+    serve = sub.add_parser(
+        "serve",
+        help="the REST service: cluster state, load, alerts, /metrics and runbook actions",
+        description="Exit codes: 0 stopped, 1 cannot start, 2 bad input.",
+    )
+    from app.serve import add_serve_arguments
+
+    add_serve_arguments(serve)
+
     demo = sub.add_parser("demo", help="the reference cluster with a scripted fault, narrated")
     demo.add_argument("--brokers", type=int, default=4, help="number of brokers (default 4)")
     demo.add_argument("--control-port", type=_port, help="control port (default: a free one)")
@@ -145,6 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.analytics_cli import run_analytics
 
         return run_analytics(args)
+    if args.command == "serve":
+        from app.serve import run_serve
+
+        return run_serve(args)
     if args.command == "demo":
         from app.reference_cluster.demo import run_demo
 

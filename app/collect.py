@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from app.settings import Settings, load_settings
+from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.metrics import MetricsCollector
 from collectors.sampler import Round, Sampler
 from collectors.samples import SampleNumbering, new_collector_id
@@ -64,9 +64,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         overrides["sampler"] = base.sampler.model_dump() | sampler
     settings = Settings.model_validate(base.model_dump() | {k: _dump(v) for k, v in overrides.items()})
     if settings.zookeeper.connect is None:
-        raise ValueError(
-            "no ZooKeeper: give --zookeeper HOST:PORT[/chroot] or KAFKA_HEALTH_ZOOKEEPER__CONNECT"
-        )
+        raise ValueError(NO_ZOOKEEPER)
     parse_connect_string(settings.zookeeper.connect)
     parse_transport(settings.sampler.sink)
     return settings

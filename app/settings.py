@@ -14,8 +14,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from analytics.config import AnalyticsSettings
 from app.reference_cluster.config import ReferenceClusterSettings
+from app.service.config import ServiceSettings
 from collectors.metrics import MetricsSettings
 from collectors.sampler import SamplerSettings
+
+NO_ZOOKEEPER = "no ZooKeeper: give --zookeeper HOST:PORT[/chroot] or KAFKA_HEALTH_ZOOKEEPER__CONNECT"
 
 
 class ZooKeeperSettings(BaseModel):
@@ -43,6 +46,7 @@ class Settings(BaseSettings):
     """Where the brokers' metrics are (a URL template or a map); None: ZooKeeper only."""
     sampler: SamplerSettings = Field(default_factory=SamplerSettings)
     analytics: AnalyticsSettings = Field(default_factory=AnalyticsSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -1,0 +1,111 @@
+"""The FastAPI application: settings, lifespan (collectors up in order, down in reverse), error bodies.
+
+``create_app(settings)`` builds it; ``kafka-health serve`` runs it under uvicorn. Every error is a JSON
+body ``{"detail": ..., "problems": [...]}`` with a 4xx/5xx status: bad JSON and invalid parameters are 422
+naming each problem, unknown things 404, conflicts 409, missing tokens 401, too low a role 403.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from analytics.store import Store
+from app.service.auth import TokenStore, parse_token_file, parse_tokens
+from app.service.config import ServiceSettings
+from app.service.state import ClusterView, SnapshotCollector
+from collectors.metrics import MetricsCollector, MetricsSettings
+from collectors.zookeeper import ZooKeeperCollector
+
+log = logging.getLogger(__name__)
+
+
+def _problem(status: int, detail: str, problems: list[dict[str, Any]] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail, "problems": problems or []}, status_code=status)
+
+
+def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
+    problems = []
+    for error in exc.errors():
+        location = ".".join(str(part) for part in error.get("loc", ()))
+        problems.append(
+            {"location": location, "message": error.get("msg", "invalid"), "type": error.get("type")}
+        )
+    return problems
+
+
+def token_store(settings: ServiceSettings) -> TokenStore:
+    entries = parse_tokens(settings.tokens.get_secret_value())
+    if settings.tokens_file is not None:
+        entries += parse_token_file(settings.tokens_file)
+    return TokenStore(entries)
+
+
+def create_app(
+    settings: ServiceSettings,
+    *,
+    zookeeper: str,
+    metrics: MetricsSettings | None = None,
+    store_url: str | None = None,
+    collector_factory: Callable[[str], SnapshotCollector] | None = None,
+) -> FastAPI:
+    """The service for the cluster at ``zookeeper``; the lifespan starts the ZooKeeper collector (first full
+    scan), the metrics scraper and the store, and stops them in reverse order."""
+    tokens = token_store(settings)  # validated now: a bad token definition fails at start-up
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if collector_factory is not None:
+                collector = collector_factory(zookeeper)
+            else:
+                zk = ZooKeeperCollector(zookeeper)
+                zk.start()
+                stack.callback(zk.stop)
+                collector = zk
+            scraper = MetricsCollector(metrics) if metrics is not None else None
+            if scraper is not None:
+                stack.callback(scraper.close)
+            view = ClusterView(collector, scraper, settings.view)
+            view.start()
+            stack.callback(view.stop)
+            store = Store.open(store_url) if store_url is not None else None
+            if store is not None:
+                stack.callback(store.close)
+            app.state.view = view
+            app.state.store = store
+            app.state.tokens = tokens
+            yield
+
+    app = FastAPI(
+        title="kafka-health",
+        description="Cluster health for ZooKeeper-mode Apache Kafka: state, load, alerts, runbook actions.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = _validation_problems(exc)
+        summary = "; ".join(f"{p['location']}: {p['message']}" for p in problems)
+        return _problem(422, f"invalid request: {summary}", problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        response = _problem(exc.status_code, str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    from app.service.api import api, root
+
+    app.include_router(root)
+    app.include_router(api)
+    return app

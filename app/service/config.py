@@ -1,0 +1,22 @@
+"""``kafka-health serve``'s section of the settings tree (``KAFKA_HEALTH_SERVICE__*``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from app.service.state import ViewSettings
+
+
+class ServiceSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    tokens: SecretStr = SecretStr("")
+    """``name:role:token,...`` in clear (scripts, tests, the demo)."""
+    tokens_file: Path | None = None
+    """Lines ``name:role:sha256:<hex>`` (production): ``kafka-health serve --hash-token`` prints one."""
+    view: ViewSettings = Field(default_factory=ViewSettings)

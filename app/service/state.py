@@ -1,0 +1,156 @@
+"""The live cluster as the service sees it: the ZooKeeper collector's snapshot (kept current by watches), a
+scrape of every broker's metrics at a fixed interval on a background thread, and the health report,
+computed once per (snapshot version, scrape) and shared by every request.
+
+Readers never wait for I/O: :attr:`ClusterView.state` returns the cached state, recomputing it (under a
+lock, once) only when the snapshot or the scrape changed since.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from collectors.health import DEFAULT_MIN_INSYNC_REPLICAS, HealthReport, assess
+from collectors.metrics import MetricsCollector, MetricsScrape
+from collectors.model import ClusterSnapshot
+from collectors.zookeeper import ScanStats
+
+log = logging.getLogger(__name__)
+
+
+class ViewSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metrics_interval_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    """How often the brokers' metrics are scraped (the URP cross-check and ``/metrics``)."""
+    stale_after_s: Annotated[float, Field(gt=0)] = 60.0
+    """``/readyz`` fails when the snapshot was last known good longer ago than this."""
+    default_min_insync_replicas: Annotated[int, Field(ge=1)] = DEFAULT_MIN_INSYNC_REPLICAS
+
+
+class SnapshotCollector(Protocol):
+    """What the view needs of the ZooKeeper collector."""
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
+
+    @property
+    def in_sync(self) -> bool: ...
+
+    @property
+    def last_scan(self) -> ScanStats | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    snapshot: ClusterSnapshot
+    report: HealthReport
+    scrape: MetricsScrape | None
+    last_good_at: float | None
+    """When the snapshot was last known to match ZooKeeper (now, while the watches are armed)."""
+    computed_at: float
+
+
+class ClusterView:
+    def __init__(
+        self,
+        collector: SnapshotCollector,
+        metrics: MetricsCollector | None = None,
+        settings: ViewSettings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings or ViewSettings()
+        self.collector = collector
+        self._metrics = metrics
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._scrape: MetricsScrape | None = None
+        self._cached: ClusterState | None = None
+        self._cached_key: tuple[int, int] | None = None
+        self._scrapes = 0
+        self._previous: ClusterSnapshot | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.scrape_failures_total: dict[int, int] = {}
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Scrape once (so the first state has the gauges) and keep scraping in the background."""
+        if self._metrics is None:
+            return
+        self.scrape_now()
+        self._thread = threading.Thread(target=self._run, name="metrics-scraper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.settings.metrics_interval_s):
+            try:
+                self.scrape_now()
+            except Exception:
+                log.exception("metrics scrape failed")
+
+    def scrape_now(self) -> MetricsScrape | None:
+        if self._metrics is None:
+            return None
+        scrape = self._metrics.scrape(self.collector.snapshot.brokers)
+        with self._lock:
+            self._scrape = scrape
+            self._scrapes += 1
+            for broker in scrape.failures:
+                self.scrape_failures_total[broker] = self.scrape_failures_total.get(broker, 0) + 1
+        return scrape
+
+    # --- reading -------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ClusterState:
+        snapshot = self.collector.snapshot
+        now = self._clock()
+        with self._lock:
+            key = (snapshot.version, self._scrapes)
+            cached = self._cached
+            if cached is None or self._cached_key != key:
+                scrape = self._scrape
+                gauges = None if scrape is None else scrape.values("urp")
+                report = assess(
+                    snapshot,
+                    previous=self._previous,
+                    urp_gauges=gauges,
+                    default_min_insync_replicas=self.settings.default_min_insync_replicas,
+                )
+                if cached is not None and cached.snapshot.version != snapshot.version:
+                    self._previous = cached.snapshot
+                cached = ClusterState(snapshot, report, scrape, snapshot.last_good_at, now)
+                self._cached, self._cached_key = cached, key
+        good = now if self.collector.in_sync else snapshot.last_good_at
+        return ClusterState(cached.snapshot, cached.report, cached.scrape, good, cached.computed_at)
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why not): the snapshot must be in sync, or at least recent."""
+        state = self.state
+        snapshot = state.snapshot
+        if state.last_good_at is None:
+            return False, "no full scan of ZooKeeper has completed yet"
+        age = max(0.0, self._clock() - state.last_good_at)
+        if snapshot.stale:
+            return False, (
+                f"ZooKeeper is unreachable (session lost, resync pending): the snapshot was last known "
+                f"good {age:.0f} s ago"
+            )
+        if age > self.settings.stale_after_s:
+            return False, f"the snapshot is {age:.0f} s old (more than {self.settings.stale_after_s:g} s)"
+        return True, "ok"
