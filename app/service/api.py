@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from analytics.model import AlertEvent, AlertState, LoadWindow
 from analytics.store import Acknowledgement, Store
@@ -54,6 +56,19 @@ def readyz(view: View, response: Response) -> schemas.Readyz:
     if not ready:
         response.status_code = 503
     return schemas.Readyz(ready=ready, reason=reason)
+
+
+@root.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
+    tags=["probes"],
+)
+def metrics(request: Request, view: View) -> PlainTextResponse:
+    """``kafka_health_*`` in Prometheus text format, rendered at scrape time (no token needed)."""
+    from app.service.exposition import render
+
+    return PlainTextResponse(render(view, request.app.state.store), media_type=CONTENT_TYPE_LATEST)
 
 
 # --- cluster ---------------------------------------------------------------------------------------------

@@ -239,3 +239,40 @@ def test_openapi_documents_every_route(service: Service) -> None:
     for path in ("/api/v1/cluster", "/api/v1/partitions", "/api/v1/alerts/{fingerprint}/ack", "/readyz"):
         assert path in spec["paths"]
     assert httpx.get(service.url + "/docs").status_code == 200
+
+
+def test_metrics_parse_and_follow_the_cluster(service: Service) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    fill_store(service)
+    service.cluster.stop_broker(2)
+    wait_for(
+        lambda: service.get("/api/v1/cluster").json()["summary"]["under_replicated"] > 0,
+        timeout=LAG_MS / 1000 * 6,
+        message="under-replicated partitions",
+    )
+    response = httpx.get(service.url + "/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+    samples = {
+        (f.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "cluster"))): s.value
+        for f in families.values()
+        for s in f.samples
+    }
+    summary = service.get("/api/v1/cluster").json()["summary"]
+    assert samples[("kafka_health_brokers_alive", ())] == 2
+    assert samples[("kafka_health_broker_down", (("broker", "2"),))] == 1
+    assert (
+        samples[("kafka_health_partitions", (("state", "under_replicated"),))] == summary["under_replicated"]
+    )
+    assert (
+        samples[("kafka_health_topic_partitions", (("state", "under_replicated"), ("topic", "orders")))] > 0
+    )
+    assert samples[("kafka_health_alerts_open", (("rule", "1"), ("severity", "critical")))] == 1
+    assert ("kafka_health_broker_normalized_load", (("broker", "0"),)) in samples
+    assert samples[("kafka_health_snapshot_stale", ())] == 0
+    assert samples[("kafka_health_scan_duration_seconds", ())] > 0
+    assert {s.labels["cluster"] for f in families.values() for s in f.samples} == {
+        service.get("/api/v1/cluster").json()["cluster_id"]
+    }

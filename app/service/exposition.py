@@ -1,0 +1,176 @@
+"""``/metrics``: kafka-health's own view of the cluster for Prometheus and Grafana, ``kafka_health_*``.
+
+A custom prometheus_client collector renders the live state at scrape time (no background bookkeeping).
+Every series carries a ``cluster`` label (the cluster id) so that one Prometheus can watch several
+clusters. Per-topic and per-broker problem counts come from the partitions that have a problem only (one
+pass over them), so a healthy 200k-partition cluster costs little more than a small one.
+
+Per-broker problem counts (``kafka_health_broker_*_partitions``) count the partitions with a replica on
+the broker; ``kafka_health_broker_led_under_replicated_partitions`` counts, like Kafka's own
+``UnderReplicatedPartitions`` gauge, only those the broker leads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from analytics.store import Store
+from app.service.state import ClusterView
+from collectors.health import problem_partitions
+
+PROBLEMS = ("under_replicated", "under_min_isr", "at_min_isr", "offline")
+
+
+def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"kafka_health_{name}", doc, labels=("cluster", *labels))
+
+
+def _counter(name: str, doc: str, *labels: str) -> CounterMetricFamily:
+    return CounterMetricFamily(f"kafka_health_{name}", doc, labels=("cluster", *labels))
+
+
+class KafkaHealthCollector(Collector):
+    def __init__(self, view: ClusterView, store: Store | None = None) -> None:
+        self.view = view
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        state = self.view.state
+        snapshot, report = state.snapshot, state.report
+        cluster = snapshot.cluster_id or "unknown"
+
+        alive = _gauge("brokers_alive", "Brokers registered in /brokers/ids.")
+        alive.add_metric([cluster], len(snapshot.brokers))
+        yield alive
+        down = _gauge("broker_down", "1 for a broker that holds replicas but is not registered.", "broker")
+        for broker in report.brokers_down:
+            down.add_metric([cluster, str(broker)], 1)
+        yield down
+        controller = _gauge("controller_broker_id", "The active controller's broker id (-1: none).")
+        controller.add_metric(
+            [cluster], -1 if snapshot.controller.broker_id is None else snapshot.controller.broker_id
+        )
+        yield controller
+        epoch = _gauge("controller_epoch", "/controller_epoch.")
+        epoch.add_metric([cluster], snapshot.controller.epoch or 0)
+        yield epoch
+
+        summary = report.summary
+        totals = _gauge("partitions", "Partitions by health state ('all' for every partition).", "state")
+        totals.add_metric([cluster, "all"], summary.partitions)
+        for name in PROBLEMS:
+            totals.add_metric([cluster, name], getattr(summary, name))
+        totals.add_metric([cluster, "non_preferred_leader"], summary.preferred_replica_imbalance)
+        yield totals
+
+        problems = problem_partitions(report) if any(getattr(summary, p) for p in PROBLEMS) else {}
+        per_topic = _gauge(
+            "topic_partitions", "A topic's partitions with a health problem.", "topic", "state"
+        )
+        per_broker = _gauge(
+            "broker_partitions",
+            "Partitions with a replica on the broker and a health problem.",
+            "broker",
+            "state",
+        )
+        led = _gauge(
+            "broker_led_under_replicated_partitions",
+            "Under-replicated partitions the broker leads (what its UnderReplicatedPartitions gauge counts).",
+            "broker",
+        )
+        led_counts: Counter[int] = Counter()
+        for name, tps in problems.items():
+            topics: Counter[str] = Counter(tp.topic for tp in tps)
+            brokers: Counter[int] = Counter()
+            for tp in tps:
+                info = snapshot.partitions[tp]
+                brokers.update(set(info.assignment.replicas))
+                if (
+                    name == "under_replicated"
+                    and info.state is not None
+                    and info.state.leader in snapshot.brokers
+                ):
+                    led_counts[info.state.leader] += 1
+            for topic, count in sorted(topics.items()):
+                per_topic.add_metric([cluster, topic, name], count)
+            for broker, count in sorted(brokers.items()):
+                per_broker.add_metric([cluster, str(broker), name], count)
+        for broker in sorted(snapshot.brokers):
+            led.add_metric([cluster, str(broker)], led_counts[broker])
+        yield per_topic
+        yield per_broker
+        yield led
+
+        ratio = _gauge(
+            "broker_preferred_leader_imbalance_ratio",
+            "Of the partitions whose preferred leader is the broker, the share another broker leads.",
+            "broker",
+        )
+        for broker, imbalance in sorted(report.imbalance.items()):
+            ratio.add_metric([cluster, str(broker)], imbalance.ratio)
+        yield ratio
+
+        yield from self._freshness(cluster)
+        if self.store is not None:
+            yield from self._from_store(cluster)
+
+    def _freshness(self, cluster: str) -> Iterator[Metric]:
+        state = self.view.state
+        scan = self.view.collector.last_scan
+        duration = _gauge("scan_duration_seconds", "The last full ZooKeeper scan.")
+        if scan is not None:
+            duration.add_metric([cluster], scan.seconds)
+        yield duration
+        age = _gauge("snapshot_age_seconds", "Seconds since the snapshot was known good.")
+        if state.last_good_at is not None:
+            age.add_metric([cluster], max(0.0, time.time() - state.last_good_at))
+        yield age
+        stale = _gauge("snapshot_stale", "1 while the ZooKeeper session is lost.")
+        stale.add_metric([cluster], 1 if state.snapshot.stale else 0)
+        yield stale
+        failures = _counter("scrape_failures", "Failed scrapes of a broker's metrics.", "broker")
+        for broker, count in sorted(self.view.scrape_failures_total.items()):
+            failures.add_metric([cluster, str(broker)], count)
+        yield failures
+        up = _gauge("broker_scrape_up", "1 when the broker's last metrics scrape worked.", "broker")
+        if state.scrape is not None:
+            for broker, scraped in sorted(state.scrape.scrapes.items()):
+                up.add_metric([cluster, str(broker)], 1 if scraped.ok else 0)
+        yield up
+
+    def _from_store(self, cluster: str) -> Iterator[Metric]:
+        assert self.store is not None
+        latest = self.store.latest_load(cluster) or self.store.latest_load()
+        load = _gauge("broker_normalized_load", "Db: the broker's share of the cluster load.", "broker")
+        deviation = _gauge("broker_deviation_rate", "r_n = (Db - 1/N) / (1/N).", "broker")
+        stddev = _gauge("load_stddev", "σ of the brokers' normalised loads.")
+        threshold = _gauge("load_stddev_threshold", "σ_max = r / N.")
+        rated = _gauge("load_rated_deviation", "r.")
+        if latest is not None:
+            name = latest.window.cluster
+            for b in latest.brokers:
+                load.add_metric([name, str(b.broker)], b.normalized_load)
+                deviation.add_metric([name, str(b.broker)], b.deviation_rate)
+            stddev.add_metric([name], latest.stddev)
+            threshold.add_metric([name], latest.stddev_threshold)
+            rated.add_metric([name], latest.rated_deviation)
+        yield from (load, deviation, stddev, threshold, rated)
+        alerts = _gauge("alerts_open", "Open alerts by rule and severity.", "rule", "severity")
+        counts: Counter[tuple[str, int, str]] = Counter(
+            (a.cluster, a.rule, a.severity) for a in self.store.alerts(state="open", limit=100_000)
+        )
+        for (name, rule, severity), count in sorted(counts.items()):
+            alerts.add_metric([name, str(rule), severity], count)
+        yield alerts
+
+
+def render(view: ClusterView, store: Store | None) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(KafkaHealthCollector(view, store))
+    return generate_latest(registry)
