@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from analytics.model import AlertEvent, AlertState, LoadWindow
@@ -74,9 +74,21 @@ def metrics(request: Request, view: View) -> PlainTextResponse:
 # --- cluster ---------------------------------------------------------------------------------------------
 
 
+MAX_SUSPECTS = 20
+
+
 @api.get("/cluster", response_model=schemas.ClusterOut, tags=["cluster"])
-def cluster(view: View, _: Viewer) -> schemas.ClusterOut:
+def cluster(view: View, _: Viewer) -> JSONResponse:
+    """The cluster's state and health summary (cached per snapshot version and scrape)."""
+    body: dict[str, Any] = view.memo("cluster", lambda state: _cluster(view, state).model_dump(mode="json"))
     state = view.state
+    snapshot = dict(body["snapshot"])
+    snapshot["last_good_at"] = state.last_good_at
+    snapshot["age_s"] = None if state.last_good_at is None else max(0.0, time.time() - state.last_good_at)
+    return JSONResponse({**body, "snapshot": snapshot})
+
+
+def _cluster(view: ClusterView, state: ClusterState) -> schemas.ClusterOut:
     snapshot, report = state.snapshot, state.report
     summary = report.summary
     scan = view.collector.last_scan
@@ -110,8 +122,9 @@ def cluster(view: View, _: Viewer) -> schemas.ClusterOut:
         ),
         suspect_brokers=[
             schemas.SuspectOut(broker_id=s.broker_id, missing_from=s.missing_from, share=s.share)
-            for s in report.suspects
+            for s in sorted(report.suspects, key=lambda s: (-s.share, s.broker_id))[:MAX_SUSPECTS]
         ],
+        suspect_brokers_total=len(report.suspects),
         urp_cross_check=None
         if cross is None
         else schemas.UrpCrossCheckOut(

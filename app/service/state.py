@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -79,6 +79,7 @@ class ClusterView:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.scrape_failures_total: dict[int, int] = {}
+        self._memo: dict[str, tuple[tuple[int, int] | None, Any]] = {}
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -138,6 +139,20 @@ class ClusterView:
                 self._cached, self._cached_key = cached, key
         good = now if self.collector.in_sync else snapshot.last_good_at
         return ClusterState(cached.snapshot, cached.report, cached.scrape, good, cached.computed_at)
+
+    def memo(self, name: str, build: Callable[[ClusterState], Any]) -> Any:
+        """``build(state)``, computed once per (snapshot version, scrape) and shared by every request: the
+        cached reads of the REST API (treat the value as read-only)."""
+        state = self.state
+        with self._lock:
+            key = self._cached_key
+            hit = self._memo.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = build(state)
+        with self._lock:
+            self._memo[name] = (key, value)
+        return value
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why not): the snapshot must be in sync, or at least recent."""
