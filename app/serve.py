@@ -6,7 +6,11 @@ Exit codes: 0 stopped by SIGINT/SIGTERM, 1 cannot start (ZooKeeper unreachable, 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from pydantic import ValidationError
@@ -14,6 +18,7 @@ from pydantic import ValidationError
 from app.service.auth import TokenConfigError, hash_token
 from app.settings import Settings, load_settings
 from collectors.zkdata import parse_connect_string
+from collectors.zookeeper import ZooKeeperCollector, ZooKeeperCollectorError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -51,6 +56,28 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return settings
 
 
+def _server(config: Any) -> Any:
+    """uvicorn's Server, stopped by SIGINT/SIGTERM with exit 0 (uvicorn re-raises the signal after its
+    graceful shutdown, so the process would die of it: a stop asked for is not a failure here)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            stop = lambda *_: setattr(self, "should_exit", True)  # noqa: E731
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server(config)
+
+
 def run_serve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -59,14 +86,9 @@ def run_serve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO |
         return EXIT_OK
     try:
         settings = settings_from_args(args)
-        from app.service.app import create_app
+        from app.service.app import create_app, token_store
 
-        app = create_app(
-            settings.service,
-            zookeeper=settings.zookeeper.connect or "",
-            metrics=settings.metrics,
-            store_url=settings.analytics.store_url,
-        )
+        token_store(settings.service)
     except ValidationError as exc:
         errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         err.write(f"error: {errors}\n")
@@ -74,20 +96,40 @@ def run_serve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO |
     except (ValueError, TokenConfigError) as exc:
         err.write(f"error: {exc}\n")
         return EXIT_BAD_INPUT
-    import uvicorn
-
-    config: dict[str, Any] = {
-        "host": settings.service.host,
-        "port": settings.service.port,
-        "log_level": "warning",
-    }
-    out.write(
-        f"kafka-health serving {settings.zookeeper.connect} on http://{config['host']}:{config['port']}\n"
+    zk = settings.zookeeper
+    connect = zk.connect or ""
+    # Read the cluster before listening: an unreachable ZooKeeper is a clear error, not a traceback.
+    collector = ZooKeeperCollector(
+        connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s
     )
-    out.flush()
-    server = uvicorn.Server(uvicorn.Config(app, **config))
     try:
-        server.run()
-    except SystemExit as exc:  # uvicorn exits when the lifespan fails (ZooKeeper unreachable, port taken)
-        return EXIT_FAILED if exc.code else EXIT_OK
-    return EXIT_OK if server.started else EXIT_FAILED
+        collector.start(timeout=zk.start_timeout_s)
+    except ZooKeeperCollectorError as exc:
+        err.write(f"error: cannot read the cluster at {connect}: {exc}\n")
+        return EXIT_FAILED
+    try:
+        app = create_app(
+            settings.service,
+            zookeeper=connect,
+            metrics=settings.metrics,
+            store_url=settings.analytics.store_url,
+            collector_factory=lambda _: collector,
+        )
+        import uvicorn
+
+        host, port = settings.service.host, settings.service.port
+        out.write(f"kafka-health serving {connect} on http://{host}:{port}\n")
+        out.flush()
+        server = _server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        try:
+            server.run()
+        except SystemExit as exc:  # uvicorn exits when it cannot bind the port or the lifespan fails
+            if exc.code:
+                err.write(f"error: the service could not start on {host}:{port} (see above)\n")
+                return EXIT_FAILED
+        if not server.started:
+            err.write(f"error: the service could not start on {host}:{port} (see above)\n")
+            return EXIT_FAILED
+        return EXIT_OK
+    finally:
+        collector.stop()

@@ -55,6 +55,9 @@ def create_app(
     metrics: MetricsSettings | None = None,
     store_url: str | None = None,
     collector_factory: Callable[[str], SnapshotCollector] | None = None,
+    connections: int = 4,
+    session_timeout_s: float = 18.0,
+    start_timeout_s: float = 60.0,
 ) -> FastAPI:
     """The service for the cluster at ``zookeeper``; the lifespan starts the ZooKeeper collector (first full
     scan), the metrics scraper and the store, and stops them in reverse order."""
@@ -66,8 +69,10 @@ def create_app(
             if collector_factory is not None:
                 collector = collector_factory(zookeeper)
             else:
-                zk = ZooKeeperCollector(zookeeper)
-                zk.start()
+                zk = ZooKeeperCollector(
+                    zookeeper, connections=connections, session_timeout_s=session_timeout_s
+                )
+                zk.start(timeout=start_timeout_s)
                 stack.callback(zk.stop)
                 collector = zk
             scraper = MetricsCollector(metrics) if metrics is not None else None
