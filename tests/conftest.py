@@ -7,4 +7,5 @@ pytest_plugins = [
     "app.testing.orphans",
     "app.testing.postgres",
     "app.testing.spark",
+    "app.testing.service",
 ]

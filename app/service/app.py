@@ -18,6 +18,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from analytics.store import Store
+from app.actions.executor import KazooAdmin
+from app.actions.state import ActionLog, MemoryActionLog
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
@@ -58,6 +60,7 @@ def create_app(
     connections: int = 4,
     session_timeout_s: float = 18.0,
     start_timeout_s: float = 60.0,
+    actions: ActionLog | None = None,
 ) -> FastAPI:
     """The service for the cluster at ``zookeeper``; the lifespan starts the ZooKeeper collector (first full
     scan), the metrics scraper and the store, and stops them in reverse order."""
@@ -84,9 +87,14 @@ def create_app(
             store = Store.open(store_url) if store_url is not None else None
             if store is not None:
                 stack.callback(store.close)
+            admin = KazooAdmin(zookeeper)
+            stack.callback(admin.close)
             app.state.view = view
             app.state.store = store
             app.state.tokens = tokens
+            app.state.admin = admin
+            app.state.actions = actions if actions is not None else MemoryActionLog()
+            app.state.action_threads = []
             yield
 
     app = FastAPI(
@@ -109,8 +117,10 @@ def create_app(
             response.headers[name] = value
         return response
 
+    from app.service.actions_api import router as actions_router
     from app.service.api import api, root
 
     app.include_router(root)
     app.include_router(api)
+    app.include_router(actions_router)
     return app
