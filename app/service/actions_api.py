@@ -15,8 +15,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from app.actions.election import ElectionScope, chunk_payloads, plan_preferred_election, validate_scope
-from app.actions.executor import AdminZooKeeper, ElectionExecutor
-from app.actions.reassignment import Problem
+from app.actions.executor import AdminZooKeeper, ElectionExecutor, ReassignmentExecutor
+from app.actions.reassignment import (
+    Problem,
+    ReassignmentRequest,
+    added_replicas,
+    plan_batches,
+    throttle_config,
+    validate_reassignment,
+)
 from app.actions.state import (
     TERMINAL,
     ActionLog,
@@ -29,6 +36,7 @@ from app.actions.state import (
 from app.service.auth import Principal, Role
 from app.service.deps import require, view_of
 from app.service.state import ClusterView
+from collectors import zkdata
 from collectors.model import TopicPartition
 from collectors.zkdata import PREFERRED_REPLICA_ELECTION_PATH
 
@@ -221,6 +229,108 @@ def _start(request: Request, work: Any) -> None:
     thread = threading.Thread(target=work, name="action", daemon=True)
     threads.append(thread)
     thread.start()
+
+
+REASSIGNMENT = "reassignment"
+
+
+class ReassignmentItem(BaseModel):
+    topic: str
+    partition: int
+    replicas: list[int]
+
+
+class ReassignmentIn(BaseModel):
+    partitions: list[ReassignmentItem]
+    throttle_bytes_per_sec: int | None = Field(default=None, ge=1)
+    """Replication throttle while it runs (set before, always removed after); None: no throttle."""
+    max_concurrent_moves: int = Field(default=10, ge=1, le=100_000)
+    """Replicas added per batch: a batch is written only when the previous one completed."""
+    allow_replication_factor_change: bool = False
+    dry_run: bool = True
+
+
+class ReassignmentPlanOut(BaseModel):
+    dry_run: bool
+    partitions: int
+    replicas_added: int
+    batches: list[list[ReassignmentItem]]
+    throttle_brokers: dict[str, dict[str, str]]
+    throttle_topics: dict[str, dict[str, str]]
+    action_id: str | None = None
+
+
+@router.post(
+    "/actions/reassignments",
+    response_model=ReassignmentPlanOut,
+    responses={202: {"model": ReassignmentPlanOut}, 409: {}, 422: {}},
+)
+def reassignments(body: ReassignmentIn, request: Request, view: View, who: Operator) -> Any:
+    """Validate (every problem named at once, 422), dry run by default (the batches and throttles), or run
+    in the background (202 + action id): throttles set, batches one after another, never while a partition
+    is under min ISR or offline, throttles removed at the end whatever happened."""
+    state = view.state
+    snapshot = state.snapshot
+    items = [ReassignmentRequest(i.topic, i.partition, tuple(i.replicas)) for i in body.partitions]
+    problems = validate_reassignment(snapshot, items, body.allow_replication_factor_change)
+    summary = {"partitions": len(items), "throttle": body.throttle_bytes_per_sec}
+    admin = _admin(request)
+    if snapshot.pending.reassignments or admin.exists(zkdata.REASSIGN_PARTITIONS_PATH):
+        reason = (
+            f"a reassignment is already in progress ({len(snapshot.pending.reassignments)} partitions in "
+            f"{zkdata.REASSIGN_PARTITIONS_PATH}) that this service did not start; try again when it is done"
+        )
+        _audit(request, who, REASSIGNMENT, body.dry_run, "refused", reason=reason, **summary)
+        raise HTTPException(409, reason)
+    if problems:
+        _audit(request, who, REASSIGNMENT, body.dry_run, "refused", problems=[p.message for p in problems])
+        return _problems_response(problems)
+    batches = plan_batches(items, snapshot, body.max_concurrent_moves)
+    throttles = (
+        throttle_config(items, snapshot, body.throttle_bytes_per_sec)
+        if body.throttle_bytes_per_sec is not None
+        else None
+    )
+    out = ReassignmentPlanOut(
+        dry_run=body.dry_run,
+        partitions=len(items),
+        replicas_added=sum(len(added_replicas(item, snapshot)) for item in items),
+        batches=[
+            [ReassignmentItem(topic=i.topic, partition=i.partition, replicas=list(i.replicas)) for i in batch]
+            for batch in batches
+        ],
+        throttle_brokers={}
+        if throttles is None
+        else {str(b): dict(c) for b, c in throttles.broker_configs.items()},
+        throttle_topics={} if throttles is None else {t: dict(c) for t, c in throttles.topic_configs.items()},
+    )
+    if body.dry_run:
+        _audit(request, who, REASSIGNMENT, True, "dry-run", **summary)
+        return out
+    record = ActionRecord(
+        id=new_action_id(),
+        kind=REASSIGNMENT,
+        state=ActionState.PENDING,
+        requested_by=who.name,
+        requested_at=time.time(),
+        request=body.model_dump(),
+        plan={"batches": len(batches), "replicas_added": out.replicas_added},
+    )
+    actions = _log(request)
+    actions.save(record)
+    _audit(request, who, REASSIGNMENT, False, "accepted", action_id=record.id, **summary)
+
+    def current() -> tuple[Any, Any]:
+        now = view.state
+        return now.snapshot, now.report
+
+    executor = ReassignmentExecutor(admin, current, actions)
+    _start(
+        request,
+        lambda: executor.run(record, items, body.throttle_bytes_per_sec, body.max_concurrent_moves),
+    )
+    out.action_id = record.id
+    return JSONResponse(out.model_dump(mode="json"), status_code=202)
 
 
 @router.get("/actions", response_model=list[ActionOut])

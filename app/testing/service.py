@@ -52,8 +52,13 @@ def run_server(app: Any, port: int) -> tuple[uvicorn.Server, threading.Thread]:
 
 
 @pytest.fixture
-def service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path) -> Iterator[Service]:
-    cluster = make_cluster()
+def service(
+    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Service]:
+    """The service on a reference cluster (``small_settings``; parametrize indirectly with a dict of
+    overrides, e.g. ``{"brokers": 4}``)."""
+    overrides: dict[str, Any] = getattr(request, "param", {})
+    cluster = make_cluster(**overrides)
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     Store.open(store_url).close()
