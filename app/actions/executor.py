@@ -25,6 +25,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from app.actions.election import ELECTED, chunk_payloads, verify_election
 from app.actions.reassignment import (
     ReassignmentRequest,
+    ReassignmentStatus,
     ThrottleConfig,
     ThrottleRemoval,
     plan_batches,
@@ -254,7 +255,9 @@ class ReassignmentExecutor:
         poll_s: float = 0.2,
         batch_timeout_s: float = 3600.0,
         safety_timeout_s: float = 600.0,
+        verify_timeout_s: float = 30.0,
     ) -> None:
+        self.verify_timeout_s = verify_timeout_s
         self._zk = zookeeper
         self._state = state
         self._actions = actions
@@ -309,6 +312,17 @@ class ReassignmentExecutor:
         finally:
             removed, removal_error = self._remove(removal) if throttled else (False, None)
         return self._finish(record, items, cancelled, error, throttled, removed, removal_error)
+
+    def _settled(self, items: Sequence[ReassignmentRequest]) -> dict[TopicPartition, ReassignmentStatus]:
+        """The partitions' status once the snapshot shows none in progress (the collector sees the
+        controller's last writes a moment after the admin znode is gone), or when the time is up."""
+        deadline = time.monotonic() + self.verify_timeout_s
+        while True:
+            snapshot, _ = self._state()
+            statuses = reassignment_status(snapshot, items)
+            if all(s.state != "in progress" for s in statuses.values()) or time.monotonic() > deadline:
+                return statuses
+            time.sleep(self.poll_s)
 
     def _wait_until_safe(self, record: ActionRecord, index: int, batches: int) -> str | None:
         deadline = time.monotonic() + self.safety_timeout_s
@@ -367,8 +381,7 @@ class ReassignmentExecutor:
         removed: bool,
         removal_error: str | None,
     ) -> ActionRecord:
-        snapshot, _ = self._state()
-        statuses = reassignment_status(snapshot, items)
+        statuses = self._settled(items)
         completed = [tp for tp, s in statuses.items() if s.state == "completed"]
         result = {
             "partitions": len(items),

@@ -24,6 +24,7 @@ from app.actions.reassignment import (
     throttle_config,
     validate_reassignment,
 )
+from app.actions.rebalance import RebalancePlan, plan_drain, plan_rebalance
 from app.actions.state import (
     TERMINAL,
     ActionLog,
@@ -397,3 +398,181 @@ def audit(
         )
         for e in _log(request).audit_entries(limit=limit, offset=offset)
     ]
+
+
+# --- plans -----------------------------------------------------------------------------------------------
+
+
+class RebalanceIn(BaseModel):
+    exclude_topics: list[str] = Field(default_factory=list)
+    rated_deviation: float = Field(default=0.10, gt=0, le=1)
+    brokers: list[int] | None = None
+    """Brokers replicas and leadership may go to (default: every registered broker)."""
+    leader_moves: bool = True
+
+
+class DrainIn(BaseModel):
+    brokers: list[int] | None = None
+    rated_deviation: float = Field(default=0.10, gt=0, le=1)
+
+
+class MoveOut(BaseModel):
+    topic: str
+    partition: int
+    old_replicas: list[int]
+    new_replicas: list[int]
+
+
+class LoadOut(BaseModel):
+    normalized_load: dict[str, float]
+    deviation_rate: dict[str, float]
+    stddev: float
+    stddev_threshold: float
+    imbalanced_brokers: list[int]
+
+
+class PlanOut(BaseModel):
+    id: str
+    kind: str
+    replica_moves: int
+    leader_moves: int
+    lower_bound_moves: int
+    kafka_generate_moves: int | None
+    moves: list[MoveOut]
+    before: LoadOut
+    after: LoadOut
+    unresolved: list[int]
+    warnings: list[str]
+    load_source: str
+    """``load window <start>-<end>`` from the store, or ``replica and leader counts`` when none."""
+
+
+class SubmitIn(BaseModel):
+    throttle_bytes_per_sec: int | None = Field(default=None, ge=1)
+    max_concurrent_moves: int = Field(default=10, ge=1, le=100_000)
+
+
+def _load_input(request: Request, view: ClusterView) -> tuple[dict[int, dict[str, float]] | None, str]:
+    store = request.app.state.store
+    if store is None:
+        return None, "replica and leader counts (no store)"
+    latest = store.latest_load(view.state.snapshot.cluster_id) or store.latest_load()
+    if latest is None:
+        return None, "replica and leader counts (no load window yet)"
+    load = {b.broker: dict(b.metrics) for b in latest.brokers}
+    return load, f"load window {latest.window.start:.0f}-{latest.window.end:.0f}"
+
+
+def _summary(summary: Any) -> LoadOut:
+    return LoadOut(
+        normalized_load={str(b): v for b, v in sorted(summary.normalized_load.items())},
+        deviation_rate={str(b): v for b, v in sorted(summary.deviation_rate.items())},
+        stddev=summary.stddev,
+        stddev_threshold=summary.stddev_threshold,
+        imbalanced_brokers=list(summary.imbalanced_brokers),
+    )
+
+
+def _plan_out(plan_id: str, plan: RebalancePlan, source: str) -> PlanOut:
+    return PlanOut(
+        id=plan_id,
+        kind=plan.kind,
+        replica_moves=plan.replica_moves,
+        leader_moves=len(plan.leader_moves),
+        lower_bound_moves=plan.lower_bound_moves,
+        kafka_generate_moves=plan.kafka_generate_moves,
+        moves=[
+            MoveOut(
+                topic=m.tp.topic,
+                partition=m.tp.partition,
+                old_replicas=list(m.old_replicas),
+                new_replicas=list(m.new_replicas),
+            )
+            for m in plan.moves
+        ],
+        before=_summary(plan.before),
+        after=_summary(plan.after),
+        unresolved=list(plan.unresolved),
+        warnings=list(plan.warnings),
+        load_source=source,
+    )
+
+
+def _keep_plan(request: Request, plan: RebalancePlan) -> str:
+    plans: dict[str, RebalancePlan] = request.app.state.plans
+    plan_id = new_action_id()
+    plans[plan_id] = plan
+    while len(plans) > 100:  # the oldest plans go first
+        plans.pop(next(iter(plans)))
+    return plan_id
+
+
+@router.post("/plans/rebalance", response_model=PlanOut, responses={422: {}}, tags=["plans"])
+def rebalance(body: RebalanceIn, request: Request, view: View, who: Operator) -> PlanOut:
+    """A reassignment (plus leader moves) that brings every |r_n| under the rated deviation with as few
+    replica moves as it can; the predicted load after; Kafka's ``--generate`` move count for comparison."""
+    load, source = _load_input(request, view)
+    try:
+        plan = plan_rebalance(
+            view.state.snapshot,
+            load,
+            body.rated_deviation,
+            body.exclude_topics,
+            body.brokers,
+            leader_moves=body.leader_moves,
+        )
+    except ValueError as exc:
+        _audit(request, who, "plan-rebalance", True, "refused", reason=str(exc))
+        raise HTTPException(422, str(exc)) from None
+    plan_id = _keep_plan(request, plan)
+    _audit(request, who, "plan-rebalance", True, "dry-run", plan_id=plan_id, replica_moves=plan.replica_moves)
+    return _plan_out(plan_id, plan, source)
+
+
+@router.post("/plans/drain-broker/{broker_id}", response_model=PlanOut, responses={422: {}}, tags=["plans"])
+def drain_broker(
+    broker_id: int, request: Request, view: View, who: Operator, body: DrainIn | None = None
+) -> PlanOut:
+    """Every replica off the broker, spread to keep the load even, racks and replication factor kept."""
+    body = body or DrainIn()
+    load, source = _load_input(request, view)
+    try:
+        plan = plan_drain(view.state.snapshot, broker_id, load, body.rated_deviation, body.brokers)
+    except ValueError as exc:
+        _audit(request, who, "plan-drain", True, "refused", broker=broker_id, reason=str(exc))
+        raise HTTPException(422, str(exc)) from None
+    plan_id = _keep_plan(request, plan)
+    _audit(request, who, "plan-drain", True, "dry-run", plan_id=plan_id, broker=broker_id)
+    return _plan_out(plan_id, plan, source)
+
+
+@router.post(
+    "/plans/{plan_id}/submit",
+    response_model=ReassignmentPlanOut,
+    status_code=202,
+    responses={404: {}, 409: {}, 422: {}},
+    tags=["plans"],
+)
+def submit_plan(
+    plan_id: str, request: Request, view: View, who: Operator, body: SubmitIn | None = None
+) -> Any:
+    """Run a plan as a reassignment (the same checks and execution as ``/actions/reassignments``)."""
+    body = body or SubmitIn()
+    plans: dict[str, RebalancePlan] = request.app.state.plans
+    plan = plans.get(plan_id)
+    if plan is None:
+        raise HTTPException(404, f"no plan {plan_id!r} (plans are kept for the service's lifetime, last 100)")
+    items = [
+        ReassignmentItem(topic=r.topic, partition=r.partition, replicas=list(r.replicas))
+        for r in plan.requests()
+    ]
+    if not items:
+        raise HTTPException(422, f"plan {plan_id} moves nothing")
+    reassignment = ReassignmentIn(
+        partitions=items,
+        throttle_bytes_per_sec=body.throttle_bytes_per_sec,
+        max_concurrent_moves=body.max_concurrent_moves,
+        allow_replication_factor_change=False,
+        dry_run=False,
+    )
+    return reassignments(reassignment, request, view, who)

@@ -95,6 +95,7 @@ def create_app(
             app.state.admin = admin
             app.state.actions = actions if actions is not None else MemoryActionLog()
             app.state.action_threads = []
+            app.state.plans = {}
             yield
 
     app = FastAPI(
