@@ -41,26 +41,12 @@ def _int(text: str, what: str) -> int:
     return int(text)
 
 
-class ControlServer:
-    def __init__(self, cluster: ReferenceCluster, host: str = "127.0.0.1", port: int = 0) -> None:
+class ControlApi:
+    """The control routes without HTTP: ``handle(method, path, body) -> (status, JSON)``. The control port
+    serves them, and so does ``kafka-health serve`` under ``/api/v1/reference`` on the embedded cluster."""
+
+    def __init__(self, cluster: ReferenceCluster) -> None:
         self.cluster = cluster
-        self._server = ThreadingHTTPServer((host, port), self._handler_class())
-        self._server.daemon_threads = True
-        self.host = host
-        self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="control-port", daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         """Route one request; returns (status, JSON body). Separate from HTTP so it reads as a table."""
@@ -111,6 +97,29 @@ class ControlServer:
             return lambda: cluster.create_topic(spec)
         raise RequestError(404, f"no route for POST {path}")
 
+
+class ControlServer:
+    def __init__(self, cluster: ReferenceCluster, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.cluster = cluster
+        self.api = ControlApi(cluster)
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server.daemon_threads = True
+        self.host = host
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="control-port", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         control = self
 
@@ -120,7 +129,9 @@ class ControlServer:
                 if length > MAX_BODY_BYTES:
                     status, body = 413, {"error": f"body larger than {MAX_BODY_BYTES} bytes"}
                 else:
-                    status, body = control.handle(method, self.path.split("?")[0], self.rfile.read(length))
+                    status, body = control.api.handle(
+                        method, self.path.split("?")[0], self.rfile.read(length)
+                    )
                 data = json.dumps(body, indent=2).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

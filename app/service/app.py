@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from analytics.store import Store
 from app.actions.executor import KazooAdmin
 from app.actions.state import ActionLog, MemoryActionLog
+from app.reference_cluster.control import ControlApi
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
@@ -61,6 +62,7 @@ def create_app(
     session_timeout_s: float = 18.0,
     start_timeout_s: float = 60.0,
     actions: ActionLog | None = None,
+    reference: ControlApi | None = None,
 ) -> FastAPI:
     """The service for the cluster at ``zookeeper``; the lifespan starts the ZooKeeper collector (first full
     scan), the metrics scraper and the store, and stops them in reverse order."""
@@ -96,6 +98,7 @@ def create_app(
             app.state.actions = actions if actions is not None else MemoryActionLog()
             app.state.action_threads = []
             app.state.plans = {}
+            app.state.reference = reference
             yield
 
     app = FastAPI(
@@ -124,4 +127,8 @@ def create_app(
     app.include_router(root)
     app.include_router(api)
     app.include_router(actions_router)
+    if reference is not None:
+        from app.service.reference_api import router as reference_router
+
+        app.include_router(reference_router)
     return app

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from analytics.store import Store
 from app.reference_cluster.cluster import ReferenceCluster
+from app.reference_cluster.control import ControlApi
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
@@ -63,7 +64,13 @@ def service(
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     Store.open(store_url).close()
     settings = ServiceSettings(tokens=SecretStr(TOKENS), view=ViewSettings(metrics_interval_s=0.3))
-    app = create_app(settings, zookeeper=zk_connect, metrics=MetricsSettings(urls=urls), store_url=store_url)
+    app = create_app(
+        settings,
+        zookeeper=zk_connect,
+        metrics=MetricsSettings(urls=urls),
+        store_url=store_url,
+        reference=ControlApi(cluster),
+    )
     port = pick_free_port()
     server, thread = run_server(app, port)
     try:
