@@ -68,11 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_arguments(serve)
 
-    demo = sub.add_parser("demo", help="the reference cluster with a scripted fault, narrated")
-    demo.add_argument("--brokers", type=int, default=4, help="number of brokers (default 4)")
-    demo.add_argument("--control-port", type=_port, help="control port (default: a free one)")
+    demo = sub.add_parser(
+        "demo",
+        help="everything on the embedded default (ZooKeeper, brokers, collectors, Spark, service), a story",
+    )
+    demo.add_argument("--brokers", type=int, default=5, help="number of brokers (default 5)")
+    demo.add_argument("--port", type=_port, help="the service's port (default: a free one)")
     demo.add_argument(
-        "--once", action="store_true", help="run the script once and exit (instead of running until Ctrl-C)"
+        "--once", action="store_true", help="play the story once and exit (instead of running until Ctrl-C)"
     )
     return parser
 
@@ -159,9 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_serve(args)
     if args.command == "demo":
-        from app.reference_cluster.demo import run_demo
+        from app.demo import run_demo
 
-        return int(run_demo(args))
+        return run_demo(args)
     raise AssertionError(args.command)
 
 
