@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from analytics.model import AlertEvent, AlertState, LoadWindow
 from analytics.store import Acknowledgement, Store
+from app.actions.state import AuditEntry
 from app.service import schemas
 from app.service.auth import Principal, Role
 from app.service.deps import require, store_of, view_of
@@ -503,10 +504,23 @@ def acknowledge(
 ) -> schemas.AlertOut:
     """Acknowledge an open alert (operator); the acknowledgement lasts until the alert opens anew."""
     found = _alert_or_404(store, fingerprint)
+    actions = request.app.state.actions
     if found.state != "open":
+        actions.audit(
+            AuditEntry(
+                time.time(), who.name, who.role.name, "ack", False, "refused", None, {"alert": fingerprint}
+            )
+        )
         raise HTTPException(
             409, f"alert {fingerprint} is {found.state}, only an open alert can be acknowledged"
         )
     store.acknowledge(fingerprint, who.name, time.time())
+    comment = None if body is None else body.comment
+    actions.audit(
+        AuditEntry(
+            time.time(), who.name, who.role.name, "ack", False, "accepted", None,
+            {"alert": fingerprint, "comment": comment},
+        )
+    )  # fmt: skip
     ack = store.acknowledgements([fingerprint]).get(fingerprint)
     return schemas.AlertOut(**_alert_out(found, ack))
