@@ -69,7 +69,8 @@ def metrics(request: Request, view: View) -> PlainTextResponse:
     """``kafka_health_*`` in Prometheus text format, rendered at scrape time (no token needed)."""
     from app.service.exposition import render
 
-    return PlainTextResponse(render(view, request.app.state.store), media_type=CONTENT_TYPE_LATEST)
+    body = render(view, request.app.state.store, request.app.state.actions)
+    return PlainTextResponse(body, media_type=CONTENT_TYPE_LATEST)
 
 
 # --- cluster ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from analytics.store import Store
+from app.actions.state import ActionLog, ActionState
 from app.service.state import ClusterView
 from collectors.health import problem_partitions
 
@@ -36,9 +37,12 @@ def _counter(name: str, doc: str, *labels: str) -> CounterMetricFamily:
 
 
 class KafkaHealthCollector(Collector):
-    def __init__(self, view: ClusterView, store: Store | None = None) -> None:
+    def __init__(
+        self, view: ClusterView, store: Store | None = None, actions: ActionLog | None = None
+    ) -> None:
         self.view = view
         self.store = store
+        self.actions = actions
 
     def collect(self) -> Iterator[Metric]:
         state = self.view.state
@@ -119,6 +123,19 @@ class KafkaHealthCollector(Collector):
         yield from self._freshness(cluster)
         if self.store is not None:
             yield from self._from_store(cluster)
+        if self.actions is not None:
+            yield self._actions(cluster)
+
+    def _actions(self, cluster: str) -> Metric:
+        assert self.actions is not None
+        counts: Counter[tuple[str, str]] = Counter(
+            (r.kind, r.state.value) for r in self.actions.records(limit=100_000)
+        )
+        family = _gauge("actions", "Runbook actions by kind and state.", "kind", "state")
+        for kind in ("preferred-replica-election", "reassignment"):
+            for state in ActionState:
+                family.add_metric([cluster, kind, state.value], counts[(kind, state.value)])
+        return family
 
     def _freshness(self, cluster: str) -> Iterator[Metric]:
         state = self.view.state
@@ -170,7 +187,7 @@ class KafkaHealthCollector(Collector):
         yield alerts
 
 
-def render(view: ClusterView, store: Store | None) -> bytes:
+def render(view: ClusterView, store: Store | None, actions: ActionLog | None = None) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(KafkaHealthCollector(view, store))
+    registry.register(KafkaHealthCollector(view, store, actions))
     return generate_latest(registry)
