@@ -22,10 +22,10 @@ import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Self, cast
+from typing import Any, Final, Literal, Self, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -34,6 +34,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from analytics.model import (
+    SEVERITY_ORDER,
     ActionRef,
     AlertEvent,
     AlertState,
@@ -46,13 +47,21 @@ from analytics.model import (
 )
 
 __all__ = [
+    "DELIVERY_STATES",
     "MIGRATIONS",
+    "WEBHOOK_FORMATS",
     "Acknowledgement",
+    "AlertNotice",
     "ClusterWindowRow",
+    "DeliveryState",
     "Migration",
     "MigrationStep",
     "Store",
     "StoreError",
+    "Webhook",
+    "WebhookDelivery",
+    "WebhookFormat",
+    "WebhookRenderer",
     "metadata",
 ]
 
@@ -172,6 +181,50 @@ processed_batches_table = sa.Table(
     sa.Column("committed_at", _Time, nullable=False),
 )
 
+webhooks_table = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("format", sa.Text, nullable=False),
+    sa.Column("rules", _Json),
+    sa.Column("severities", _Json),
+    sa.Column("secret", sa.Text),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("created_at", _Time, nullable=False),
+    sa.Column("created_by", sa.Text, nullable=False),
+    sa.Column("updated_at", _Time, nullable=False),
+)
+
+webhook_deliveries_table = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("webhook_id", sa.Integer, sa.ForeignKey("webhooks.id"), nullable=False),
+    sa.Column("fingerprint", sa.Text, nullable=False),
+    sa.Column("sequence", sa.Integer, nullable=False),
+    sa.Column("idempotency_key", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("event_at", _Time, nullable=False),
+    sa.Column("payload", sa.Text),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", _Time),
+    sa.Column("last_attempt_at", _Time),
+    sa.Column("last_status", sa.Integer),
+    sa.Column("last_error", sa.Text),
+    sa.Column("created_at", _Time, nullable=False),
+    sa.Column("delivered_at", _Time),
+    sa.ForeignKeyConstraint(
+        ["fingerprint", "sequence"], ["alert_events.fingerprint", "alert_events.sequence"]
+    ),
+    sa.UniqueConstraint("webhook_id", "fingerprint", "sequence", name="uq_webhook_deliveries_event"),
+    sa.UniqueConstraint("webhook_id", "idempotency_key", name="uq_webhook_deliveries_key"),
+    sa.Index("ix_webhook_deliveries_due", "state", "next_attempt_at"),
+    sa.Index("ix_webhook_deliveries_event_at", "event_at"),
+)
+
 
 # --- migrations ------------------------------------------------------------------------------------------
 
@@ -283,10 +336,74 @@ _V1_INITIAL: Final[tuple[MigrationStep, ...]] = (
     )""",
 )
 
+_V2_WEBHOOKS: Final = (
+    """CREATE TABLE webhooks (
+        {id},
+        name TEXT NOT NULL,
+        url TEXT NOT NULL,
+        format TEXT NOT NULL,
+        rules JSON,
+        severities JSON,
+        secret TEXT,
+        enabled BOOLEAN NOT NULL DEFAULT TRUE,
+        created_at DOUBLE PRECISION NOT NULL,
+        created_by TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        CONSTRAINT ck_webhooks_format CHECK (format IN ('generic', 'alertmanager', 'slack'))
+    )""",
+    """CREATE TABLE webhook_deliveries (
+        {big_id},
+        webhook_id INTEGER NOT NULL,
+        fingerprint TEXT NOT NULL,
+        sequence INTEGER NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        event_at DOUBLE PRECISION NOT NULL,
+        payload TEXT,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at DOUBLE PRECISION,
+        last_attempt_at DOUBLE PRECISION,
+        last_status INTEGER,
+        last_error TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        delivered_at DOUBLE PRECISION,
+        CONSTRAINT fk_webhook_deliveries_webhook FOREIGN KEY (webhook_id)
+            REFERENCES webhooks (id) ON DELETE CASCADE,
+        CONSTRAINT fk_webhook_deliveries_event FOREIGN KEY (fingerprint, sequence)
+            REFERENCES alert_events (fingerprint, sequence) ON DELETE CASCADE,
+        CONSTRAINT uq_webhook_deliveries_event UNIQUE (webhook_id, fingerprint, sequence),
+        CONSTRAINT uq_webhook_deliveries_key UNIQUE (webhook_id, idempotency_key),
+        CONSTRAINT ck_webhook_deliveries_state
+            CHECK (state IN ('pending', 'delivered', 'dead', 'skipped')),
+        CONSTRAINT ck_webhook_deliveries_kind CHECK (kind IN ('opened', 'updated', 'resolved')),
+        CONSTRAINT ck_webhook_deliveries_counters CHECK (attempts >= 0 AND sequence > 0)
+    )""",
+    "CREATE INDEX ix_webhook_deliveries_due ON webhook_deliveries (state, next_attempt_at)",
+    "CREATE INDEX ix_webhook_deliveries_event_at ON webhook_deliveries (event_at)",
+)
+
+
+def _create_webhook_tables(conn: Connection) -> None:
+    """Migration 2's DDL: the same on both databases but for the generated ids (SQLite: AUTOINCREMENT, so
+    that an id is never reused after a delete)."""
+    if conn.dialect.name == "postgresql":
+        ids = {
+            "id": "id INTEGER GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+            "big_id": "id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+        }
+    else:
+        sqlite_id = "id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT"
+        ids = {"id": sqlite_id, "big_id": sqlite_id}
+    for statement in _V2_WEBHOOKS:
+        conn.exec_driver_sql(statement.replace("{id}", ids["id"]).replace("{big_id}", ids["big_id"]))
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(
         1, "initial schema: load and cluster windows, alerts, alert events, processed batches", _V1_INITIAL
     ),
+    Migration(2, "webhooks and their delivery outbox", (_create_webhook_tables,)),
 )
 """Every schema version this code knows, in order; the last one is the version :meth:`Store.open` leaves."""
 
@@ -321,6 +438,98 @@ class Acknowledgement:
 
     by: str
     at: float
+
+
+WebhookFormat = Literal["generic", "alertmanager", "slack"]
+DeliveryState = Literal["pending", "delivered", "dead", "skipped"]
+WEBHOOK_FORMATS: Final[tuple[WebhookFormat, ...]] = ("generic", "alertmanager", "slack")
+DELIVERY_STATES: Final[tuple[DeliveryState, ...]] = ("pending", "delivered", "dead", "skipped")
+DEFAULT_WEBHOOK_HORIZON_S: Final = 7 * 86400.0
+"""How far back (event time) :meth:`Store.enqueue_deliveries` looks for events not yet in the outbox."""
+_WEBHOOK_FIELDS: Final = frozenset({"name", "url", "format", "rules", "severities", "secret", "enabled"})
+_MAX_ERROR: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """A webhook subscription: where to send which alert events, in which format, signed with which secret."""
+
+    id: int
+    name: str
+    url: str
+    format: WebhookFormat
+    rules: tuple[int, ...] | None
+    """Alert rules whose events are sent; None: every rule."""
+    severities: tuple[Severity, ...] | None
+    """Event severities that are sent; None: every severity."""
+    secret: str | None = field(repr=False)
+    """HMAC-SHA256 key of the signature header; None: deliveries are not signed."""
+    enabled: bool
+    created_at: float
+    created_by: str
+    updated_at: float
+
+    def mismatch(self, rule: int, severity: str) -> str | None:
+        """Why an event of ``rule`` at ``severity`` is filtered out, or None when it matches."""
+        if self.rules is not None and rule not in self.rules:
+            return f"rule {rule} is not in the webhook's rules {list(self.rules)}"
+        if self.severities is not None and severity not in self.severities:
+            return f"severity {severity} is not in the webhook's severities {list(self.severities)}"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookDelivery:
+    """One row of the outbox: one alert event for one webhook (``idempotency_key`` = fingerprint:sequence).
+
+    ``pending``: to be sent (again) at ``next_attempt_at``; ``delivered``: the receiver answered 2xx;
+    ``dead``: given up (a permanent error or too many attempts), until requeued; ``skipped``: not sent, the
+    reason in ``last_error`` (filtered out, or the event predates the webhook or happened while disabled).
+    """
+
+    id: int
+    webhook_id: int
+    fingerprint: str
+    sequence: int
+    idempotency_key: str
+    kind: EventKind
+    event_at: float
+    payload: str | None
+    """The request body, rendered once when the row was written (None for a skipped row)."""
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: float | None
+    last_attempt_at: float | None
+    last_status: int | None
+    last_error: str | None
+    created_at: float
+    delivered_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlertNotice:
+    """An alert event with its alert's identity: everything a webhook payload is made of."""
+
+    event: AlertEvent
+    cluster: str
+    rule: int
+    subject: str
+    action: ActionRef | None
+    opened_at: float | None
+    """When the run this event belongs to opened (its latest ``opened`` event's ``at``)."""
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(self.event.fingerprint, self.event.sequence)
+
+
+WebhookRenderer = Callable[[Webhook, AlertNotice], str]
+"""Renders the request body of one event for one webhook (called when the outbox row is written)."""
+
+
+def idempotency_key(fingerprint: str, sequence: int) -> str:
+    """The key a receiver deduplicates on: one per alert event (and per webhook, as each has its own row)."""
+    return f"{fingerprint}:{sequence}"
 
 
 # --- the store -------------------------------------------------------------------------------------------
@@ -667,6 +876,409 @@ class Store:
         with self._errors("read clusters"), self._read() as conn:
             return sorted(str(name) for name in conn.execute(query).scalars())
 
+    # -- webhooks and their outbox (app/webhooks; docs/webhooks.md)
+
+    def create_webhook(
+        self,
+        *,
+        name: str,
+        url: str,
+        format: WebhookFormat,
+        rules: Collection[int] | None = None,
+        severities: Collection[str] | None = None,
+        secret: str | None = None,
+        enabled: bool = True,
+        created_by: str,
+        now: float,
+    ) -> Webhook:
+        """Add a subscription; it receives the events recorded from now on (those already in the store are
+        entered in its outbox as ``skipped``, so that a new webhook is not flooded with history)."""
+        values = _webhook_values(
+            {
+                "name": name,
+                "url": url,
+                "format": format,
+                "rules": rules,
+                "severities": severities,
+                "secret": secret,
+                "enabled": enabled,
+            }
+        )
+        if not created_by:
+            raise StoreError("create_webhook: created_by must not be empty")
+        now = _finite(now, "create_webhook: now")
+        with self._errors(f"create webhook {name!r}"), self._write() as conn:
+            webhook_id = int(
+                conn.execute(
+                    sa.insert(webhooks_table)
+                    .values(**values, created_at=now, created_by=created_by, updated_at=now)
+                    .returning(webhooks_table.c.id)
+                ).scalar_one()
+            )
+            if values["enabled"]:
+                self._skip_recorded_events(conn, webhook_id, now, "recorded before the webhook was created")
+            return _webhook(conn.execute(_select_webhook(webhook_id)).one())
+
+    def webhooks(self, *, enabled: bool | None = None) -> list[Webhook]:
+        """Every webhook (or only the enabled or disabled ones), by id."""
+        query = sa.select(webhooks_table).order_by(webhooks_table.c.id)
+        if enabled is not None:
+            query = query.where(webhooks_table.c.enabled == enabled)
+        with self._errors("read webhooks"), self._read() as conn:
+            return [_webhook(row) for row in conn.execute(query)]
+
+    def webhook(self, webhook_id: int) -> Webhook | None:
+        """One webhook, or None."""
+        with self._errors(f"read webhook {webhook_id}"), self._read() as conn:
+            row = conn.execute(_select_webhook(webhook_id)).first()
+        return None if row is None else _webhook(row)
+
+    def update_webhook(self, webhook_id: int, changes: Mapping[str, Any], now: float) -> Webhook | None:
+        """Change some of ``name``, ``url``, ``format``, ``rules``, ``severities``, ``secret``, ``enabled``;
+        None when there is no such webhook.
+
+        Rows already in the outbox keep their payload (rendered in the format of the time) but are sent to
+        the current URL with the current secret. Re-enabling a webhook enters the events recorded while it
+        was disabled as ``skipped``; its pending deliveries, held while it was disabled, go out again.
+        """
+        unknown = sorted(set(changes) - _WEBHOOK_FIELDS)
+        if unknown:
+            raise StoreError(f"update_webhook: unknown fields {unknown}; use {sorted(_WEBHOOK_FIELDS)}")
+        values = _webhook_values(changes)
+        now = _finite(now, "update_webhook: now")
+        with self._errors(f"update webhook {webhook_id}"), self._write() as conn:
+            before = conn.execute(_select_webhook(webhook_id)).first()
+            if before is None:
+                return None
+            conn.execute(
+                sa.update(webhooks_table)
+                .where(webhooks_table.c.id == webhook_id)
+                .values(**values, updated_at=now)
+            )
+            if values.get("enabled") and not before.enabled:
+                self._skip_recorded_events(conn, webhook_id, now, "recorded while the webhook was disabled")
+            return _webhook(conn.execute(_select_webhook(webhook_id)).one())
+
+    def delete_webhook(self, webhook_id: int) -> bool:
+        """Delete the webhook and its outbox rows; False when there is no such webhook."""
+        with self._errors(f"delete webhook {webhook_id}"), self._write() as conn:
+            conn.execute(
+                sa.delete(webhook_deliveries_table).where(webhook_deliveries_table.c.webhook_id == webhook_id)
+            )
+            result = conn.execute(sa.delete(webhooks_table).where(webhooks_table.c.id == webhook_id))
+            return result.rowcount == 1
+
+    def enqueue_deliveries(
+        self,
+        now: float,
+        render: WebhookRenderer,
+        *,
+        horizon_s: float = DEFAULT_WEBHOOK_HORIZON_S,
+        limit: int = 1000,
+    ) -> int:
+        """Write an outbox row for every (enabled webhook, alert event) pair that has none yet, for events
+        at or after ``now - horizon_s``, at most ``limit`` per call; returns how many rows were written.
+
+        Idempotent, and needs no cursor: the candidates are an anti-join on the outbox's unique
+        ``(webhook_id, fingerprint, sequence)``, so events committed late or out of order are found, and a
+        concurrent call inserts nothing twice. An event is ``pending`` when it passes the webhook's filter,
+        or when it follows (updated, resolved) an event of the same run of its alert that was sent to the
+        webhook, so that a receiver that saw an alert open also sees it resolve; otherwise ``skipped``,
+        with the reason. The payload is rendered now (a failing ``render`` makes the row ``dead``).
+        """
+        _check_page(limit, 0)
+        now = _finite(now, "enqueue_deliveries: now")
+        w, e, a = webhooks_table.c, alert_events_table.c, alerts_table.c
+        d = webhook_deliveries_table.c
+        recorded = sa.exists().where(
+            d.webhook_id == w.id, d.fingerprint == e.fingerprint, d.sequence == e.sequence
+        )
+        candidates = (
+            sa.select(
+                w.id.label("webhook_id"),
+                e.fingerprint,
+                e.sequence,
+                e.kind,
+                e.at,
+                e.severity,
+                e.summary,
+                e.evidence,
+                a.cluster,
+                a.rule,
+                a.subject,
+                a.action,
+            )
+            .select_from(
+                webhooks_table.join(alert_events_table, sa.true()).join(
+                    alerts_table, a.fingerprint == e.fingerprint
+                )
+            )
+            .where(w.enabled, e.at >= now - horizon_s, ~recorded)
+            .order_by(w.id, e.fingerprint, e.sequence)
+            .limit(limit)
+        )
+        with self._errors("read alert events for webhooks"), self._read() as conn:
+            rows: list[sa.Row[Any]] = list(conn.execute(candidates))
+            if not rows:
+                return 0
+            hook_ids = sorted({int(r.webhook_id) for r in rows})
+            fingerprints = sorted({str(r.fingerprint) for r in rows})
+            hooks = {
+                h.id: h
+                for h in (
+                    _webhook(r) for r in conn.execute(sa.select(webhooks_table).where(w.id.in_(hook_ids)))
+                )
+            }
+            openings: dict[str, list[tuple[int, float]]] = {}
+            for opening in conn.execute(
+                sa.select(e.fingerprint, e.sequence, e.at)
+                .where(e.fingerprint.in_(fingerprints), e.kind == "opened")
+                .order_by(e.fingerprint, e.sequence)
+            ):
+                openings.setdefault(str(opening.fingerprint), []).append(
+                    (int(opening.sequence), float(opening.at))
+                )
+            sent: dict[tuple[int, str], set[int]] = {}
+            for delivered in conn.execute(
+                sa.select(d.webhook_id, d.fingerprint, d.sequence).where(
+                    d.webhook_id.in_(hook_ids), d.fingerprint.in_(fingerprints), d.state != "skipped"
+                )
+            ):
+                key = (int(delivered.webhook_id), str(delivered.fingerprint))
+                sent.setdefault(key, set()).add(int(delivered.sequence))
+        outbox: list[dict[str, Any]] = []
+        for candidate in rows:
+            hook = hooks[int(candidate.webhook_id)]
+            event = _alert_event(candidate)
+            run_start, opened_at = 0, None
+            for sequence, at in openings.get(event.fingerprint, []):
+                if sequence <= event.sequence:
+                    run_start, opened_at = sequence, at
+            notice = AlertNotice(
+                event=event,
+                cluster=str(candidate.cluster),
+                rule=int(candidate.rule),
+                subject=str(candidate.subject),
+                action=_action(candidate.action),
+                opened_at=opened_at,
+            )
+            earlier = sent.setdefault((hook.id, event.fingerprint), set())
+            reason = hook.mismatch(notice.rule, event.severity)
+            if (
+                reason is not None
+                and event.kind != "opened"
+                and any(run_start <= s < event.sequence for s in earlier)
+            ):
+                reason = None  # a follow-up of an event the receiver got
+            state: DeliveryState = "pending" if reason is None else "skipped"
+            error = None if reason is None else f"not sent: {reason}"
+            payload = None
+            if state == "pending":
+                earlier.add(event.sequence)
+                try:
+                    payload = render(hook, notice)
+                except Exception as exc:  # a bug in a renderer must not stop the outbox
+                    state, error = "dead", f"cannot render the payload: {type(exc).__name__}: {exc}"
+            outbox.append(
+                {
+                    "webhook_id": hook.id,
+                    "fingerprint": event.fingerprint,
+                    "sequence": event.sequence,
+                    "idempotency_key": notice.idempotency_key,
+                    "kind": event.kind,
+                    "event_at": event.at,
+                    "payload": payload,
+                    "state": state,
+                    "attempts": 0,
+                    "next_attempt_at": now if state == "pending" else None,
+                    "last_attempt_at": None,
+                    "last_status": None,
+                    "last_error": None if error is None else _clip(error),
+                    "created_at": now,
+                    "delivered_at": None,
+                }
+            )
+        with self._errors("enqueue webhook deliveries"), self._write() as conn:
+            written = conn.execute(
+                self._insert(webhook_deliveries_table)
+                .on_conflict_do_nothing(index_elements=["webhook_id", "fingerprint", "sequence"])
+                .returning(d.id),
+                outbox,
+            )
+            return len(written.all())
+
+    def due_deliveries(self, now: float, limit: int = 100) -> list[WebhookDelivery]:
+        """Pending deliveries of enabled webhooks due at ``now``, oldest due first, at most ``limit``: only
+        the first pending event of each alert per webhook, so that an alert's events arrive in order."""
+        _check_page(limit, 0)
+        d = webhook_deliveries_table.c
+        earlier = webhook_deliveries_table.alias("earlier")
+        query = (
+            sa.select(webhook_deliveries_table)
+            .join(webhooks_table, webhooks_table.c.id == d.webhook_id)
+            .where(
+                webhooks_table.c.enabled,
+                d.state == "pending",
+                d.next_attempt_at <= now,
+                ~sa.exists().where(
+                    earlier.c.webhook_id == d.webhook_id,
+                    earlier.c.fingerprint == d.fingerprint,
+                    earlier.c.state == "pending",
+                    earlier.c.sequence < d.sequence,
+                ),
+            )
+            .order_by(d.next_attempt_at, d.id)
+            .limit(limit)
+        )
+        with self._errors("read due webhook deliveries"), self._read() as conn:
+            return [_delivery(row) for row in conn.execute(query)]
+
+    def claim_delivery(self, delivery_id: int, now: float, lease_until: float) -> WebhookDelivery | None:
+        """Take a due pending delivery for one attempt: count the attempt and hold the row until
+        ``lease_until`` (no other sender picks it before; should this one crash, it is retried then).
+        None when it is no longer pending and due (another sender claimed it, or it was delivered)."""
+        d = webhook_deliveries_table.c
+        statement = (
+            sa.update(webhook_deliveries_table)
+            .where(d.id == delivery_id, d.state == "pending", d.next_attempt_at <= now)
+            .values(attempts=d.attempts + 1, last_attempt_at=now, next_attempt_at=lease_until)
+            .returning(*webhook_deliveries_table.columns)
+        )
+        with self._errors(f"claim webhook delivery {delivery_id}"), self._write() as conn:
+            row = conn.execute(statement).first()
+        return None if row is None else _delivery(row)
+
+    def mark_delivered(self, delivery_id: int, *, at: float, status: int | None) -> bool:
+        """The receiver accepted the delivery; False when it was not pending."""
+        return self._settle(
+            delivery_id,
+            {"state": "delivered", "delivered_at": at, "next_attempt_at": None, "last_status": status},
+            error=None,
+        )
+
+    def mark_failed(
+        self, delivery_id: int, *, next_attempt_at: float, error: str, status: int | None = None
+    ) -> bool:
+        """The attempt failed and the delivery is to be retried at ``next_attempt_at``."""
+        return self._settle(
+            delivery_id, {"next_attempt_at": next_attempt_at, "last_status": status}, error=error
+        )
+
+    def mark_dead(self, delivery_id: int, *, error: str, status: int | None = None) -> bool:
+        """Give up on the delivery (a dead letter, listed until requeued or its webhook is deleted)."""
+        return self._settle(
+            delivery_id, {"state": "dead", "next_attempt_at": None, "last_status": status}, error=error
+        )
+
+    def requeue_delivery(self, delivery_id: int, now: float) -> bool:
+        """Send a dead delivery again, from its first attempt, at ``now``; False when it is not dead."""
+        d = webhook_deliveries_table.c
+        statement = (
+            sa.update(webhook_deliveries_table)
+            .where(d.id == delivery_id, d.state == "dead", d.payload.is_not(None))
+            .values(state="pending", attempts=0, next_attempt_at=now)
+        )
+        with self._errors(f"requeue webhook delivery {delivery_id}"), self._write() as conn:
+            return conn.execute(statement).rowcount == 1
+
+    def delivery(self, delivery_id: int) -> WebhookDelivery | None:
+        """One outbox row, or None."""
+        query = sa.select(webhook_deliveries_table).where(webhook_deliveries_table.c.id == delivery_id)
+        with self._errors(f"read webhook delivery {delivery_id}"), self._read() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _delivery(row)
+
+    def deliveries(
+        self,
+        webhook_id: int | None = None,
+        *,
+        state: str | Collection[str] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[WebhookDelivery]:
+        """Outbox rows (of one webhook, in ``state``), newest first."""
+        _check_page(limit, offset)
+        d = webhook_deliveries_table.c
+        query = sa.select(webhook_deliveries_table)
+        if webhook_id is not None:
+            query = query.where(d.webhook_id == webhook_id)
+        if state is not None:
+            query = query.where(d.state.in_(_one_or_many(state)))
+        query = query.order_by(d.id.desc()).limit(limit).offset(offset)
+        with self._errors("read webhook deliveries"), self._read() as conn:
+            return [_delivery(row) for row in conn.execute(query)]
+
+    def delivery_stats(self) -> dict[int, dict[DeliveryState, int]]:
+        """Outbox rows per webhook and state (every state present, zero when none)."""
+        d = webhook_deliveries_table.c
+        query = sa.select(d.webhook_id, d.state, sa.func.count()).group_by(d.webhook_id, d.state)
+        stats: dict[int, dict[DeliveryState, int]] = {}
+        with self._errors("read webhook delivery counts"), self._read() as conn:
+            for webhook_id in conn.execute(sa.select(webhooks_table.c.id)).scalars():
+                stats[int(webhook_id)] = dict.fromkeys(DELIVERY_STATES, 0)
+            for webhook_id, state, count in conn.execute(query):
+                stats.setdefault(int(webhook_id), dict.fromkeys(DELIVERY_STATES, 0))[
+                    cast(DeliveryState, state)
+                ] = int(count)
+        return stats
+
+    def prune_deliveries(self, before: float) -> int:
+        """Delete delivered and skipped rows of events before ``before`` (event time); returns how many.
+        Keep ``before`` at or below ``now - horizon_s`` of :meth:`enqueue_deliveries`, else a pruned event
+        still inside the horizon would be entered (and sent) again."""
+        d = webhook_deliveries_table.c
+        statement = sa.delete(webhook_deliveries_table).where(
+            d.state.in_(("delivered", "skipped")), d.event_at < before
+        )
+        with self._errors("prune webhook deliveries"), self._write() as conn:
+            return int(conn.execute(statement).rowcount)
+
+    def _skip_recorded_events(self, conn: Connection, webhook_id: int, now: float, reason: str) -> None:
+        """Enter every recorded event that has no outbox row for the webhook as ``skipped``."""
+        e, d = alert_events_table.c, webhook_deliveries_table.c
+        recorded = sa.exists().where(
+            d.webhook_id == webhook_id, d.fingerprint == e.fingerprint, d.sequence == e.sequence
+        )
+        events = sa.select(
+            sa.literal(webhook_id, sa.Integer),
+            e.fingerprint,
+            e.sequence,
+            e.fingerprint.concat(":").concat(sa.cast(e.sequence, sa.Text)),
+            e.kind,
+            e.at,
+            sa.literal("skipped", sa.Text),
+            sa.literal(0, sa.Integer),
+            sa.literal(f"not sent: {reason}", sa.Text),
+            sa.literal(now, sa.Double),
+        ).where(~recorded)
+        conn.execute(
+            sa.insert(webhook_deliveries_table).from_select(
+                [
+                    "webhook_id",
+                    "fingerprint",
+                    "sequence",
+                    "idempotency_key",
+                    "kind",
+                    "event_at",
+                    "state",
+                    "attempts",
+                    "last_error",
+                    "created_at",
+                ],
+                events,
+            )
+        )
+
+    def _settle(self, delivery_id: int, values: dict[str, Any], error: str | None) -> bool:
+        d = webhook_deliveries_table.c
+        statement = (
+            sa.update(webhook_deliveries_table)
+            .where(d.id == delivery_id, d.state == "pending")
+            .values(**values, last_error=None if error is None else _clip(error))
+        )
+        with self._errors(f"update webhook delivery {delivery_id}"), self._write() as conn:
+            return conn.execute(statement).rowcount == 1
+
     # -- internals
 
     def _engine_or_fail(self) -> Engine:
@@ -1008,6 +1620,91 @@ def _alert_event(row: sa.Row[Any]) -> AlertEvent:
         summary=str(row.summary),
         evidence=dict(row.evidence),
     )
+
+
+def _select_webhook(webhook_id: int) -> sa.Select[Any]:
+    return sa.select(webhooks_table).where(webhooks_table.c.id == webhook_id)
+
+
+def _webhook(row: sa.Row[Any]) -> Webhook:
+    return Webhook(
+        id=int(row.id),
+        name=str(row.name),
+        url=str(row.url),
+        format=cast(WebhookFormat, row.format),
+        rules=None if row.rules is None else tuple(int(r) for r in row.rules),
+        severities=None if row.severities is None else tuple(cast(Severity, s) for s in row.severities),
+        secret=None if row.secret is None else str(row.secret),
+        enabled=bool(row.enabled),
+        created_at=float(row.created_at),
+        created_by=str(row.created_by),
+        updated_at=float(row.updated_at),
+    )
+
+
+def _delivery(row: sa.Row[Any]) -> WebhookDelivery:
+    return WebhookDelivery(
+        id=int(row.id),
+        webhook_id=int(row.webhook_id),
+        fingerprint=str(row.fingerprint),
+        sequence=int(row.sequence),
+        idempotency_key=str(row.idempotency_key),
+        kind=cast(EventKind, row.kind),
+        event_at=float(row.event_at),
+        payload=None if row.payload is None else str(row.payload),
+        state=cast(DeliveryState, row.state),
+        attempts=int(row.attempts),
+        next_attempt_at=_opt_float(row.next_attempt_at),
+        last_attempt_at=_opt_float(row.last_attempt_at),
+        last_status=_opt_int(row.last_status),
+        last_error=None if row.last_error is None else str(row.last_error),
+        created_at=float(row.created_at),
+        delivered_at=_opt_float(row.delivered_at),
+    )
+
+
+def _webhook_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Checked column values of the webhook fields in ``values`` (lists sorted, duplicates dropped)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        where = f"webhook {name}"
+        if name in ("name", "url"):
+            if not isinstance(value, str) or not value.strip():
+                raise StoreError(f"{where} must be a non-empty string, got {value!r}")
+            out[name] = value.strip()
+        elif name == "format":
+            if value not in WEBHOOK_FORMATS:
+                raise StoreError(f"{where} must be one of {', '.join(WEBHOOK_FORMATS)}, got {value!r}")
+            out[name] = value
+        elif name == "rules":
+            if value is not None and (
+                isinstance(value, str)
+                or not value
+                or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in value)
+            ):
+                raise StoreError(f"{where} must be None (every rule) or positive rule numbers, got {value!r}")
+            out[name] = None if value is None else sorted(set(value))
+        elif name == "severities":
+            if value is not None and (
+                isinstance(value, str) or not value or any(s not in SEVERITY_ORDER for s in value)
+            ):
+                raise StoreError(
+                    f"{where} must be None (every severity) or some of critical, warning, info, got {value!r}"
+                )
+            out[name] = None if value is None else sorted(set(value), key=lambda s: -SEVERITY_ORDER[s])
+        elif name == "secret":
+            if value is not None and (not isinstance(value, str) or not value):
+                raise StoreError("webhook secret must be None (unsigned) or a non-empty string")
+            out[name] = value
+        elif name == "enabled":
+            if not isinstance(value, bool):
+                raise StoreError(f"{where} must be a boolean, got {value!r}")
+            out[name] = value
+    return out
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 3] + "..."
 
 
 def _broker_load(row: sa.Row[Any]) -> BrokerLoad:

@@ -24,6 +24,7 @@ from app.reference_cluster.control import ControlApi
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
+from app.webhooks.notifier import service_notifier
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.zookeeper import ZooKeeperCollector
 
@@ -89,6 +90,7 @@ def create_app(
             store = Store.open(store_url) if store_url is not None else None
             if store is not None:
                 stack.callback(store.close)
+            app.state.notifier = stack.enter_context(service_notifier(store, zookeeper, settings.webhooks))
             admin = KazooAdmin(zookeeper)
             stack.callback(admin.close)
             app.state.view = view
@@ -123,10 +125,12 @@ def create_app(
 
     from app.service.actions_api import router as actions_router
     from app.service.api import api, root
+    from app.webhooks.routes import router as webhooks_router
 
     app.include_router(root)
     app.include_router(api)
     app.include_router(actions_router)
+    app.include_router(webhooks_router)
     if reference is not None:
         from app.service.reference_api import router as reference_router
 

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from app.service.state import ViewSettings
+from app.webhooks.notifier import NotifierSettings
 
 
 class ServiceSettings(BaseModel):
@@ -20,3 +21,5 @@ class ServiceSettings(BaseModel):
     tokens_file: Path | None = None
     """Lines ``name:role:sha256:<hex>`` (production): ``kafka-health serve --hash-token`` prints one."""
     view: ViewSettings = Field(default_factory=ViewSettings)
+    webhooks: NotifierSettings = Field(default_factory=NotifierSettings)
+    """The webhook notifier (``KAFKA_HEALTH_SERVICE__WEBHOOKS__*``): polling, retries, leader election."""

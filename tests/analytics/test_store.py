@@ -32,8 +32,17 @@ from analytics.store import MIGRATIONS, ClusterWindowRow, Migration, Store, Stor
 
 pytestmark = pytest.mark.integration
 
-TABLES = ("schema_version", "cluster_windows", "load_windows", "alerts", "alert_events", "processed_batches")
-DATA_TABLES = TABLES[1:-1]
+TABLES = (
+    "schema_version",
+    "cluster_windows",
+    "load_windows",
+    "alerts",
+    "alert_events",
+    "processed_batches",
+    "webhooks",
+    "webhook_deliveries",
+)
+DATA_TABLES = TABLES[1:5]
 LATEST = MIGRATIONS[-1].version
 
 
@@ -320,6 +329,8 @@ def test_a_batch_is_committed_exactly_once(store: Store, url: str) -> None:
         "alerts": 2,
         "alert_events": 1,
         "processed_batches": 1,
+        "webhooks": 0,
+        "webhook_deliveries": 0,
     }
 
     other = alert_state("c1", 1, "cluster", state="resolved", resolved_at=240.0)

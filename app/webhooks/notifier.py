@@ -1,0 +1,606 @@
+"""The webhook notifier: alert events from the store, through the outbox, to each webhook's receiver.
+
+One thread polls every ``poll_interval_s``; while this instance is the leader it
+
+1. writes an outbox row for every new (webhook, alert event) pair (:meth:`Store.enqueue_deliveries`; the
+   body is rendered then and never changes), and
+2. sends the due rows: it claims a row (counting the attempt and leasing the row, in the database) before
+   the request and records the outcome after it, so that a crash at any point neither loses a delivery
+   (a leased row is sent again when its lease ends) nor sends it under another key: every attempt of a row
+   carries the same ``Idempotency-Key``, and receivers deduplicate on it.
+
+Outcomes: 2xx is delivered; 408, 429, 5xx, timeouts and connection errors are retried after an
+exponential backoff with full jitter (``uniform(0, min(backoff_max_s, backoff_base_s * 2**(n-1)))`` after
+the n-th attempt, or the receiver's ``Retry-After`` if longer), until ``max_attempts``; any other status
+(3xx, 4xx) is a permanent error: the row is dead at once. Dead rows stay visible until requeued.
+
+Only one instance delivers: :class:`ZooKeeperLeadership` is an ephemeral znode on the cluster's ZooKeeper,
+held for as long as the instance's session lives; :class:`AlwaysLeader` is for a single instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Annotated, Any, Final, Literal, Protocol, Self
+
+import httpx
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.protocol.states import KazooState
+from kazoo.retry import KazooRetry
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from analytics.store import AlertNotice, Store, Webhook, WebhookDelivery
+from app.webhooks import formats
+from app.webhooks.signing import delivery_headers
+
+__all__ = [
+    "DEFAULT_LOCK_PATH",
+    "AlwaysLeader",
+    "AttemptResult",
+    "Leadership",
+    "Notifier",
+    "NotifierSettings",
+    "NotifierStats",
+    "ZooKeeperLeadership",
+    "backoff_s",
+    "post",
+    "service_notifier",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOCK_PATH: Final = "/kafka-health/notifier-lock"
+USER_AGENT: Final = "kafka-health-webhooks/0.1"
+PRUNE_EVERY_S: Final = 3600.0
+ERROR_LOG_EVERY_S: Final = 60.0
+_SNIPPET: Final = 200
+
+
+class NotifierSettings(BaseModel):
+    """How the notifier polls, sends, retries and elects its leader."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    poll_interval_s: Annotated[float, Field(gt=0, le=60)] = 0.5
+    """How often the outbox is filled from the alert events and due deliveries are sent."""
+    timeout_s: Annotated[float, Field(gt=0, le=120)] = 5.0
+    """HTTP timeout of one attempt (connect, write and read, each)."""
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] = 12
+    """Attempts of one delivery before it is dead (with the defaults: retried for up to ~19 minutes)."""
+    backoff_base_s: Annotated[float, Field(gt=0)] = 1.0
+    backoff_max_s: Annotated[float, Field(gt=0)] = 300.0
+    recent_s: Annotated[float, Field(gt=0)] = 600.0
+    """Every poll looks for new events this recent (event time: their window's end)..."""
+    full_scan_interval_s: Annotated[float, Field(gt=0)] = 30.0
+    """...and this often (and on taking the leadership) for every new event within ``horizon_s``: so an
+    event committed late (a job catching up) is sent within this interval, and polls stay cheap."""
+    horizon_s: Annotated[float, Field(gt=0)] = 7 * 86400.0
+    """Events older than this (event time) are not entered in the outbox any more; delivered and skipped
+    rows are pruned an hour after their events leave it."""
+    batch_size: Annotated[int, Field(ge=1, le=10_000)] = 100
+    """Due deliveries read per poll."""
+    workers: Annotated[int, Field(ge=1, le=64)] = 4
+    """Webhooks sent to in parallel (one webhook's deliveries go one at a time)."""
+    election: Literal["zookeeper", "none"] = "zookeeper"
+    """``zookeeper``: instances elect one deliverer through ZooKeeper; ``none``: this one always delivers."""
+    lock_path: str = DEFAULT_LOCK_PATH
+    """The election's ephemeral znode, under the connect string's chroot."""
+    zookeeper: str | None = None
+    """Connect string for the election (``host:port[,...][/chroot]``); default: the cluster's."""
+    external_url: str = ""
+    """This service's base URL, for links to alerts in payloads (none when empty)."""
+
+    @field_validator("lock_path")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        if not value.startswith("/") or value.endswith("/") or "//" in value or value == "/":
+            raise ValueError(f"lock_path must be an absolute znode path like {DEFAULT_LOCK_PATH}")
+        return value
+
+    @model_validator(mode="after")
+    def _orders(self) -> Self:
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ValueError(
+                f"backoff_max_s ({self.backoff_max_s:g}) must be at least backoff_base_s "
+                f"({self.backoff_base_s:g})"
+            )
+        if self.recent_s > self.horizon_s:
+            raise ValueError(f"recent_s ({self.recent_s:g}) must not exceed horizon_s ({self.horizon_s:g})")
+        return self
+
+    @property
+    def lease_s(self) -> float:
+        """How long a claimed delivery is held for one attempt (longer than any attempt can take)."""
+        return 4 * self.timeout_s + 5.0
+
+
+# --- leadership ------------------------------------------------------------------------------------------
+
+
+class Leadership(Protocol):
+    """Who may deliver: :meth:`is_leader` is asked before every poll (and before every delivery)."""
+
+    def start(self) -> None: ...
+
+    def is_leader(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+class AlwaysLeader:
+    """A single instance (or no ZooKeeper): always the leader."""
+
+    def start(self) -> None:
+        pass
+
+    def is_leader(self) -> bool:
+        return True
+
+    def stop(self) -> None:
+        pass
+
+
+class ZooKeeperLeadership:
+    """Leader while this instance's ZooKeeper session owns the ephemeral znode at ``path``.
+
+    :meth:`is_leader` creates the znode when it is missing and checks its owner (one read per call); it is
+    False whenever the session is not connected (SUSPENDED included: another instance may take over once
+    the session expires on the server). :meth:`stop` deletes the znode, so that another instance takes
+    over at its next poll; a crashed instance's znode goes when its session expires (``session_timeout_s``).
+    The client connects in the background: a ZooKeeper that is down delays the leadership, not the start.
+    """
+
+    def __init__(
+        self,
+        connect: str,
+        path: str = DEFAULT_LOCK_PATH,
+        *,
+        identity: str | None = None,
+        session_timeout_s: float = 10.0,
+        **client_options: Any,
+    ) -> None:
+        self.path = path
+        self.identity = identity or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=5.0)
+        self._client = KazooClient(
+            hosts=connect, timeout=session_timeout_s, connection_retry=retry, **client_options
+        )
+        self._mutex = threading.Lock()
+        self._started = False
+
+    @property
+    def client(self) -> KazooClient:
+        """The kazoo client (its session is the leadership's)."""
+        return self._client
+
+    def start(self) -> None:
+        with self._mutex:
+            if not self._started:
+                self._client.start_async()
+                self._started = True
+
+    def is_leader(self) -> bool:
+        with self._mutex:
+            if not self._started or self._client.state != KazooState.CONNECTED:
+                return False
+            session = self._client.client_id
+            if session is None:
+                return False
+            try:
+                stat = self._client.exists(self.path)
+                if stat is None:
+                    with contextlib.suppress(NodeExistsError):  # another instance was quicker
+                        self._client.create(self.path, self.identity.encode(), ephemeral=True, makepath=True)
+                    stat = self._client.exists(self.path)
+            except (KazooException, self._client.handler.timeout_exception) as exc:
+                log.debug("leadership check at %s failed: %s", self.path, exc)
+                return False
+            return stat is not None and stat.owner_session_id == session[0]
+
+    def leader(self) -> str | None:
+        """The identity of the current leader (any instance), or None."""
+        with self._mutex:
+            if not self._started or self._client.state != KazooState.CONNECTED:
+                return None
+            try:
+                data, _ = self._client.get(self.path)
+            except (KazooException, self._client.handler.timeout_exception):
+                return None
+            return bytes(data).decode(errors="replace")
+
+    def stop(self) -> None:
+        with self._mutex:
+            if not self._started:
+                return
+            self._started = False
+            try:
+                if self._client.state == KazooState.CONNECTED:
+                    session = self._client.client_id
+                    stat = self._client.exists(self.path)
+                    if stat is not None and session is not None and stat.owner_session_id == session[0]:
+                        self._client.delete(self.path, version=stat.version)
+            except (NoNodeError, KazooException, self._client.handler.timeout_exception) as exc:
+                log.debug("could not release %s (the session's end will): %s", self.path, exc)
+            finally:
+                self._client.stop()
+                self._client.close()
+
+
+# --- one attempt -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """What one POST came to: ``delivered`` (2xx), ``retry`` or ``permanent`` (do not retry)."""
+
+    outcome: Literal["delivered", "retry", "permanent"]
+    status: int | None
+    error: str | None
+    retry_after_s: float | None = None
+    duration_s: float = 0.0
+
+
+def post(
+    client: httpx.Client,
+    url: str,
+    body: str,
+    idempotency_key: str,
+    secret: str | None,
+    *,
+    timeout_s: float,
+    attempt: int = 1,
+) -> AttemptResult:
+    """POST ``body`` to ``url`` once, signed, and classify the answer (never raises)."""
+    content = body.encode()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Kafka-Health-Attempt": str(attempt),
+        **delivery_headers(secret, content, idempotency_key),
+    }
+    started = time.monotonic()
+    try:
+        with client.stream("POST", url, content=content, headers=headers, timeout=timeout_s) as response:
+            snippet = _read_snippet(response)
+            status = response.status_code
+            retry_after = _retry_after(response.headers.get("retry-after"))
+            reason = response.reason_phrase
+    except httpx.TimeoutException as exc:
+        return AttemptResult(
+            "retry", None, f"timed out after {timeout_s:g} s ({type(exc).__name__})", None, _since(started)
+        )
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        return AttemptResult("permanent", None, f"bad URL: {exc}", None, _since(started))
+    except httpx.TransportError as exc:
+        return AttemptResult("retry", None, f"{type(exc).__name__}: {exc}", None, _since(started))
+    except Exception as exc:  # anything else: retried; the error says what
+        return AttemptResult("retry", None, f"{type(exc).__name__}: {exc}", None, _since(started))
+    duration = _since(started)
+    if 200 <= status < 300:
+        return AttemptResult("delivered", status, None, None, duration)
+    text = f"HTTP {status} {reason}".rstrip() + (f": {snippet}" if snippet else "")
+    if status in (408, 429) or status >= 500:
+        return AttemptResult("retry", status, text, retry_after, duration)
+    return AttemptResult("permanent", status, text, None, duration)
+
+
+def _read_snippet(response: httpx.Response) -> str:
+    """The start of the response body (at most a few KiB are read), on one line."""
+    data = b""
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) >= 4 * _SNIPPET:
+            break
+    text = " ".join(data.decode(errors="replace").split())
+    return text if len(text) <= _SNIPPET else text[: _SNIPPET - 3] + "..."
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None  # an HTTP date: ignored, the backoff applies
+    return seconds if seconds >= 0 else None
+
+
+def _since(started: float) -> float:
+    return time.monotonic() - started
+
+
+def backoff_s(attempts: int, settings: NotifierSettings, rng: random.Random) -> float:
+    """The delay after the ``attempts``-th failed attempt: full jitter over an exponential ceiling."""
+    ceiling = min(settings.backoff_max_s, settings.backoff_base_s * 2.0 ** min(max(attempts - 1, 0), 60))
+    return ceiling * rng.random()
+
+
+# --- the notifier ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NotifierStats:
+    """Counters of one notifier since it was created."""
+
+    leader: bool = False
+    polls: int = 0
+    entered: int = 0
+    """Rows written to the outbox (pending, or skipped by a filter)."""
+    attempts: int = 0
+    delivered: int = 0
+    retried: int = 0
+    dead: int = 0
+    errors: int = 0
+    """Polls or sends that failed on an unexpected error (logged)."""
+
+
+class Notifier:
+    """Sends webhook deliveries from the store's outbox; :meth:`start` / :meth:`stop` (or ``with``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        http_client_factory: Callable[[], httpx.Client] | None = None,
+        settings: NotifierSettings | None = None,
+        leadership: Leadership | None = None,
+        *,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.settings = settings or NotifierSettings()
+        self.leadership: Leadership = leadership or AlwaysLeader()
+        self._client_factory = http_client_factory or self._default_client
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._busy: set[int] = set()
+        self._mutex = threading.Lock()
+        self._stats = NotifierStats()
+        self._next_prune = 0.0
+        self._next_full_scan = 0.0
+
+    # -- running
+
+    def start(self) -> None:
+        """Start the leadership client and the polling thread (returns at once)."""
+        if self._thread is not None:
+            raise RuntimeError("the notifier is already running")
+        self._stopping.clear()
+        self.leadership.start()
+        self._pool = ThreadPoolExecutor(self.settings.workers, thread_name_prefix="webhook-send")
+        self._thread = threading.Thread(target=self._run, name="webhook-notifier", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling, let the requests in flight finish (each within its timeout) and record them, then
+        give up the leadership. Pending deliveries stay in the outbox for the next leader."""
+        self._stopping.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self.leadership.stop()
+        self._set(leader=False)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def stats(self) -> NotifierStats:
+        with self._mutex:
+            return self._stats
+
+    # -- one-off sends
+
+    def ping(self, webhook: Webhook) -> tuple[AlertNotice, AttemptResult]:
+        """Send a made-up event (:func:`formats.ping_notice`) to ``webhook`` now, outside the outbox."""
+        return ping(webhook, self.settings, self._client_factory)
+
+    def render(self, webhook: Webhook, notice: AlertNotice) -> str:
+        return formats.render(webhook, notice, external_url=self.settings.external_url)
+
+    # -- the loop
+
+    def _run(self) -> None:
+        last_error, logged_at = "", 0.0
+        while not self._stopping.is_set():
+            try:
+                self.poll()
+            except Exception as exc:  # e.g. the store unreachable: keep polling, log each new error once
+                self._count(errors=1)
+                error, now = f"{type(exc).__name__}: {exc}", time.monotonic()
+                if error != last_error or now - logged_at >= ERROR_LOG_EVERY_S:
+                    log.exception("webhook notifier: the poll failed; retrying every %g s", self._interval)
+                    last_error, logged_at = error, now
+            self._stopping.wait(self._interval)
+
+    @property
+    def _interval(self) -> float:
+        return self.settings.poll_interval_s
+
+    def poll(self) -> None:
+        """One pass: check the leadership, fill the outbox, hand the due deliveries to the senders."""
+        leader = self.leadership.is_leader()
+        with self._mutex:
+            if leader != self._stats.leader:
+                log.info("webhook notifier: %s the leadership", "took" if leader else "does not hold")
+                self._next_full_scan = 0.0
+            self._stats = replace(self._stats, leader=leader, polls=self._stats.polls + 1)
+        if not leader:
+            return
+        settings = self.settings
+        now = self._clock()
+        full = now >= self._next_full_scan
+        limit = 10 * settings.batch_size
+        entered = self.store.enqueue_deliveries(
+            now, self.render, horizon_s=settings.horizon_s if full else settings.recent_s, limit=limit
+        )
+        if entered:
+            self._count(entered=entered)
+        if full and entered < limit:  # else more are waiting: scan everything again next time
+            self._next_full_scan = now + settings.full_scan_interval_s
+        due = self.store.due_deliveries(now, limit=settings.batch_size)
+        if due:
+            hooks = {hook.id: hook for hook in self.store.webhooks(enabled=True)}
+            groups: dict[int, list[WebhookDelivery]] = {}
+            for delivery in due:
+                if delivery.webhook_id in hooks:
+                    groups.setdefault(delivery.webhook_id, []).append(delivery)
+            for webhook_id, deliveries in groups.items():
+                with self._mutex:
+                    if webhook_id in self._busy or self._pool is None:
+                        continue
+                    self._busy.add(webhook_id)
+                    self._pool.submit(self._send_all, hooks[webhook_id], deliveries)
+        if now >= self._next_prune:
+            self._next_prune = now + PRUNE_EVERY_S
+            pruned = self.store.prune_deliveries(now - settings.horizon_s - PRUNE_EVERY_S)
+            if pruned:
+                log.info("webhook notifier: pruned %d delivered or skipped outbox rows", pruned)
+
+    def _send_all(self, webhook: Webhook, deliveries: list[WebhookDelivery]) -> None:
+        try:
+            with self._client_factory() as client:
+                for delivery in deliveries:
+                    if self._stopping.is_set() or not self.stats().leader:
+                        break
+                    self._send(client, webhook, delivery)
+        except Exception:
+            self._count(errors=1)
+            log.exception("webhook notifier: sending to webhook %d (%s) failed", webhook.id, webhook.name)
+        finally:
+            with self._mutex:
+                self._busy.discard(webhook.id)
+
+    def _send(self, client: httpx.Client, webhook: Webhook, delivery: WebhookDelivery) -> None:
+        settings = self.settings
+        now = self._clock()
+        claimed = self.store.claim_delivery(delivery.id, now, lease_until=now + settings.lease_s)
+        if claimed is None:
+            return  # delivered or claimed meanwhile
+        if claimed.payload is None:
+            self.store.mark_dead(claimed.id, error="the outbox row has no payload")
+            self._count(dead=1)
+            return
+        result = post(
+            client,
+            webhook.url,
+            claimed.payload,
+            claimed.idempotency_key,
+            webhook.secret,
+            timeout_s=settings.timeout_s,
+            attempt=claimed.attempts,
+        )
+        self._count(attempts=1)
+        done = self._clock()
+        where = f"webhook {webhook.id} ({webhook.name}) delivery {claimed.id} [{claimed.idempotency_key}]"
+        if result.outcome == "delivered":
+            self.store.mark_delivered(claimed.id, at=done, status=result.status)
+            self._count(delivered=1)
+            log.debug("%s delivered (attempt %d)", where, claimed.attempts)
+        elif result.outcome == "permanent":
+            error = f"permanent error, not retried: {result.error}; fix the webhook, then retry the delivery"
+            self.store.mark_dead(claimed.id, error=error, status=result.status)
+            self._count(dead=1)
+            log.warning("%s is dead: %s", where, error)
+        elif claimed.attempts >= settings.max_attempts:
+            error = f"gave up after {claimed.attempts} attempts: {result.error}"
+            self.store.mark_dead(claimed.id, error=error, status=result.status)
+            self._count(dead=1)
+            log.warning("%s is dead: %s", where, error)
+        else:
+            delay = backoff_s(claimed.attempts, settings, self._rng)
+            if result.retry_after_s is not None:
+                delay = max(delay, min(result.retry_after_s, settings.backoff_max_s))
+            self.store.mark_failed(
+                claimed.id,
+                next_attempt_at=done + delay,
+                error=f"attempt {claimed.attempts}: {result.error}",
+                status=result.status,
+            )
+            self._count(retried=1)
+            log.info(
+                "%s failed (attempt %d), retrying in %.1f s: %s", where, claimed.attempts, delay, result.error
+            )
+
+    def _default_client(self) -> httpx.Client:
+        return _client(self.settings)
+
+    def _count(self, **increments: int) -> None:
+        with self._mutex:
+            self._stats = replace(
+                self._stats, **{name: getattr(self._stats, name) + n for name, n in increments.items()}
+            )
+
+    def _set(self, **values: Any) -> None:
+        with self._mutex:
+            self._stats = replace(self._stats, **values)
+
+
+def _client(settings: NotifierSettings) -> httpx.Client:
+    return httpx.Client(
+        timeout=settings.timeout_s, follow_redirects=False, headers={"User-Agent": USER_AGENT}
+    )
+
+
+def ping(
+    webhook: Webhook,
+    settings: NotifierSettings | None = None,
+    http_client_factory: Callable[[], httpx.Client] | None = None,
+) -> tuple[AlertNotice, AttemptResult]:
+    """Send :func:`formats.ping_notice` to ``webhook`` once, now (no outbox, no retries)."""
+    settings = settings or NotifierSettings()
+    notice = formats.ping_notice(webhook)
+    body = formats.render(webhook, notice, external_url=settings.external_url)
+    factory = http_client_factory or (lambda: _client(settings))
+    with factory() as client:
+        result = post(
+            client, webhook.url, body, notice.idempotency_key, webhook.secret, timeout_s=settings.timeout_s
+        )
+    return notice, result
+
+
+@contextlib.contextmanager
+def service_notifier(
+    store: Store | None, zookeeper: str, settings: NotifierSettings | None = None
+) -> Iterator[Notifier | None]:
+    """The service's notifier, running for the ``with`` block (None, and nothing runs, without a store):
+    elected through the cluster's ZooKeeper (``settings.zookeeper`` to use another) unless
+    ``settings.election`` is ``none``."""
+    if store is None:
+        yield None
+        return
+    settings = settings or NotifierSettings()
+    leadership: Leadership
+    if settings.election == "zookeeper":
+        leadership = ZooKeeperLeadership(settings.zookeeper or zookeeper, settings.lock_path)
+    else:
+        leadership = AlwaysLeader()
+    with Notifier(store, settings=settings, leadership=leadership) as notifier:
+        yield notifier

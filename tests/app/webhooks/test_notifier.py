@@ -1,0 +1,585 @@
+"""The notifier against a real HTTP receiver (app.webhooks.receiver: verifies signatures, deduplicates on
+Idempotency-Key, can fail or be down): delivery, retries with backoff, outages across a restart, dead
+letters, and the ZooKeeper leadership on the real test ZooKeeper."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from pydantic import SecretStr
+
+from analytics.model import AlertEvent, AlertState, EventKind, Severity, Window, fingerprint
+from analytics.pipeline import HealthSample, WindowInput, process_batch
+from analytics.rules import RuleSettings
+from analytics.store import Store, Webhook
+from app.service.app import create_app
+from app.service.config import ServiceSettings
+from app.testing.reference_cluster import ClusterFactory, wait_for
+from app.testing.zookeeper import expire_session
+from app.webhooks.notifier import (
+    AlwaysLeader,
+    Leadership,
+    Notifier,
+    NotifierSettings,
+    ZooKeeperLeadership,
+    backoff_s,
+    post,
+    service_notifier,
+)
+from app.webhooks.receiver import WebhookReceiver
+from app.webhooks.signing import SIGNATURE_HEADER
+from app.zookeeper_server import pick_free_port
+from collectors.health import assess
+from collectors.samples import health_document
+from collectors.zookeeper import scan
+
+pytestmark = pytest.mark.integration
+
+SECRET = "a-shared-secret-for-the-tests"
+ADMIN = {"Authorization": "Bearer admin-token-1"}
+FAST = NotifierSettings(
+    poll_interval_s=0.05,
+    timeout_s=2.0,
+    backoff_base_s=0.05,
+    backoff_max_s=0.3,
+    max_attempts=1000,
+    election="none",
+)
+
+
+class Highest(random.Random):
+    """Full jitter at its top: every backoff is (almost) its ceiling, so the delays can be checked."""
+
+    def random(self) -> float:
+        return 0.999
+
+
+class Alerts:
+    """Writes alert events the way the analytics job does (commit_batch: the alert row and its event)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.batch = 0
+        self.sequences: dict[str, int] = {}
+        self.keys: list[str] = []
+
+    def event(
+        self,
+        kind: EventKind,
+        subject: str,
+        severity: Severity = "critical",
+        rule: int = 1,
+        at: float | None = None,
+    ) -> AlertEvent:
+        fp = fingerprint("c1", rule, subject)
+        sequence = self.sequences.get(fp, 0) + 1
+        self.sequences[fp] = sequence
+        at = time.time() if at is None else at
+        state = AlertState(
+            fingerprint=fp,
+            cluster="c1",
+            rule=rule,
+            subject=subject,
+            severity=severity,
+            state="resolved" if kind == "resolved" else "open",
+            summary=f"rule {rule} on {subject}",
+            evidence={"n": sequence},
+            action=None,
+            hits=1,
+            clean=0,
+            first_seen=at,
+            last_seen=at,
+            opened_at=at,
+            resolved_at=at if kind == "resolved" else None,
+            last_window_end=at,
+            event_sequence=sequence,
+        )
+        event = AlertEvent(fp, sequence, kind, at, severity, state.summary, {"n": sequence})
+        self.batch += 1
+        assert self.store.commit_batch("job", self.batch, alert_states=[state], events=[event])
+        self.keys.append(f"{fp}:{sequence}")
+        return event
+
+
+NotifierFactory = Callable[..., Notifier]
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url).close()
+    return url
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver(secret=SECRET) as running:
+        yield running
+
+
+@pytest.fixture
+def notifiers() -> Iterator[NotifierFactory]:
+    """``make(url, settings=FAST, leadership=None, **options)``: started notifiers, each on its own store
+    (as separate service processes would be), all stopped after the test."""
+    made: list[tuple[Notifier, Store]] = []
+
+    def make(
+        url: str, settings: NotifierSettings = FAST, leadership: Leadership | None = None, **options: Any
+    ) -> Notifier:
+        store = Store.open(url)
+        notifier = Notifier(store, settings=settings, leadership=leadership or AlwaysLeader(), **options)
+        made.append((notifier, store))
+        notifier.start()
+        return notifier
+
+    yield make
+    for notifier, store in reversed(made):
+        notifier.stop()
+        store.close()
+
+
+def create_webhook(url: str, receiver: WebhookReceiver, **options: Any) -> Webhook:
+    with Store.open(url) as store:
+        return store.create_webhook(
+            name="oncall",
+            url=receiver.url,
+            format=options.pop("format", "generic"),
+            secret=options.pop("secret", SECRET),
+            created_by="root",
+            now=time.time(),
+            **options,
+        )
+
+
+def deliveries(url: str) -> dict[str, Any]:
+    with Store.open(url) as store:
+        return {d.idempotency_key: d for d in store.deliveries(limit=10_000)}
+
+
+def all_delivered(url: str, count: int) -> bool:
+    rows = deliveries(url)
+    return len(rows) == count and all(d.state == "delivered" for d in rows.values())
+
+
+def assert_each_key_once(receiver: WebhookReceiver, keys: list[str]) -> None:
+    """The receiver got every key, each in exactly one request, all signed correctly."""
+    requests = receiver.requests()
+    assert sorted(r.idempotency_key or "" for r in requests) == sorted(keys)
+    assert set(receiver.accepted()) == set(keys)
+    assert all(r.signature_error is None and r.status == 200 and not r.duplicate for r in requests)
+
+
+# --- the service, the pipeline and a receiver: open and resolve ------------------------------------------
+
+
+def run_server(app: Any, port: int) -> tuple[uvicorn.Server, threading.Thread]:
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started or not thread.is_alive(), timeout=60, message="uvicorn started")
+    assert server.started, "the service did not start"
+    return server, thread
+
+
+def test_open_and_resolve_reach_the_receiver_signed_within_seconds(
+    make_cluster: ClusterFactory, zk_connect: str, store_url: str, receiver: WebhookReceiver
+) -> None:
+    """The whole path: a webhook created over the API, the analytics pipeline writing a rule-1 alert from
+    the reference cluster's health, the service's own notifier (default poll interval, elected through
+    ZooKeeper) delivering ``opened`` then ``resolved``, signed."""
+    make_cluster()
+    settings = ServiceSettings(tokens=SecretStr("root:admin:admin-token-1"))
+    app = create_app(settings, zookeeper=zk_connect, store_url=store_url)
+    port = pick_free_port()
+    server, thread = run_server(app, port)
+    try:
+        created = httpx.post(
+            f"http://127.0.0.1:{port}/api/v1/webhooks",
+            json={"name": "oncall", "url": receiver.url, "secret": SECRET, "rules": [1]},
+            headers=ADMIN,
+        )
+        assert created.status_code == 201, created.text
+        notifier: Notifier = app.state.notifier
+        with Store.open(store_url) as store:
+            wait_for(lambda: notifier.stats().leader, message="the notifier elected")
+            snapshot = scan(zk_connect)
+            cluster_id = snapshot.cluster_id or "unknown"
+            rules = RuleSettings(open_after=1, resolve_after=1)
+            now = time.time()
+
+            def window(batch: int, offline: int) -> WindowInput:
+                doc = health_document(snapshot, assess(snapshot))
+                doc["snapshot"]["last_good_at"] = now
+                if offline:
+                    doc["offline"] = {
+                        "count": offline,
+                        "by_topic": {"orders": 2},
+                        "examples": {"orders": [0, 1]},
+                    }
+                start = now - 10 + 10 * batch
+                return WindowInput(
+                    Window(cluster_id, start, start + 10), None, None, HealthSample("c", now, doc)
+                )
+
+            process_batch(store, "health", 0, [window(0, 2)], rules)
+            committed = time.monotonic()
+            wait_for(lambda: len(receiver.accepted()) == 1, timeout=5, message="the opened event delivered")
+            latency = time.monotonic() - committed
+            process_batch(store, "health", 1, [window(1, 0)], rules)
+            wait_for(lambda: len(receiver.accepted()) == 2, timeout=5, message="the resolved event delivered")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+    opened, resolved = (r.json() for r in receiver.accepted_requests())
+    fp = fingerprint(cluster_id, 1, "topic:orders")
+    assert (opened["kind"], opened["status"], opened["idempotency_key"]) == ("opened", "firing", f"{fp}:1")
+    assert (resolved["kind"], resolved["status"], resolved["idempotency_key"]) == (
+        "resolved",
+        "resolved",
+        f"{fp}:2",
+    )
+    assert (opened["rule"], opened["subject"], opened["severity"]) == (1, "topic:orders", "critical")
+    assert opened["suggested_action"]["path"].startswith("/api/v1/partitions")
+    assert_each_key_once(receiver, [f"{fp}:1", f"{fp}:2"])
+    assert all(r.headers[SIGNATURE_HEADER.lower()].startswith("sha256=") for r in receiver.requests())
+    assert latency < 2.0, f"commit to delivery took {latency:.2f} s"
+
+
+# --- failures --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        url = str(request.getfixturevalue("postgres_url"))
+    Store.open(url).close()
+    return url
+
+
+def test_a_receiver_that_is_down_gets_everything_once_when_back_also_across_a_restart(
+    any_store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    url = any_store_url
+    receiver.stop()  # down: connections are refused
+    create_webhook(url, receiver)
+    job = Store.open(url)
+    alerts = Alerts(job)
+    try:
+        first = notifiers(url)
+        alerts.event("opened", "topic:a")
+        alerts.event("opened", "topic:b")
+        alerts.event("updated", "topic:a", severity="warning")
+        alerts.event("opened", "topic:c")
+        alerts.event("resolved", "topic:b")
+        wait_for(lambda: first.stats().retried >= 9, message="retries while the receiver is down")
+        first.stop()  # the service restarts...
+        attempts_before = {k: d.attempts for k, d in deliveries(url).items()}
+        assert all(d.state == "pending" for d in deliveries(url).values())
+        assert max(attempts_before.values()) >= 3
+        alerts.event("resolved", "topic:a")  # ...events go on meanwhile...
+        alerts.event("opened", "topic:d")
+        second = notifiers(url)  # ...and comes back: a new notifier on a new connection to the store
+        wait_for(lambda: second.stats().retried >= 4, message="retries after the restart")
+        assert receiver.requests() == []
+        receiver.start()  # the receiver is back, on the same port
+        wait_for(lambda: all_delivered(url, 7), message="every delivery delivered")
+    finally:
+        job.close()
+    assert_each_key_once(receiver, alerts.keys)
+    rows = deliveries(url)
+    assert all(rows[k].attempts > n for k, n in attempts_before.items() if n > 0)  # counted across restarts
+    order = [r.idempotency_key or "" for r in receiver.requests()]
+    for fp in {key.split(":")[0] for key in alerts.keys}:  # each alert's events arrived in order
+        sequences = [int(key.split(":")[1]) for key in order if key.startswith(fp)]
+        assert sequences == sorted(sequences)
+
+
+def test_server_errors_are_retried_with_exponential_backoff(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    answers = iter([500, 502, 503, 408, 200])
+    receiver.respond_with(lambda _request: next(answers))
+    create_webhook(store_url, receiver)
+    settings = FAST.model_copy(update={"backoff_base_s": 0.1, "backoff_max_s": 0.5})
+    notifier = notifiers(store_url, settings, rng=Highest())
+    with Store.open(store_url) as job:
+        alerts = Alerts(job)
+        alerts.event("opened", "topic:a")
+        wait_for(lambda: all_delivered(store_url, 1), message="delivered on the fifth attempt")
+    requests = receiver.requests()
+    assert [r.status for r in requests] == [500, 502, 503, 408, 200]
+    assert {r.idempotency_key for r in requests} == {alerts.keys[0]}  # one key for every attempt
+    assert [r.headers["x-kafka-health-attempt"] for r in requests] == ["1", "2", "3", "4", "5"]
+    gaps = [b.received_at - a.received_at for a, b in itertools.pairwise(requests)]
+    ceilings = [0.1, 0.2, 0.4, 0.5]  # base * 2**(n-1), capped at backoff_max_s
+    for gap, ceiling in zip(gaps, ceilings, strict=True):
+        assert ceiling * 0.999 - 0.01 <= gap <= ceiling + 0.5, (gaps, ceilings)
+    (row,) = deliveries(store_url).values()
+    assert (row.attempts, row.last_status, row.last_error) == (5, 200, None)
+    assert notifier.stats().retried == 4
+
+
+def test_retry_after_is_honoured(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    answers = iter([(429, {"Retry-After": "1"}), (200, {})])
+    receiver.respond_with(lambda _request: next(answers))
+    create_webhook(store_url, receiver)
+    notifiers(store_url)
+    with Store.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+        wait_for(lambda: all_delivered(store_url, 1), message="delivered after Retry-After")
+    first, second = receiver.requests()
+    assert first.status == 429
+    assert second.received_at - first.received_at >= 0.3  # Retry-After capped at backoff_max_s (0.3)
+
+
+def test_a_client_error_is_permanent_and_dead_at_once(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    receiver.respond_with(410)
+    create_webhook(store_url, receiver)
+    notifier = notifiers(store_url)
+    with Store.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+        wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead")
+    (row,) = deliveries(store_url).values()
+    assert (row.state, row.attempts, row.last_status) == ("dead", 1, 410)
+    assert row.last_error.startswith("permanent error, not retried: HTTP 410 Gone")
+    time.sleep(0.3)
+    assert len(receiver.requests()) == 1
+
+
+def test_a_bad_signature_secret_is_a_permanent_error(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    create_webhook(store_url, receiver, secret="not-the-receivers-secret")
+    notifiers(store_url)
+    with Store.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+        wait_for(lambda: any(d.state == "dead" for d in deliveries(store_url).values()), message="dead")
+    (request,) = receiver.requests()
+    assert request.signature_error == "signature mismatch: wrong secret, or the body was changed"
+    assert receiver.accepted() == {}
+
+
+def test_after_max_attempts_the_delivery_is_dead_then_retryable(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    receiver.respond_with(503)
+    create_webhook(store_url, receiver)
+    notifier = notifiers(store_url, FAST.model_copy(update={"max_attempts": 3}))
+    with Store.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+        wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead")
+        (row,) = deliveries(store_url).values()
+        assert (row.state, row.attempts, row.next_attempt_at) == ("dead", 3, None)
+        assert row.last_error.startswith("gave up after 3 attempts: HTTP 503 Service Unavailable")
+        assert len(receiver.requests()) == 3
+        receiver.respond_with(200)
+        assert job.requeue_delivery(row.id, time.time())
+        wait_for(lambda: all_delivered(store_url, 1), message="the requeued delivery delivered")
+    assert len(receiver.accepted()) == 1
+
+
+def test_a_crash_between_send_and_record_resends_the_same_key_once(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    """A sender that claimed a row and crashed (sent or not) leaves it leased; once the lease runs out it is
+    sent again with the same key, and a receiver that deduplicates accepts it once."""
+    webhook = create_webhook(store_url, receiver)
+    with Store.open(store_url) as store:
+        Alerts(store).event("opened", "topic:a")
+        assert store.enqueue_deliveries(time.time(), lambda w, n: '{"crashed": true}') == 1
+        (row,) = store.due_deliveries(time.time())
+        claimed = store.claim_delivery(row.id, time.time(), lease_until=time.time() + 0.5)
+        assert claimed is not None
+        assert claimed.payload is not None
+        # the crashed sender got its request out, then died before recording the outcome
+        with httpx.Client() as client:
+            sent = post(client, webhook.url, claimed.payload, claimed.idempotency_key, SECRET, timeout_s=2)
+        assert sent.outcome == "delivered"
+        notifiers(store_url)
+        wait_for(lambda: all_delivered(store_url, 1), message="the leased row sent again")
+    first, second = receiver.requests()
+    assert first.idempotency_key == second.idempotency_key == row.idempotency_key
+    assert second.received_at - first.received_at >= 0.3  # not before the lease ran out
+    assert (first.duplicate, second.duplicate) == (False, True)
+    assert len(receiver.accepted()) == 1
+    assert deliveries(store_url)[row.idempotency_key].attempts == 2
+
+
+def test_an_event_committed_late_is_found_by_the_full_scan(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    """Polls look at recent events only; an event whose window ended long ago (a job catching up) is
+    found by the next full scan of the horizon."""
+    create_webhook(store_url, receiver)
+    settings = FAST.model_copy(update={"recent_s": 5.0, "full_scan_interval_s": 0.5})
+    notifier = notifiers(store_url, settings)
+    wait_for(lambda: notifier.stats().polls >= 3, message="the first full scan done")
+    with Store.open(store_url) as job:
+        alerts = Alerts(job)
+        alerts.event("opened", "topic:late", at=time.time() - 3600)
+        wait_for(lambda: all_delivered(store_url, 1), timeout=3, message="the late event delivered")
+    assert set(receiver.accepted()) == set(alerts.keys)
+
+
+# --- leadership ------------------------------------------------------------------------------------------
+
+
+def test_only_the_zookeeper_leader_delivers_and_another_takes_over(
+    zk_connect: str, store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    create_webhook(store_url, receiver)
+    settings = FAST.model_copy(update={"election": "zookeeper"})
+    one = notifiers(store_url, settings, ZooKeeperLeadership(zk_connect, settings.lock_path, identity="one"))
+    two = notifiers(store_url, settings, ZooKeeperLeadership(zk_connect, settings.lock_path, identity="two"))
+    wait_for(lambda: one.stats().leader or two.stats().leader, message="a leader elected")
+    leader, follower = (one, two) if one.stats().leader else (two, one)
+    assert isinstance(leader.leadership, ZooKeeperLeadership)
+    assert leader.leadership.leader() == ("one" if leader is one else "two")
+
+    with Store.open(store_url) as job:
+        alerts = Alerts(job)
+        for n in range(5):
+            alerts.event("opened", f"topic:{n}")
+        wait_for(lambda: all_delivered(store_url, 5), message="the first five delivered")
+        assert not follower.stats().leader
+        assert (leader.stats().delivered, follower.stats().attempts) == (5, 0)
+        assert follower.stats().polls > 3
+
+        leader.stop()
+        wait_for(lambda: follower.stats().leader, timeout=5, message="the follower took over")
+        for n in range(3):
+            alerts.event("resolved", f"topic:{n}")
+        wait_for(lambda: all_delivered(store_url, 8), message="the next three delivered")
+    assert follower.stats().delivered == 3
+    assert_each_key_once(receiver, alerts.keys)
+
+
+def test_a_leader_whose_session_expires_loses_the_leadership(
+    zk_connect: str, store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    create_webhook(store_url, receiver)
+    settings = FAST.model_copy(update={"election": "zookeeper"})
+    one_election = ZooKeeperLeadership(zk_connect, settings.lock_path, identity="one")
+    one = notifiers(store_url, settings, one_election)
+    wait_for(lambda: one.stats().leader, message="the first one elected")
+    two = notifiers(store_url, settings, ZooKeeperLeadership(zk_connect, settings.lock_path, identity="two"))
+    wait_for(lambda: two.stats().polls >= 3, message="the second one polling")
+    assert not two.stats().leader
+
+    expire_session(one_election.client)  # the server drops its session, and with it the znode
+
+    def single_leader() -> Notifier | None:
+        leaders = [n for n in (one, two) if n.stats().leader]
+        return leaders[0] if len(leaders) == 1 else None
+
+    leader = wait_for(single_leader, message="one leader again")
+    time.sleep(5 * FAST.poll_interval_s)
+    assert single_leader() is leader  # and it stays so
+    assert isinstance(leader.leadership, ZooKeeperLeadership)
+    assert one_election.leader() == leader.leadership.identity
+    with Store.open(store_url) as job:
+        alerts = Alerts(job)
+        alerts.event("opened", "topic:a")
+        wait_for(lambda: all_delivered(store_url, 1), message="delivered by the new leader")
+    assert leader.stats().delivered == 1
+    assert_each_key_once(receiver, alerts.keys)
+
+
+def test_a_notifier_without_zookeeper_is_not_the_leader_and_sends_nothing(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    create_webhook(store_url, receiver)
+    down = f"127.0.0.1:{pick_free_port()}"  # nothing listens there
+    notifier = notifiers(store_url, FAST, ZooKeeperLeadership(down, identity="lonely"))
+    with Store.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+    wait_for(lambda: notifier.stats().polls >= 5, message="a few polls")
+    assert not notifier.stats().leader
+    assert receiver.requests() == []
+    assert deliveries(store_url) == {}  # not even entered in the outbox: only a leader does that
+
+
+def test_stopping_leaves_no_thread_behind(store_url: str, zk_connect: str, receiver: WebhookReceiver) -> None:
+    before = {t.ident for t in threading.enumerate()}
+    create_webhook(store_url, receiver)
+    with Store.open(store_url) as store:
+        notifier = Notifier(store, settings=FAST, leadership=ZooKeeperLeadership(zk_connect))
+        with notifier:
+            Alerts(store).event("opened", "topic:a")
+            wait_for(lambda: all_delivered(store_url, 1), message="delivered")
+        assert not notifier.running
+    wait_for(
+        lambda: not [t for t in threading.enumerate() if t.ident not in before and t.is_alive()],
+        timeout=5,
+        message="the notifier's threads gone",
+    )
+
+
+def test_the_service_notifier_runs_only_with_a_store(zk_connect: str, store_url: str) -> None:
+    with service_notifier(None, zk_connect) as nothing:
+        assert nothing is None
+    settings = FAST.model_copy(update={"election": "zookeeper"})
+    with Store.open(store_url) as store, service_notifier(store, zk_connect, settings) as notifier:
+        assert notifier is not None
+        assert notifier.running
+        assert isinstance(notifier.leadership, ZooKeeperLeadership)
+        wait_for(lambda: notifier.stats().leader, message="elected")
+        started: Notifier = notifier
+    assert not started.running
+    with Store.open(store_url) as store, service_notifier(store, "unused:1", FAST) as alone:
+        assert alone is not None
+        assert isinstance(alone.leadership, AlwaysLeader)
+
+
+# --- settings and backoff --------------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_backoff_is_full_jitter_under_an_exponential_ceiling() -> None:
+    settings = NotifierSettings(backoff_base_s=1.0, backoff_max_s=300.0)
+    top = Highest()
+    assert [round(backoff_s(n, settings, top), 2) for n in (1, 2, 3, 9, 10, 500)] == [
+        1.0,
+        2.0,
+        4.0,
+        255.74,
+        299.7,
+        299.7,
+    ]
+    rng = random.Random(1)
+    samples = [backoff_s(4, settings, rng) for _ in range(1000)]
+    assert 0 <= min(samples) < 0.5
+    assert 7.5 < max(samples) <= 8.0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"backoff_base_s": 10, "backoff_max_s": 5}, "backoff_max_s .5. must be at least backoff_base_s"),
+        ({"lock_path": "relative"}, "lock_path must be an absolute znode path"),
+        ({"lock_path": "/trailing/"}, "lock_path must be an absolute znode path"),
+        ({"poll_interval_s": 0}, "greater than 0"),
+        ({"election": "etcd"}, "'zookeeper' or 'none'"),
+        ({"recent_s": 100, "horizon_s": 10}, r"recent_s \(100\) must not exceed horizon_s \(10\)"),
+    ],
+)
+def test_bad_settings_are_refused(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        NotifierSettings(**values)

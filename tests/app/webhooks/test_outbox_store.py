@@ -1,0 +1,340 @@
+"""The store's webhook tables (migration 2): subscriptions and the delivery outbox, on an SQLite file and on
+a real PostgreSQL server (app.testing.postgres), as tests/analytics/test_store.py does."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analytics.model import AlertEvent, AlertState, EventKind, Severity, fingerprint
+from analytics.store import AlertNotice, Store, StoreError, Webhook
+
+pytestmark = pytest.mark.integration
+
+NOW = 1_000_000.0
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    with Store.open(url) as opened:
+        yield opened
+
+
+class Alerts:
+    """Writes alert events the way the analytics job does (commit_batch: the alert row, then its events)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.batch = 0
+        self.sequences: dict[str, int] = {}
+
+    def event(
+        self,
+        kind: EventKind,
+        rule: int = 1,
+        subject: str = "topic:orders",
+        severity: Severity = "critical",
+        at: float = NOW,
+        cluster: str = "c1",
+    ) -> AlertEvent:
+        fp = fingerprint(cluster, rule, subject)
+        sequence = self.sequences.get(fp, 0) + 1
+        self.sequences[fp] = sequence
+        state = AlertState(
+            fingerprint=fp,
+            cluster=cluster,
+            rule=rule,
+            subject=subject,
+            severity=severity,
+            state="resolved" if kind == "resolved" else "open",
+            summary=f"rule {rule} on {subject}",
+            evidence={"n": sequence},
+            action=None,
+            hits=1,
+            clean=0,
+            first_seen=at,
+            last_seen=at,
+            opened_at=at,
+            resolved_at=at if kind == "resolved" else None,
+            last_window_end=at,
+            event_sequence=sequence,
+        )
+        event = AlertEvent(fp, sequence, kind, at, severity, state.summary, {"n": sequence})
+        self.batch += 1
+        assert self.store.commit_batch("test", self.batch, alert_states=[state], events=[event])
+        return event
+
+
+def render(webhook: Webhook, notice: AlertNotice) -> str:
+    return json.dumps(
+        {
+            "hook": webhook.name,
+            "key": notice.idempotency_key,
+            "kind": notice.event.kind,
+            "rule": notice.rule,
+            "opened_at": notice.opened_at,
+        }
+    )
+
+
+def hook(store: Store, name: str = "h", **options: Any) -> Webhook:
+    return store.create_webhook(
+        name=name, url="http://127.0.0.1:9/x", format="generic", created_by="root", now=NOW, **options
+    )
+
+
+def states(store: Store, webhook_id: int) -> dict[str, str]:
+    return {d.idempotency_key: d.state for d in store.deliveries(webhook_id, limit=1000)}
+
+
+def test_webhooks_are_created_read_updated_and_deleted(store: Store) -> None:
+    created = hook(store, rules=[3, 1, 1], severities=["info", "critical"], secret="x" * 16)
+    assert created == Webhook(
+        id=created.id,
+        name="h",
+        url="http://127.0.0.1:9/x",
+        format="generic",
+        rules=(1, 3),
+        severities=("critical", "info"),
+        secret="x" * 16,
+        enabled=True,
+        created_at=NOW,
+        created_by="root",
+        updated_at=NOW,
+    )
+    assert "x" * 16 not in repr(created)
+    assert store.webhook(created.id) == created
+    assert store.webhooks() == [created]
+    updated = store.update_webhook(
+        created.id, {"format": "slack", "rules": None, "secret": None, "name": " new "}, NOW + 1
+    )
+    assert updated is not None
+    assert (updated.format, updated.rules, updated.secret, updated.name) == ("slack", None, None, "new")
+    assert updated.updated_at == NOW + 1
+    assert store.update_webhook(created.id + 100, {"name": "x"}, NOW) is None
+    assert store.webhooks(enabled=False) == []
+    assert store.delete_webhook(created.id)
+    assert not store.delete_webhook(created.id)
+    assert store.webhooks() == []
+    second = hook(store)
+    assert second.id > created.id  # ids are never reused
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"format": "xml"}, "format must be one of generic, alertmanager, slack"),
+        ({"rules": []}, "rules must be None"),
+        ({"rules": [0]}, "rules must be None"),
+        ({"severities": ["urgent"]}, "severities must be None"),
+        ({"name": ""}, "name must be a non-empty string"),
+        ({"enabled": "yes"}, "enabled must be a boolean"),
+        ({"colour": "red"}, "unknown fields"),
+    ],
+)
+def test_bad_webhook_fields_are_refused(store: Store, changes: dict[str, Any], message: str) -> None:
+    created = hook(store)
+    with pytest.raises(StoreError, match=message):
+        store.update_webhook(created.id, changes, NOW)
+
+
+def test_a_new_webhook_gets_only_events_recorded_after_it(store: Store) -> None:
+    alerts = Alerts(store)
+    alerts.event("opened", subject="topic:a")
+    created = hook(store)
+    assert states(store, created.id) == {f"{fingerprint('c1', 1, 'topic:a')}:1": "skipped"}
+    (skipped,) = store.deliveries(created.id)
+    assert skipped.last_error == "not sent: recorded before the webhook was created"
+    assert skipped.payload is None
+
+    resolved = alerts.event("resolved", subject="topic:a", at=NOW + 60)
+    opened = alerts.event("opened", subject="topic:b", at=NOW + 60)
+    assert store.enqueue_deliveries(NOW + 61, render) == 2
+    assert store.enqueue_deliveries(NOW + 61, render) == 0  # idempotent
+    rows = {d.idempotency_key: d for d in store.deliveries(created.id, state="pending")}
+    assert set(rows) == {f"{resolved.fingerprint}:2", f"{opened.fingerprint}:1"}
+    row = rows[f"{resolved.fingerprint}:2"]
+    assert (row.kind, row.event_at, row.attempts, row.next_attempt_at) == ("resolved", NOW + 60, 0, NOW + 61)
+    assert json.loads(row.payload or "") == {
+        "hook": "h",
+        "key": f"{resolved.fingerprint}:2",
+        "kind": "resolved",
+        "rule": 1,
+        "opened_at": NOW,  # the run's opened event, although that one was before the webhook
+    }
+
+
+def test_filters_skip_events_but_follow_ups_of_sent_ones_go_out(store: Store) -> None:
+    critical_only = hook(store, "critical", severities=["critical"])
+    rule_2 = hook(store, "rule-2", rules=[2])
+    alerts = Alerts(store)
+    alerts.event("opened", severity="critical")  # 1: sent to critical
+    alerts.event("updated", severity="warning", at=NOW + 1)  # 2: a follow-up: sent
+    alerts.event("resolved", severity="warning", at=NOW + 2)  # 3: a follow-up: sent
+    alerts.event("opened", severity="warning", at=NOW + 3)  # 4: a new run, filtered out
+    alerts.event("resolved", severity="warning", at=NOW + 4)  # 5: its follow-up: nothing was sent, skipped
+    assert store.enqueue_deliveries(NOW + 5, render) == 10  # rows written: 5 events for 2 webhooks
+    fp = fingerprint("c1", 1, "topic:orders")
+    assert states(store, critical_only.id) == {
+        f"{fp}:1": "pending",
+        f"{fp}:2": "pending",
+        f"{fp}:3": "pending",
+        f"{fp}:4": "skipped",
+        f"{fp}:5": "skipped",
+    }
+    assert set(states(store, rule_2.id).values()) == {"skipped"}
+    (reason,) = {d.last_error for d in store.deliveries(rule_2.id)}
+    assert reason == "not sent: rule 1 is not in the webhook's rules [2]"
+    (four,) = [d for d in store.deliveries(critical_only.id) if d.sequence == 4]
+    assert four.last_error == "not sent: severity warning is not in the webhook's severities ['critical']"
+
+
+def test_events_beyond_the_horizon_and_disabled_webhooks_are_left_out(store: Store) -> None:
+    enabled = hook(store, "on")
+    disabled = hook(store, "off", enabled=False)
+    alerts = Alerts(store)
+    alerts.event("opened", subject="topic:old", at=NOW - 1000)
+    alerts.event("opened", subject="topic:new", at=NOW)
+    assert store.enqueue_deliveries(NOW, render, horizon_s=500) == 1
+    assert len(states(store, enabled.id)) == 1
+    assert states(store, disabled.id) == {}
+
+    # re-enabling: the events recorded while disabled are skipped, later ones are sent
+    store.update_webhook(disabled.id, {"enabled": True}, NOW + 1)
+    assert set(states(store, disabled.id).values()) == {"skipped"}
+    alerts.event("resolved", subject="topic:new", at=NOW + 2)
+    assert store.enqueue_deliveries(NOW + 3, render, horizon_s=500) == 2
+
+
+def test_a_failing_renderer_makes_a_dead_letter_not_a_stuck_outbox(store: Store) -> None:
+    created = hook(store)
+    Alerts(store).event("opened")
+
+    def broken(webhook: Webhook, notice: AlertNotice) -> str:
+        raise KeyError("oops")
+
+    assert store.enqueue_deliveries(NOW, broken) == 1
+    (dead,) = store.deliveries(created.id)
+    assert dead.state == "dead"
+    assert dead.last_error == "cannot render the payload: KeyError: 'oops'"
+    assert not store.requeue_delivery(dead.id, NOW)  # nothing to send
+
+
+def test_due_deliveries_keep_each_alerts_events_in_order(store: Store) -> None:
+    created = hook(store)
+    alerts = Alerts(store)
+    a1 = alerts.event("opened", subject="topic:a")
+    a2 = alerts.event("resolved", subject="topic:a", at=NOW + 1)
+    b1 = alerts.event("opened", subject="topic:b")
+    store.enqueue_deliveries(NOW + 1, render)
+    due = store.due_deliveries(NOW + 1)
+    assert {d.idempotency_key for d in due} == {f"{a1.fingerprint}:1", f"{b1.fingerprint}:1"}
+    assert store.due_deliveries(NOW + 1, limit=1)[0].next_attempt_at == NOW + 1
+    assert store.due_deliveries(NOW) == []  # not yet due
+
+    first = next(d for d in due if d.fingerprint == a1.fingerprint)
+    claimed = store.claim_delivery(first.id, NOW + 2, lease_until=NOW + 30)
+    assert claimed is not None
+    assert (claimed.attempts, claimed.last_attempt_at, claimed.next_attempt_at) == (1, NOW + 2, NOW + 30)
+    assert store.claim_delivery(first.id, NOW + 2, lease_until=NOW + 30) is None  # leased
+    # the lease ran out (a crashed sender): the same row is due again, and its successor still waits
+    assert [d.sequence for d in store.due_deliveries(NOW + 40) if d.fingerprint == a2.fingerprint] == [1]
+
+    assert store.mark_failed(first.id, next_attempt_at=NOW + 50, error="HTTP 503", status=503)
+    failed = store.delivery(first.id)
+    assert failed is not None
+    assert (failed.state, failed.last_status, failed.last_error) == ("pending", 503, "HTTP 503")
+    assert store.mark_delivered(first.id, at=NOW + 51, status=200)
+    assert not store.mark_delivered(first.id, at=NOW + 52, status=200)  # only once
+    done = store.delivery(first.id)
+    assert done is not None
+    assert (done.state, done.delivered_at, done.last_error, done.next_attempt_at) == (
+        "delivered",
+        NOW + 51,
+        None,
+        None,
+    )
+    assert [d.sequence for d in store.due_deliveries(NOW + 60) if d.fingerprint == a1.fingerprint] == [2]
+
+    store.update_webhook(created.id, {"enabled": False}, NOW)
+    assert store.due_deliveries(NOW + 60) == []  # held while disabled
+
+
+def test_dead_letters_are_counted_listed_and_requeued(store: Store) -> None:
+    created = hook(store)
+    other = hook(store, "other")
+    Alerts(store).event("opened")
+    store.enqueue_deliveries(NOW, render)
+    (row,) = store.deliveries(created.id)
+    assert store.claim_delivery(row.id, NOW, lease_until=NOW + 10) is not None
+    assert store.mark_dead(row.id, error="x" * 1000, status=404)
+    dead = store.delivery(row.id)
+    assert dead is not None
+    assert dead.state == "dead"
+    assert len(dead.last_error or "") == 500
+    assert store.due_deliveries(NOW + 100) != []  # the other webhook's
+    assert all(d.webhook_id == other.id for d in store.due_deliveries(NOW + 100))
+    assert store.delivery_stats()[created.id] == {"pending": 0, "delivered": 0, "dead": 1, "skipped": 0}
+    assert store.delivery_stats()[other.id]["pending"] == 1
+    assert [d.id for d in store.deliveries(state="dead")] == [row.id]
+    assert store.deliveries(created.id, state=["pending", "delivered"]) == []
+
+    assert store.requeue_delivery(row.id, NOW + 200)
+    assert not store.requeue_delivery(row.id, NOW + 200)  # no longer dead
+    again = store.delivery(row.id)
+    assert again is not None
+    assert (again.state, again.attempts, again.next_attempt_at) == ("pending", 0, NOW + 200)
+
+
+def test_pruning_and_deleting_a_webhook_remove_its_rows(store: Store) -> None:
+    created = hook(store)
+    alerts = Alerts(store)
+    alerts.event("opened", at=NOW)
+    alerts.event("opened", subject="topic:later", at=NOW + 100)
+    store.enqueue_deliveries(NOW + 100, render)
+    for row in store.deliveries(created.id):
+        store.claim_delivery(row.id, NOW + 100, NOW + 110)
+        store.mark_delivered(row.id, at=NOW + 101, status=204)
+    assert store.prune_deliveries(before=NOW + 50) == 1
+    assert len(store.deliveries(created.id)) == 1
+    assert store.delete_webhook(created.id)
+    assert store.deliveries() == []
+    assert store.delivery_stats() == {}
+
+
+def test_concurrent_enqueues_write_each_row_once(url: str) -> None:
+    with Store.open(url) as store:
+        created = hook(store)
+        alerts = Alerts(store)
+        for n in range(20):
+            alerts.event("opened", subject=f"topic:{n}")
+    stores = [Store.open(url) for _ in range(4)]
+    barrier = threading.Barrier(len(stores))
+    counts: list[int] = []
+
+    def enqueue(store: Store) -> None:
+        barrier.wait()
+        counts.append(store.enqueue_deliveries(NOW, render))
+
+    threads = [threading.Thread(target=enqueue, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for store in stores:
+        store.close()
+    assert sum(counts) == 20  # each row written by exactly one of them
+    with Store.open(url) as store:
+        assert len(store.deliveries(created.id, limit=1000)) == 20

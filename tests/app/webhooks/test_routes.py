@@ -1,0 +1,299 @@
+"""``/api/v1/webhooks`` over real HTTP (uvicorn on a free port, the service's ZooKeeper collector on the
+test's chroot): admin only, 422 naming each problem, secrets never in a response, dead letters visible and
+retryable, and the test send."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from pydantic import SecretStr
+
+from analytics.model import AlertEvent, AlertState, fingerprint
+from analytics.store import Store
+from app.service.app import create_app
+from app.service.config import ServiceSettings
+from app.testing.reference_cluster import wait_for
+from app.webhooks.notifier import Notifier, NotifierSettings
+from app.webhooks.receiver import WebhookReceiver
+from app.zookeeper_server import pick_free_port
+
+pytestmark = pytest.mark.integration
+
+TOKENS = "grafana:viewer:viewer-token-1,oncall:operator:operator-token-1,root:admin:admin-token-1"
+VIEWER = {"Authorization": "Bearer viewer-token-1"}
+OPERATOR = {"Authorization": "Bearer operator-token-1"}
+ADMIN = {"Authorization": "Bearer admin-token-1"}
+SECRET = "route-tests-shared-secret"
+FAST = NotifierSettings(
+    poll_interval_s=0.05,
+    timeout_s=2.0,
+    backoff_base_s=0.05,
+    backoff_max_s=0.1,
+    max_attempts=2,
+    election="none",
+)
+
+
+@dataclass
+class Service:
+    url: str
+    store_url: str
+    app: Any
+
+    def call(
+        self, method: str, path: str, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        return httpx.request(method, self.url + path, headers=ADMIN if headers is None else headers, **kwargs)
+
+
+def run(app: Any) -> Iterator[str]:
+    port = pick_free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started or not thread.is_alive(), timeout=60, message="uvicorn started")
+        assert server.started, "the service did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture
+def service(zk_connect: str, tmp_path: Path) -> Iterator[Service]:
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    app = create_app(ServiceSettings(tokens=SecretStr(TOKENS)), zookeeper=zk_connect, store_url=store_url)
+    for url in run(app):
+        yield Service(url, store_url, app)
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver(secret=SECRET) as running:
+        yield running
+
+
+def new_webhook(service: Service, receiver: WebhookReceiver, **fields: Any) -> dict[str, Any]:
+    body = {"name": "oncall", "url": receiver.url, "secret": SECRET} | fields
+    response = service.call("POST", "/api/v1/webhooks", json=body)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+def open_alert(store: Store, subject: str = "topic:orders") -> str:
+    fp = fingerprint("c1", 1, subject)
+    at = time.time()
+    state = AlertState(
+        fp, "c1", 1, subject, "critical", "open", "offline", {}, None, 1, 0, at, at, at, None, at, 1
+    )
+    event = AlertEvent(fp, 1, "opened", at, "critical", "offline", {})
+    store.commit_batch("job", int(at * 1000), alert_states=[state], events=[event])
+    return f"{fp}:1"
+
+
+def test_webhooks_need_an_admin(service: Service) -> None:
+    assert service.call("GET", "/api/v1/webhooks", headers={}).status_code == 401
+    for headers in (VIEWER, OPERATOR):
+        denied = service.call("GET", "/api/v1/webhooks", headers=headers)
+        assert denied.status_code == 403
+        assert "this needs admin or higher" in denied.json()["detail"]
+        created = service.call("POST", "/api/v1/webhooks", headers=headers, json={"name": "x"})
+        assert created.status_code == 403
+    assert service.call("GET", "/api/v1/webhooks").json() == []
+
+
+def test_a_webhook_is_created_listed_changed_and_deleted_and_its_secret_never_shown(
+    service: Service, receiver: WebhookReceiver
+) -> None:
+    created = new_webhook(service, receiver, format="alertmanager", rules=[3, 1], severities=["critical"])
+    assert created == {
+        "id": created["id"],
+        "name": "oncall",
+        "url": receiver.url,
+        "format": "alertmanager",
+        "rules": [1, 3],
+        "severities": ["critical"],
+        "has_secret": True,
+        "enabled": True,
+        "created_at": created["created_at"],
+        "created_by": "root",
+        "updated_at": created["created_at"],
+        "deliveries": {"pending": 0, "delivered": 0, "dead": 0, "skipped": 0},
+    }
+    path = f"/api/v1/webhooks/{created['id']}"
+    assert service.call("GET", path).json() == created
+    assert service.call("GET", "/api/v1/webhooks").json() == [created]
+
+    patched = service.call("PATCH", path, json={"rules": None, "secret": None, "enabled": False})
+    assert patched.status_code == 200
+    assert (patched.json()["rules"], patched.json()["has_secret"], patched.json()["enabled"]) == (
+        None,
+        False,
+        False,
+    )
+    resecret = service.call("PATCH", path, json={"secret": "another-secret-16+"}).json()
+    assert resecret["has_secret"] is True
+    with_password = service.call("PATCH", path, json={"url": "https://bot:hunter2@hooks.example/x"}).json()
+    assert with_password["url"] == "https://bot:***@hooks.example/x"
+
+    responses = [service.call("GET", path), service.call("GET", "/api/v1/webhooks")]
+    for response in responses:
+        assert SECRET not in response.text
+        assert "another-secret-16+" not in response.text
+        assert "hunter2" not in response.text
+        assert '"secret"' not in response.text
+
+    assert service.call("DELETE", path).status_code == 204
+    assert service.call("GET", path).status_code == 404
+    assert service.call("DELETE", path).status_code == 404
+
+
+def test_invalid_bodies_are_422_naming_each_problem(service: Service, receiver: WebhookReceiver) -> None:
+    response = service.call(
+        "POST",
+        "/api/v1/webhooks",
+        json={
+            "name": " ",
+            "url": "ftp://files.example/x",
+            "format": "xml",
+            "rules": [0, 12],
+            "severities": ["urgent"],
+            "secret": "short-secret",
+            "colour": "red",
+        },
+    )
+    assert response.status_code == 422
+    body = response.json()
+    assert sorted(p["location"] for p in body["problems"]) == [
+        "body.colour",
+        "body.format",
+        "body.name",
+        "body.rules.0",
+        "body.rules.1",
+        "body.secret",
+        "body.severities.0",
+        "body.url",
+    ]
+    assert "short-secret" not in response.text
+    url_problem = next(p for p in body["problems"] if p["location"] == "body.url")
+    assert "must be http:// or https://, not ftp" in url_problem["message"]
+
+    assert service.call("POST", "/api/v1/webhooks", json={"name": "x"}).json()["problems"][0]["location"] == (
+        "body.url"
+    )
+    for url in ("http://", "not a url", "/relative/path"):
+        bad = service.call("POST", "/api/v1/webhooks", json={"name": "x", "url": url})
+        assert bad.status_code == 422, url
+    created = new_webhook(service, receiver)
+    patch = service.call(
+        "PATCH", f"/api/v1/webhooks/{created['id']}", json={"name": None, "enabled": None, "rules": []}
+    )
+    assert patch.status_code == 422
+    assert sorted(p["location"] for p in patch.json()["problems"]) == [
+        "body.enabled",
+        "body.name",
+        "body.rules",
+    ]
+    listing = service.call("GET", f"/api/v1/webhooks/{created['id']}/deliveries", params={"state": "lost"})
+    assert listing.status_code == 422
+    assert listing.json()["problems"][0]["location"] == "query.state.0"
+
+
+def test_unknown_ids_are_404(service: Service, receiver: WebhookReceiver) -> None:
+    created = new_webhook(service, receiver)
+    for method, path in [
+        ("GET", "/api/v1/webhooks/999"),
+        ("PATCH", "/api/v1/webhooks/999"),
+        ("DELETE", "/api/v1/webhooks/999"),
+        ("GET", "/api/v1/webhooks/999/deliveries"),
+        ("POST", "/api/v1/webhooks/999/test"),
+        ("GET", f"/api/v1/webhooks/{created['id']}/deliveries/12345"),
+        ("POST", f"/api/v1/webhooks/{created['id']}/deliveries/12345/retry"),
+    ]:
+        response = service.call(method, path, json={} if method == "PATCH" else None)
+        assert response.status_code == 404, (method, path)
+        assert "no webhook" in response.json()["detail"] or "has no delivery" in response.json()["detail"]
+
+
+def test_dead_letters_are_visible_and_retryable(service: Service, receiver: WebhookReceiver) -> None:
+    receiver.respond_with(503)
+    created = new_webhook(service, receiver)
+    base = f"/api/v1/webhooks/{created['id']}"
+    with Store.open(service.store_url) as store, Notifier(store, settings=FAST) as notifier:
+        key = open_alert(store)
+        wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead after 2 attempts")
+        dead = service.call("GET", f"{base}/deliveries", params={"state": "dead"}).json()
+        assert dead["total"] == 1
+        (letter,) = dead["items"]
+        assert (letter["idempotency_key"], letter["state"], letter["attempts"]) == (key, "dead", 2)
+        assert letter["last_status"] == 503
+        assert letter["last_error"].startswith("gave up after 2 attempts: HTTP 503")
+        assert letter["payload"]["idempotency_key"] == key
+        assert service.call("GET", base).json()["deliveries"]["dead"] == 1
+
+        receiver.respond_with(200)
+        retried = service.call("POST", f"{base}/deliveries/{letter['id']}/retry")
+        assert retried.status_code == 200
+        assert (retried.json()["state"], retried.json()["attempts"]) == ("pending", 0)
+        wait_for(
+            lambda: service.call("GET", f"{base}/deliveries/{letter['id']}").json()["state"] == "delivered",
+            message="the retried delivery delivered",
+        )
+        again = service.call("POST", f"{base}/deliveries/{letter['id']}/retry")
+        assert again.status_code == 409
+        assert (
+            again.json()["detail"]
+            == f"delivery {letter['id']} is delivered; only a dead delivery can be retried"
+        )
+    assert set(receiver.accepted()) == {key}
+    counts = service.call("GET", base).json()["deliveries"]
+    assert counts == {"pending": 0, "delivered": 1, "dead": 0, "skipped": 0}
+    everything = service.call("GET", f"{base}/deliveries", params={"state": ["dead", "delivered"]}).json()
+    assert everything["total"] == 1
+
+
+def test_the_test_event_is_sent_signed_and_reported(service: Service, receiver: WebhookReceiver) -> None:
+    created = new_webhook(service, receiver, format="slack", enabled=False)
+    path = f"/api/v1/webhooks/{created['id']}/test"
+    sent = service.call("POST", path)
+    assert sent.status_code == 200
+    result = sent.json()
+    assert (result["delivered"], result["outcome"], result["status"], result["error"]) == (
+        True,
+        "delivered",
+        200,
+        None,
+    )
+    (request,) = receiver.requests()
+    assert request.signature_error is None
+    assert request.idempotency_key == result["idempotency_key"]
+    assert "kafka-health test notification" in request.json()["text"]
+
+    receiver.respond_with(404)
+    with Store.open(service.store_url) as store, Notifier(store, settings=FAST) as notifier:
+        service.app.state.notifier = notifier  # as the service's lifespan sets it
+        failed = service.call("POST", path).json()
+    assert (failed["delivered"], failed["outcome"], failed["status"]) == (False, "permanent", 404)
+    assert failed["error"].startswith("HTTP 404 Not Found")
+    assert service.call("GET", f"/api/v1/webhooks/{created['id']}/deliveries").json()["total"] == 0
+
+
+def test_without_a_store_the_routes_say_so(zk_connect: str) -> None:
+    app = create_app(ServiceSettings(tokens=SecretStr(TOKENS)), zookeeper=zk_connect)
+    for url in run(app):
+        response = httpx.get(url + "/api/v1/webhooks", headers=ADMIN)
+        assert response.status_code == 503
+        assert "no store is configured" in response.json()["detail"]
+        spec = httpx.get(url + "/openapi.json").json()
+        for route in ("/api/v1/webhooks", "/api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"):
+            assert route in spec["paths"]
