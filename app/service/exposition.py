@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from analytics.store import Store
+from analytics.store import DELIVERY_STATES, Store
 from app.actions.state import ActionLog, ActionState
 from app.service.state import ClusterView
 from collectors.health import problem_partitions
@@ -185,6 +185,17 @@ class KafkaHealthCollector(Collector):
         for (name, rule, severity), count in sorted(counts.items()):
             alerts.add_metric([name, str(rule), severity], count)
         yield alerts
+        deliveries = _gauge(
+            "webhook_deliveries",
+            "Webhook deliveries in the outbox by state (delivered rows are pruned).",
+            "state",
+        )
+        totals: Counter[str] = Counter()
+        for per_state in self.store.delivery_stats().values():
+            totals.update(per_state)
+        for state in DELIVERY_STATES:
+            deliveries.add_metric([cluster, state], totals[state])
+        yield deliveries
 
 
 def render(view: ClusterView, store: Store | None, actions: ActionLog | None = None) -> bytes:

@@ -219,6 +219,7 @@ def test_metrics_parse_and_follow_the_cluster(service: Service) -> None:
     assert samples[("kafka_health_snapshot_stale", ())] == 0
     done = (("kind", "preferred-replica-election"), ("state", "SUCCEEDED"))
     assert samples[("kafka_health_actions", done)] == 0
+    assert samples[("kafka_health_webhook_deliveries", (("state", "dead"),))] == 0
     assert samples[("kafka_health_scan_duration_seconds", ())] > 0
     assert {s.labels["cluster"] for f in families.values() for s in f.samples} == {
         service.get("/api/v1/cluster").json()["cluster_id"]
