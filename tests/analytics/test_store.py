@@ -41,6 +41,8 @@ TABLES = (
     "processed_batches",
     "webhooks",
     "webhook_deliveries",
+    "actions",
+    "audit_log",
 )
 DATA_TABLES = TABLES[1:5]
 LATEST = MIGRATIONS[-1].version
@@ -331,6 +333,8 @@ def test_a_batch_is_committed_exactly_once(store: Store, url: str) -> None:
         "processed_batches": 1,
         "webhooks": 0,
         "webhook_deliveries": 0,
+        "actions": 0,
+        "audit_log": 0,
     }
 
     other = alert_state("c1", 1, "cluster", state="resolved", resolved_at=240.0)
