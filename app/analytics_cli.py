@@ -12,12 +12,10 @@ import threading
 import time
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
 from analytics.config import AnalyticsSettings
 from analytics.pipeline import BatchOutcome
 from analytics.store import StoreError
-from app.settings import load_settings
+from app.settings import load_settings, settings_or_error
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -96,14 +94,8 @@ def run_analytics(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        settings = settings_from_args(args)
-    except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        err.write(f"error: {errors}\n")
-        return EXIT_BAD_INPUT
-    except ValueError as exc:
-        err.write(f"error: {exc}\n")
+    settings = settings_or_error(lambda: settings_from_args(args), err)
+    if settings is None:
         return EXIT_BAD_INPUT
     from analytics.job import running_job
 

@@ -12,9 +12,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
-from app.settings import NO_ZOOKEEPER, Settings, load_settings
+from app.settings import NO_ZOOKEEPER, Settings, load_settings, settings_or_error
 from collectors.metrics import MetricsCollector
 from collectors.sampler import Round, Sampler
 from collectors.samples import SampleNumbering, new_collector_id
@@ -100,14 +98,8 @@ def run_collect(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        settings = settings_from_args(args)
-    except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        err.write(f"error: {errors}\n")
-        return EXIT_BAD_INPUT
-    except ValueError as exc:
-        err.write(f"error: {exc}\n")
+    settings = settings_or_error(lambda: settings_from_args(args), err)
+    if settings is None:
         return EXIT_BAD_INPUT
     zk = settings.zookeeper
     assert zk.connect is not None

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from app.service.auth import TokenConfigError, hash_token
-from app.settings import Settings, load_settings
+from app.settings import NO_ZOOKEEPER, Settings, format_validation_error, load_settings
 from collectors.zkdata import parse_connect_string
 from collectors.zookeeper import ZooKeeperCollector, ZooKeeperCollectorError
 
@@ -49,9 +49,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             base["service"][flag] = getattr(args, flag)
     settings = Settings.model_validate(base)
     if settings.zookeeper.connect is None:
-        raise ValueError(
-            "no ZooKeeper: give --zookeeper HOST:PORT[/chroot] or KAFKA_HEALTH_ZOOKEEPER__CONNECT"
-        )
+        raise ValueError(NO_ZOOKEEPER)
     parse_connect_string(settings.zookeeper.connect)
     return settings
 
@@ -90,8 +88,7 @@ def run_serve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO |
 
         token_store(settings.service)
     except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        err.write(f"error: {errors}\n")
+        err.write(f"error: {format_validation_error(exc)}\n")
         return EXIT_BAD_INPUT
     except (ValueError, TokenConfigError) as exc:
         err.write(f"error: {exc}\n")

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from app.reference_cluster.cluster import ReferenceCluster
 from app.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.reference_cluster.control import ControlServer
-from app.settings import load_settings
+from app.settings import format_validation_error, load_settings
 from app.zookeeper_server import EmbeddedZooKeeper, ZooKeeperServerError
 from collectors.zkdata import parse_connect_string
 
@@ -43,10 +43,6 @@ def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
     if args.metrics_port is not None:
         overrides["metrics_port"] = args.metrics_port
     return ReferenceClusterSettings.model_validate(base | overrides)
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
 
 
 @contextmanager

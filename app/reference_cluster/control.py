@@ -21,6 +21,7 @@ from app.reference_cluster.admin import AdminError
 from app.reference_cluster.cluster import ClusterError, ReferenceCluster
 from app.reference_cluster.config import TopicSpec
 from app.reference_cluster.traffic import SkewError
+from app.settings import format_validation_error
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -66,9 +67,7 @@ class ControlApi:
         except (SkewError, AdminError) as exc:
             return 422 if isinstance(exc, SkewError) else 409, {"error": str(exc)}
         except ValidationError as exc:
-            return 422, {
-                "error": "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            }
+            return 422, {"error": format_validation_error(exc)}
 
     def _route_post(self, path: str, payload: dict[str, Any]) -> Callable[[], object]:
         cluster = self.cluster
