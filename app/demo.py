@@ -278,6 +278,8 @@ def run_demo(args: argparse.Namespace) -> int:
                 )
                 out.flush()
                 stop.wait()
+        except KeyboardInterrupt:
+            pass  # Spark's context installs its own SIGINT handler, which raises this: a stop, not an error
         except (StoryError, ZooKeeperServerError, RuntimeError) as exc:
             sys.stderr.write(f"error: {exc}\n")
             code = 1
