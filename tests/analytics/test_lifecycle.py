@@ -25,6 +25,7 @@ from analytics.model import (
     fingerprint,
 )
 from analytics.rules import Evaluation, RuleContext, RuleSettings, evaluate
+from app.testing.health import healthy_state
 
 pytestmark = pytest.mark.unit
 
@@ -45,33 +46,7 @@ def finding(
 
 def health(at: float, **changes: Any) -> HealthState:
     """A healthy 4-broker cluster sampled (and known good) at ``at``; ``changes`` say what is wrong."""
-    empty = PartitionSet()
-    state = HealthState(
-        cluster=CLUSTER,
-        collector_id="collector-1",
-        timestamp=at,
-        snapshot_version=1,
-        taken_at=0.0,
-        last_good_at=at,
-        stale=False,
-        controller_id=1,
-        controller_epoch=1,
-        active_controller_gauges=1.0,
-        brokers=(1, 2, 3, 4),
-        brokers_down=(),
-        partitions=100,
-        offline=empty,
-        under_replicated=empty,
-        under_min_isr=empty,
-        at_min_isr=empty,
-        suspects=(),
-        imbalance=(),
-        urp_gauges=0.0,
-        urp_zookeeper=0,
-        urp_gauges_missing=(),
-        scrape_errors={},
-    )
-    return replace(state, **changes)
+    return replace(healthy_state(CLUSTER, at), **changes)
 
 
 class Alerts:

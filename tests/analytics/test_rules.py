@@ -43,6 +43,7 @@ from analytics.rules import (
     rule_10_urp_gauges_disagree,
     rule_11_collector_stale,
 )
+from app.testing.health import healthy_state
 
 pytestmark = pytest.mark.unit
 
@@ -64,31 +65,7 @@ def partitions(**by_topic: tuple[int, ...]) -> PartitionSet:
 
 def health(**changes: Any) -> HealthState:
     """A healthy 4-broker cluster sampled 5 s before the window's end; ``changes`` say what is wrong."""
-    base = HealthState(
-        cluster=CLUSTER,
-        collector_id="collector-1",
-        timestamp=NOW - 5.0,
-        snapshot_version=7,
-        taken_at=NOW - 500.0,
-        last_good_at=NOW - 5.0,
-        stale=False,
-        controller_id=1,
-        controller_epoch=5,
-        active_controller_gauges=1.0,
-        brokers=(1, 2, 3, 4),
-        brokers_down=(),
-        partitions=100,
-        offline=PartitionSet(),
-        under_replicated=PartitionSet(),
-        under_min_isr=PartitionSet(),
-        at_min_isr=PartitionSet(),
-        suspects=(),
-        imbalance=(),
-        urp_gauges=0.0,
-        urp_zookeeper=0,
-        urp_gauges_missing=(),
-        scrape_errors={},
-    )
+    base = healthy_state(CLUSTER, NOW - 5.0, snapshot_version=7, taken_at=NOW - 500.0, controller_epoch=5)
     return replace(base, **changes)
 
 

@@ -29,6 +29,7 @@ from analytics.model import (
     fingerprint,
 )
 from analytics.store import MIGRATIONS, ClusterWindowRow, Migration, Store, StoreError
+from app.testing.store import BACKENDS, database_url
 
 pytestmark = pytest.mark.integration
 
@@ -51,12 +52,10 @@ LATEST = MIGRATIONS[-1].version
 # --- fixtures and builders -------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of an empty database (its SQLite parent directory does not exist yet)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'data' / 'store.db'}"
-    return str(request.getfixturevalue("postgres_url"))
+    return database_url(request, tmp_path / "data" / "store.db")
 
 
 @pytest.fixture

@@ -1,19 +1,19 @@
 """The health model over hand-built snapshots: one test per signal, then properties over random clusters.
 
-``cluster()`` and ``partition()`` build snapshots the way ZooKeeper shows them (KAFKA_REFERENCE §1, §3);
-``partition()`` defaults to a healthy partition (ISR = AR, leader = AR[0]) so each test states only what
-is wrong with it.
+``cluster()`` and ``partition()`` (app.testing.snapshots) build snapshots the way ZooKeeper shows them
+(KAFKA_REFERENCE §1, §3); ``partition()`` defaults to a healthy partition (ISR = AR, leader = AR[0]) so
+each test states only what is wrong with it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.testing.snapshots import cluster, partition
 from collectors import health
 from collectors.health import (
     BrokerImbalance,
@@ -26,72 +26,16 @@ from collectors.health import (
 )
 from collectors.model import (
     NO_LEADER,
-    BrokerEndpoint,
-    BrokerRegistration,
     ClusterSnapshot,
     ControllerInfo,
-    LeaderAndIsr,
-    LeaderRecoveryState,
     PartitionInfo,
     ReplicaAssignment,
-    TopicInfo,
     TopicPartition,
 )
 
 pytestmark = pytest.mark.unit
 
 # --- builders ----------------------------------------------------------------------------------------
-
-
-def registration(broker_id: int) -> BrokerRegistration:
-    return BrokerRegistration(broker_id, (BrokerEndpoint("PLAINTEXT", f"b{broker_id}", 9092),))
-
-
-def partition(
-    topic: str,
-    index: int,
-    replicas: Iterable[int] | ReplicaAssignment,
-    isr: Iterable[int] | None = None,
-    leader: int | None = None,
-    *,
-    with_state: bool = True,
-    recovering: bool = False,
-) -> PartitionInfo:
-    """A partition; ISR defaults to the origin replicas, leader to the first ISR member (else -1)."""
-    assignment = replicas if isinstance(replicas, ReplicaAssignment) else ReplicaAssignment(tuple(replicas))
-    isr_ids = tuple(assignment.origin_replicas if isr is None else isr)
-    if leader is None:
-        leader = isr_ids[0] if isr_ids else NO_LEADER
-    recovery = LeaderRecoveryState.RECOVERING if recovering else LeaderRecoveryState.RECOVERED
-    state = LeaderAndIsr(leader, 1, isr_ids, 1, recovery) if with_state else None
-    return PartitionInfo(TopicPartition(topic, index), assignment, state)
-
-
-def cluster(
-    *partitions: PartitionInfo,
-    brokers: Iterable[int] = (1, 2, 3),
-    controller: ControllerInfo | None = None,
-    topic_configs: Mapping[str, Mapping[str, str]] | None = None,
-    broker_default: Mapping[str, str] | None = None,
-    deleting: Iterable[str] = (),
-) -> ClusterSnapshot:
-    configs = topic_configs or {}
-    names = {p.tp.topic for p in partitions} | set(configs)
-    marked = set(deleting)
-    return ClusterSnapshot(
-        version=1,
-        taken_at=0.0,
-        last_good_at=0.0,
-        stale=False,
-        cluster_id="c",
-        brokers={b: registration(b) for b in brokers},
-        controller=ControllerInfo(1, 5) if controller is None else controller,
-        topics={
-            n: TopicInfo(n, config=dict(configs.get(n, {})), marked_for_deletion=n in marked) for n in names
-        },
-        partitions={p.tp: p for p in partitions},
-        broker_configs={} if broker_default is None else {"<default>": dict(broker_default)},
-    )
 
 
 def only(report: HealthReport) -> PartitionHealth:
@@ -545,13 +489,14 @@ MIN_ISR_VALUES = st.sampled_from(["1", "2", "3", "4", "abc", "", "0"])
 def partition_infos(draw: st.DrawFn, topic: str, index: int) -> PartitionInfo:
     replicas = tuple(draw(st.lists(st.sampled_from(BROKER_IDS), min_size=1, max_size=4, unique=True)))
     adding = tuple(r for r in replicas[1:] if draw(st.booleans())) if draw(st.booleans()) else ()
-    assignment = ReplicaAssignment(replicas, adding_replicas=adding)
     if draw(st.integers(0, 3)) == 0:  # no state znode yet
-        return PartitionInfo(TopicPartition(topic, index), assignment)
+        return partition(topic, index, replicas, adding=adding, with_state=False)
     isr = tuple(r for r in replicas if draw(st.booleans()))
     leader = draw(st.sampled_from([*isr, NO_LEADER, *replicas]))
-    recovery = draw(st.sampled_from([LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING]))
-    return PartitionInfo(TopicPartition(topic, index), assignment, LeaderAndIsr(leader, 0, isr, 1, recovery))
+    recovering = draw(st.booleans())
+    return partition(
+        topic, index, replicas, isr, leader, adding=adding, leader_epoch=0, recovering=recovering
+    )
 
 
 @st.composite

@@ -17,18 +17,10 @@ from pathlib import Path
 import pytest
 
 from analytics.model import HealthState
+from app.testing import snapshots
 from app.testing.reference_cluster import ClusterFactory, wait_for
 from collectors.metrics import MetricsCollector
-from collectors.model import (
-    BrokerEndpoint,
-    BrokerRegistration,
-    ClusterSnapshot,
-    ControllerInfo,
-    LeaderAndIsr,
-    PartitionInfo,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from collectors.model import ClusterSnapshot, ControllerInfo
 from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import Sample, SampleNumbering
 from collectors.transport import SpoolDirectorySink, TransportError
@@ -36,17 +28,17 @@ from collectors.zookeeper import ZooKeeperCollector
 
 
 def snapshot(isr: tuple[int, ...] = (0, 1, 2), registered: tuple[int, ...] = (0, 1, 2)) -> ClusterSnapshot:
-    tp = TopicPartition("orders", 0)
-    return ClusterSnapshot(
+    """Version 3 of cluster c1 (taken and good at 100 s, no topic znode read): brokers ``registered``,
+    controller 0 (epoch 7) and orders-0 on 0, 1, 2, led by 0 with ISR ``isr``."""
+    return snapshots.cluster(
+        snapshots.partition("orders", 0, (0, 1, 2), isr, leader=0, controller_epoch=7),
+        brokers=registered,
+        topics={},
+        controller=ControllerInfo(0, 7),
+        cluster_id="c1",
         version=3,
         taken_at=100.0,
         last_good_at=100.0,
-        stale=False,
-        cluster_id="c1",
-        brokers={b: BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", f"b{b}", 9092),)) for b in registered},
-        controller=ControllerInfo(0, 7),
-        topics={},
-        partitions={tp: PartitionInfo(tp, ReplicaAssignment((0, 1, 2)), LeaderAndIsr(0, 1, isr, 7, 0))},
     )
 
 

@@ -7,17 +7,9 @@ import json
 
 import pytest
 
+from app.testing.snapshots import cluster, partition
 from collectors.health import assess
-from collectors.model import (
-    BrokerEndpoint,
-    BrokerRegistration,
-    ClusterSnapshot,
-    ControllerInfo,
-    LeaderAndIsr,
-    PartitionInfo,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from collectors.model import ClusterSnapshot, ControllerInfo, LeaderAndIsr
 from collectors.samples import (
     EXAMPLES_PER_TOPIC,
     LOAD_METRICS,
@@ -35,22 +27,17 @@ pytestmark = pytest.mark.unit
 def snapshot_of(
     assignments: dict[int, tuple[tuple[int, ...], int]], brokers: tuple[int, ...]
 ) -> ClusterSnapshot:
-    partitions = {
-        TopicPartition("t", p): PartitionInfo(
-            TopicPartition("t", p), ReplicaAssignment(replicas), LeaderAndIsr(leader, 0, replicas, 1)
-        )
-        for p, (replicas, leader) in assignments.items()
-    }
-    return ClusterSnapshot(
-        version=1,
-        taken_at=0.0,
-        last_good_at=0.0,
-        stale=False,
-        cluster_id="c1",
-        brokers={b: BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", f"b{b}", 9092),)) for b in brokers},
-        controller=ControllerInfo(0, 1),
+    """Cluster c1 (controller 0, epoch 1; no topic znode read): partition ``p`` of topic t on ``replicas``,
+    all in sync, led by ``leader``, for each ``p: (replicas, leader)`` of ``assignments``."""
+    return cluster(
+        *(
+            partition("t", p, replicas, leader=leader, leader_epoch=0)
+            for p, (replicas, leader) in assignments.items()
+        ),
+        brokers=brokers,
         topics={},
-        partitions=partitions,
+        controller=ControllerInfo(0, 1),
+        cluster_id="c1",
     )
 
 

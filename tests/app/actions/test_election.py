@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable
 
 import pytest
 from hypothesis import given, settings
@@ -31,64 +30,13 @@ from app.actions.election import (
     validate_scope,
     verify_election,
 )
-from collectors.model import (
-    NO_LEADER,
-    BrokerEndpoint,
-    BrokerRegistration,
-    ClusterSnapshot,
-    ControllerInfo,
-    LeaderAndIsr,
-    PartitionInfo,
-    PendingOperations,
-    ReplicaAssignment,
-    TopicInfo,
-    TopicPartition,
-)
+from app.testing.snapshots import cluster, partition
+from collectors.model import NO_LEADER, ClusterSnapshot, PendingOperations, TopicPartition
 from collectors.zkdata import PREFERRED_REPLICA_ELECTION_PATH, decode_partition_list, encode_partition_list
 
 pytestmark = pytest.mark.unit
 
 # --- builders ----------------------------------------------------------------------------------------
-
-
-def partition(
-    topic: str,
-    index: int,
-    replicas: Iterable[int],
-    isr: Iterable[int] | None = None,
-    leader: int | None = None,
-    *,
-    with_state: bool = True,
-) -> PartitionInfo:
-    """ISR defaults to the replicas, the leader to the first ISR member (else -1)."""
-    assignment = ReplicaAssignment(tuple(replicas))
-    isr_ids = tuple(assignment.replicas if isr is None else isr)
-    if leader is None:
-        leader = isr_ids[0] if isr_ids else NO_LEADER
-    state = LeaderAndIsr(leader, 1, isr_ids, 1) if with_state else None
-    return PartitionInfo(TopicPartition(topic, index), assignment, state)
-
-
-def cluster(
-    *partitions: PartitionInfo,
-    brokers: Iterable[int] = (1, 2, 3),
-    deleting: Iterable[str] = (),
-    pending: PendingOperations | None = None,
-) -> ClusterSnapshot:
-    names = {p.tp.topic for p in partitions}
-    marked = set(deleting)
-    return ClusterSnapshot(
-        version=1,
-        taken_at=0.0,
-        last_good_at=0.0,
-        stale=False,
-        cluster_id="c",
-        brokers={b: BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", f"b{b}", 9092),)) for b in brokers},
-        controller=ControllerInfo(1, 5),
-        topics={n: TopicInfo(n, marked_for_deletion=n in marked) for n in names},
-        partitions={p.tp: p for p in partitions},
-        pending=pending or PendingOperations(),
-    )
 
 
 def tp(topic: str, index: int) -> TopicPartition:

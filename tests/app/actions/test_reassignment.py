@@ -3,8 +3,8 @@ go/no-go before a batch and the per-partition status."""
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable, Mapping
 
 import pytest
 from hypothesis import given, settings
@@ -36,64 +36,18 @@ from app.actions.reassignment import (
     throttle_removal,
     validate_reassignment,
 )
+from app.testing import snapshots
+from app.testing.snapshots import partition
 from collectors.health import assess
-from collectors.model import (
-    NO_LEADER,
-    BrokerEndpoint,
-    BrokerRegistration,
-    ClusterSnapshot,
-    ControllerInfo,
-    LeaderAndIsr,
-    PartitionInfo,
-    PendingOperations,
-    ReplicaAssignment,
-    TopicInfo,
-    TopicPartition,
-)
+from collectors.model import NO_LEADER, PendingOperations, ReplicaAssignment, TopicPartition
 
 pytestmark = pytest.mark.unit
 
 # --- builders ----------------------------------------------------------------------------------------
 
 
-def partition(
-    topic: str,
-    index: int,
-    replicas: Iterable[int] | ReplicaAssignment,
-    isr: Iterable[int] | None = None,
-    leader: int | None = None,
-) -> PartitionInfo:
-    assignment = replicas if isinstance(replicas, ReplicaAssignment) else ReplicaAssignment(tuple(replicas))
-    isr_ids = tuple(assignment.replicas if isr is None else isr)
-    if leader is None:
-        leader = isr_ids[0] if isr_ids else NO_LEADER
-    return PartitionInfo(TopicPartition(topic, index), assignment, LeaderAndIsr(leader, 1, isr_ids, 1))
-
-
-def cluster(
-    *partitions: PartitionInfo,
-    brokers: Iterable[int] = (1, 2, 3, 4, 5),
-    deleting: Iterable[str] = (),
-    pending: PendingOperations | None = None,
-    topic_configs: Mapping[str, Mapping[str, str]] | None = None,
-) -> ClusterSnapshot:
-    names = {p.tp.topic for p in partitions}
-    marked = set(deleting)
-    configs = topic_configs or {}
-    return ClusterSnapshot(
-        version=1,
-        taken_at=0.0,
-        last_good_at=0.0,
-        stale=False,
-        cluster_id="c",
-        brokers={b: BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", f"b{b}", 9092),)) for b in brokers},
-        controller=ControllerInfo(1, 5),
-        topics={
-            n: TopicInfo(n, config=dict(configs.get(n, {})), marked_for_deletion=n in marked) for n in names
-        },
-        partitions={p.tp: p for p in partitions},
-        pending=pending or PendingOperations(),
-    )
+cluster = functools.partial(snapshots.cluster, brokers=(1, 2, 3, 4, 5))
+"""The snapshot builder, with five brokers registered unless a test says otherwise."""
 
 
 def request(topic: str, index: int, *replicas: int) -> ReassignmentRequest:

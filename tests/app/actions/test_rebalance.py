@@ -7,6 +7,7 @@ after the plan.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections import Counter
@@ -30,67 +31,17 @@ from app.actions.rebalance import (
     plan_rebalance,
 )
 from app.kafka.placement import assign_replicas
-from collectors.model import (
-    NO_LEADER,
-    BrokerEndpoint,
-    BrokerRegistration,
-    ClusterSnapshot,
-    ControllerInfo,
-    LeaderAndIsr,
-    PartitionInfo,
-    PendingOperations,
-    ReplicaAssignment,
-    TopicInfo,
-    TopicPartition,
-)
+from app.testing import snapshots
+from app.testing.snapshots import partition
+from collectors.model import NO_LEADER, ClusterSnapshot, PendingOperations, ReplicaAssignment, TopicPartition
 
 pytestmark = pytest.mark.unit
 
 # --- builders ----------------------------------------------------------------------------------------
 
 
-def partition(
-    topic: str,
-    index: int,
-    replicas: Iterable[int] | ReplicaAssignment,
-    isr: Iterable[int] | None = None,
-    leader: int | None = None,
-    *,
-    with_state: bool = True,
-) -> PartitionInfo:
-    """ISR defaults to the replicas, the leader to the first ISR member (else -1)."""
-    assignment = replicas if isinstance(replicas, ReplicaAssignment) else ReplicaAssignment(tuple(replicas))
-    isr_ids = tuple(assignment.origin_replicas if isr is None else isr)
-    if leader is None:
-        leader = isr_ids[0] if isr_ids else NO_LEADER
-    state = LeaderAndIsr(leader, 1, isr_ids, 1) if with_state else None
-    return PartitionInfo(TopicPartition(topic, index), assignment, state)
-
-
-def cluster(
-    *partitions: PartitionInfo,
-    brokers: Iterable[int] = (1, 2, 3, 4),
-    racks: Mapping[int, str] | None = None,
-    deleting: Iterable[str] = (),
-    pending: PendingOperations | None = None,
-) -> ClusterSnapshot:
-    marked = set(deleting)
-    rack_of = racks or {}
-    return ClusterSnapshot(
-        version=1,
-        taken_at=0.0,
-        last_good_at=0.0,
-        stale=False,
-        cluster_id="c",
-        brokers={
-            b: BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", f"b{b}", 9092),), rack=rack_of.get(b))
-            for b in brokers
-        },
-        controller=ControllerInfo(1, 5),
-        topics={n: TopicInfo(n, marked_for_deletion=n in marked) for n in {p.tp.topic for p in partitions}},
-        partitions={p.tp: p for p in partitions},
-        pending=pending or PendingOperations(),
-    )
+cluster = functools.partial(snapshots.cluster, brokers=(1, 2, 3, 4))
+"""The snapshot builder, with four brokers registered unless a test says otherwise."""
 
 
 def skewed_four_brokers() -> ClusterSnapshot:

@@ -13,17 +13,16 @@ import pytest
 
 from analytics.model import AlertEvent, AlertState, EventKind, Severity, fingerprint
 from analytics.store import AlertNotice, Store, StoreError, Webhook
+from app.testing.store import BACKENDS, database_url
 
 pytestmark = pytest.mark.integration
 
 NOW = 1_000_000.0
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return str(request.getfixturevalue("postgres_url"))
+    return database_url(request, tmp_path / "store.db")
 
 
 @pytest.fixture
