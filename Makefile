@@ -28,7 +28,22 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# The dashboards' tests run a real Prometheus (and promtool): Debian's package, installed when missing (as
+# root, or through sudo). If it cannot be installed the tests fail and say how; KAFKA_HEALTH_SKIP_PROMETHEUS=1
+# skips both the install and those tests.
+.PHONY: prometheus
+prometheus:
+	@if [ "$${KAFKA_HEALTH_SKIP_PROMETHEUS:-0}" = 1 ] || { command -v prometheus && command -v promtool; } >/dev/null; then \
+		exit 0; \
+	fi; \
+	SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	echo "installing Debian's prometheus package (for the dashboards' tests)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus; } || \
+		echo "could not install prometheus: run 'apt-get install prometheus' as root (or set KAFKA_HEALTH_SKIP_PROMETHEUS=1)" >&2
+
+test: lint prometheus
 	$(BIN)/pytest
 
 clean:

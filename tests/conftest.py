@@ -8,4 +8,5 @@ pytest_plugins = [
     "app.testing.postgres",
     "app.testing.spark",
     "app.testing.service",
+    "app.testing.prometheus",
 ]
