@@ -1,17 +1,26 @@
 """The one settings tree of kafka-health, validated at start-up.
 
 Values come from (highest first) command-line flags, ``KAFKA_HEALTH_*`` environment variables (nested
-with ``__``, e.g. ``KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS=5``) and defaults. Each module receives its
-own section and never reads the environment itself.
+with ``__``, e.g. ``KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS=5``), a TOML config file named by
+``KAFKA_HEALTH_CONFIG`` (the same tree: ``[zookeeper] connect = "zk1:2181/kafka"``) and defaults. Each
+module receives its own section and never reads the environment itself.
 """
 
 from __future__ import annotations
 
+import os
+import tomllib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TextIO, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from analytics.config import AnalyticsSettings
 from app.reference_cluster.config import ReferenceClusterSettings
@@ -50,6 +59,30 @@ class Settings(BaseSettings):
     sampler: SamplerSettings = Field(default_factory=SamplerSettings)
     analytics: AnalyticsSettings = Field(default_factory=AnalyticsSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = os.environ.get(CONFIG_ENV)
+        if not path:
+            return init_settings, env_settings
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise ValueError(f"{CONFIG_ENV}={path}: no such file")
+        try:
+            tomllib.loads(file.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"{CONFIG_ENV}={path}: not a readable TOML file: {exc}") from None
+        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=file)
+
+
+CONFIG_ENV = "KAFKA_HEALTH_CONFIG"
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -1,0 +1,64 @@
+"""The one settings tree: defaults, a TOML config file (KAFKA_HEALTH_CONFIG), environment variables and
+flags, in that order of precedence, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import CONFIG_ENV, load_settings
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def _clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
+        monkeypatch.delenv(name)
+
+
+def test_defaults() -> None:
+    settings = load_settings()
+    assert settings.zookeeper.connect is None
+    assert settings.analytics.window_s == 30.0
+    assert settings.service.port == 8080
+
+
+def test_a_config_file_then_the_environment_then_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "kafka-health.toml"
+    config.write_text(
+        '[zookeeper]\nconnect = "zk1:2181/kafka"\nconnections = 2\n'
+        "[service]\nport = 9000\n"
+        "[analytics.rules]\nopen_after = 5\n"
+    )
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    monkeypatch.setenv("KAFKA_HEALTH_SERVICE__PORT", "9100")
+    settings = load_settings()
+    assert settings.zookeeper.connect == "zk1:2181/kafka"
+    assert settings.zookeeper.connections == 2
+    assert settings.analytics.rules.open_after == 5
+    assert settings.service.port == 9100, "the environment wins over the file"
+    flagged = load_settings(service={"port": 9200})
+    assert flagged.service.port == 9200, "flags win over both"
+
+
+def test_a_bad_config_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CONFIG_ENV, str(tmp_path / "missing.toml"))
+    with pytest.raises(ValueError, match="no such file"):
+        load_settings()
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[zookeeper\n")
+    monkeypatch.setenv(CONFIG_ENV, str(broken))
+    with pytest.raises(ValueError, match="not a readable TOML file"):
+        load_settings()
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("[service]\nprot = 1\n")
+    monkeypatch.setenv(CONFIG_ENV, str(unknown))
+    with pytest.raises(ValidationError, match="prot"):
+        load_settings()
