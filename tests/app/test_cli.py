@@ -173,17 +173,24 @@ def run_cli() -> Iterator[CliFactory]:
 def _name(process: psutil.Process) -> str:
     try:
         return str(process.name())
-    except psutil.NoSuchProcess:  # a short-lived helper (Spark's launcher scripts) already gone
+    except psutil.NoSuchProcess:  # gone, or a zombie not yet reaped (Spark's launcher scripts)
+        return ""
+
+
+def _cmdline(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.NoSuchProcess:  # gone, or a zombie not yet reaped (Spark's launcher scripts)
         return ""
 
 
 def java_processes(processes: list[psutil.Process]) -> list[psutil.Process]:
-    return [p for p in processes if "ZooKeeperServerMain" in " ".join(p.cmdline())]
+    return [p for p in processes if "ZooKeeperServerMain" in _cmdline(p)]
 
 
 def assert_all_gone(processes: list[psutil.Process], within: float = JVM_DEATH_TIMEOUT) -> None:
     _, alive = psutil.wait_procs(processes, timeout=within)
-    assert alive == [], f"left behind: {[(p.pid, p.cmdline()[:3]) for p in alive]}"
+    assert alive == [], f"left behind: {[(p.pid, _cmdline(p)[:200]) for p in alive]}"
 
 
 def get_json(url: str) -> Any:
