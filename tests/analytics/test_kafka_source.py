@@ -5,15 +5,12 @@ checkpoint without a record lost or read twice."""
 
 from __future__ import annotations
 
-import gc
 import json
-import logging
 import pickle
 import re
 import socket
-import threading
-import time
-import warnings
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -236,38 +233,47 @@ def test_the_kafka_python_adapter_asks_the_cluster_for_partitions() -> None:
     assert hash(kafka.TopicPartition(TOPIC, 1)) == hash(tp)
 
 
-def connection_error(options: SourceOptions) -> str:
-    """make_client's error message, keeping no reference to the exception (its frames hold kafka-python's
-    sockets)."""
-    try:
-        options.make_client().close()
-    except KafkaSourceError as exc:
-        return str(exc)
-    return ""
+_NO_BROKER_PROBE = """
+import json, sys, threading, time
+from analytics.kafka_source import KafkaSourceError, source_options
+from collectors.transport import parse_transport
+port = int(sys.argv[1])
+spec = parse_transport(f"kafka:127.0.0.1:{port}/samples")
+options = source_options(spec, {"kafka.bootstrap.timeout.ms": "1000"})
+started = time.monotonic()
+try:
+    options.make_client().close()
+    message = ""
+except KafkaSourceError as exc:
+    message = str(exc)
+elapsed = time.monotonic() - started
+threads = [t.name for t in threading.enumerate() if t.name.startswith("kafka-io-")]
+print(json.dumps({"message": message, "elapsed": elapsed, "threads": threads}))
+"""
 
 
-def test_no_broker_is_a_clear_error_within_the_bootstrap_timeout(caplog: pytest.LogCaptureFixture) -> None:
-    """Opens sockets: connects to a local port nobody listens on (not a unit test)."""
-    # kafka-python logs each refused connection with the exception, whose frames hold the socket it
-    # leaves to the garbage collector (kafka-python 3.0.12): keep no such record past the test.
-    caplog.set_level(logging.CRITICAL, logger="kafka")
+def test_no_broker_is_a_clear_error_within_the_bootstrap_timeout() -> None:
+    """Connects to a local port nobody listens on, in a child process: kafka-python 3.0.12 leaves the
+    refused connections' sockets to the garbage collector, and their ResourceWarnings would land in
+    whichever test runs next (warnings are errors here)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    parsed = source_options(
-        parse_transport(f"kafka:127.0.0.1:{port}/samples"), {"kafka.bootstrap.timeout.ms": "1000"}
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", _NO_BROKER_PROBE, str(port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
     )
-    started = time.monotonic()
-    message = connection_error(parsed)
-    elapsed = time.monotonic() - started
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    message = outcome["message"]
     assert re.match(rf"cannot connect to Kafka at 127\.0\.0\.1:{port} .*Unable to bootstrap", message), (
         message
     )
-    assert elapsed < 10
-    assert not [t for t in threading.enumerate() if t.name.startswith("kafka-io-")]
+    assert outcome["elapsed"] < 10
+    assert outcome["threads"] == [], "the client's IO thread must be stopped"
 
 
 # --- offsets ---------------------------------------------------------------------------------------------
