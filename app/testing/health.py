@@ -7,7 +7,15 @@ Pure, no pytest. A test takes the healthy state and says what is wrong with :fun
 
 from __future__ import annotations
 
-from analytics.model import HealthState, PartitionSet
+from analytics.model import (
+    AlertEvent,
+    AlertState,
+    EventKind,
+    HealthState,
+    PartitionSet,
+    Severity,
+    fingerprint,
+)
 
 BROKERS: tuple[int, ...] = (1, 2, 3, 4)
 """The brokers registered in :func:`healthy_state`'s cluster."""
@@ -55,3 +63,31 @@ def healthy_state(
         urp_gauges_missing=(),
         scrape_errors={},
     )
+
+
+def alert_row(
+    cluster: str, rule: int, subject: str, kind: EventKind, severity: Severity, sequence: int, at: float
+) -> tuple[AlertState, AlertEvent]:
+    """The alert row and its event as the analytics job commits them for event ``sequence`` of
+    ``(cluster, rule, subject)`` (summary ``rule N on SUBJECT``, evidence ``{"n": sequence}``)."""
+    fp = fingerprint(cluster, rule, subject)
+    state = AlertState(
+        fingerprint=fp,
+        cluster=cluster,
+        rule=rule,
+        subject=subject,
+        severity=severity,
+        state="resolved" if kind == "resolved" else "open",
+        summary=f"rule {rule} on {subject}",
+        evidence={"n": sequence},
+        action=None,
+        hits=1,
+        clean=0,
+        first_seen=at,
+        last_seen=at,
+        opened_at=at,
+        resolved_at=at if kind == "resolved" else None,
+        last_window_end=at,
+        event_sequence=sequence,
+    )
+    return state, AlertEvent(fp, sequence, kind, at, severity, state.summary, {"n": sequence})

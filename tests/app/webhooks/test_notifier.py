@@ -17,12 +17,13 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from analytics.model import AlertEvent, AlertState, EventKind, Severity, Window, fingerprint
+from analytics.model import AlertEvent, EventKind, Severity, Window, fingerprint
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
 from analytics.store import Store, Webhook
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.testing.health import alert_row
 from app.testing.reference_cluster import ClusterFactory, wait_for
 from app.testing.zookeeper import expire_session
 from app.webhooks.notifier import (
@@ -84,26 +85,7 @@ class Alerts:
         sequence = self.sequences.get(fp, 0) + 1
         self.sequences[fp] = sequence
         at = time.time() if at is None else at
-        state = AlertState(
-            fingerprint=fp,
-            cluster="c1",
-            rule=rule,
-            subject=subject,
-            severity=severity,
-            state="resolved" if kind == "resolved" else "open",
-            summary=f"rule {rule} on {subject}",
-            evidence={"n": sequence},
-            action=None,
-            hits=1,
-            clean=0,
-            first_seen=at,
-            last_seen=at,
-            opened_at=at,
-            resolved_at=at if kind == "resolved" else None,
-            last_window_end=at,
-            event_sequence=sequence,
-        )
-        event = AlertEvent(fp, sequence, kind, at, severity, state.summary, {"n": sequence})
+        state, event = alert_row("c1", rule, subject, kind, severity, sequence, at)
         self.batch += 1
         assert self.store.commit_batch("job", self.batch, alert_states=[state], events=[event])
         self.keys.append(f"{fp}:{sequence}")

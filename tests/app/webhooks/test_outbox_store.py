@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from analytics.model import AlertEvent, AlertState, EventKind, Severity, fingerprint
+from analytics.model import AlertEvent, EventKind, Severity, fingerprint
 from analytics.store import AlertNotice, Store, StoreError, Webhook
+from app.testing.health import alert_row
 from app.testing.store import BACKENDS, database_url
 
 pytestmark = pytest.mark.integration
@@ -51,26 +52,7 @@ class Alerts:
         fp = fingerprint(cluster, rule, subject)
         sequence = self.sequences.get(fp, 0) + 1
         self.sequences[fp] = sequence
-        state = AlertState(
-            fingerprint=fp,
-            cluster=cluster,
-            rule=rule,
-            subject=subject,
-            severity=severity,
-            state="resolved" if kind == "resolved" else "open",
-            summary=f"rule {rule} on {subject}",
-            evidence={"n": sequence},
-            action=None,
-            hits=1,
-            clean=0,
-            first_seen=at,
-            last_seen=at,
-            opened_at=at,
-            resolved_at=at if kind == "resolved" else None,
-            last_window_end=at,
-            event_sequence=sequence,
-        )
-        event = AlertEvent(fp, sequence, kind, at, severity, state.summary, {"n": sequence})
+        state, event = alert_row(cluster, rule, subject, kind, severity, sequence, at)
         self.batch += 1
         assert self.store.commit_batch("test", self.batch, alert_states=[state], events=[event])
         return event
