@@ -1,4 +1,4 @@
-"""The broker load model (KAFKA_REFERENCE.md §4): how much of a cluster's load each broker carries, and
+"""The broker load model (docs/kafka-reference.md §4): how much of a cluster's load each broker carries, and
 whether that spread is uneven enough to alert on. Pure pandas/numpy, no I/O: the Spark job calls
 :func:`compute_load` inside a grouped pandas UDF, once per cluster and window, on up to 1,000 brokers × 11
 metrics, so the work is one pivot and a few vectorised array operations, never a Python loop per broker.

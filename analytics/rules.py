@@ -66,7 +66,7 @@ class RuleSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     rated_deviation: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.10
-    """r: rule 8 fires when a broker's |r_n| > r, rule 9 when σ > r/N (KAFKA_REFERENCE §4)."""
+    """r: rule 8 fires when a broker's |r_n| > r, rule 9 when σ > r/N (docs/kafka-reference.md §4)."""
     open_after: PositiveInt = 3
     """k: consecutive evaluated windows a rule must fire before its alert opens."""
     resolve_after: PositiveInt = 3
@@ -376,8 +376,8 @@ def rule_6_suspect_broker(ctx: RuleContext) -> list[Finding]:
     """Rule 6, per broker: a registered broker missing from the ISR of most under-replicated partitions.
 
     When one broker is missing from (nearly) every URP, it is that broker, stuck, slow or cut off from
-    its peers, not the network or the cluster: look at it first (seed 004). Brokers that are not registered
-    are left to rule 5, which already says the same thing more plainly.
+    its peers, not the network or the cluster: look at it first (docs/kafka-reference.md §3). Brokers that are
+    not registered are left to rule 5, which already says the same thing more plainly.
     """
     health = ctx.health
     if health is None:
@@ -414,9 +414,9 @@ def rule_7_preferred_leader_imbalance(ctx: RuleContext) -> list[Finding]:
     ``leader.imbalance.per.broker.percentage`` allows (strictly above, compared in integers, like Kafka).
 
     Other brokers carry its leaders' traffic. With ``auto.leader.rebalance.enable`` the controller fixes it
-    within ``leader.imbalance.check.interval.seconds``; when disabled (common, seed 004) an operator runs a
-    preferred-replica election. Info, warning from twice the percentage. Brokers that are not registered
-    are skipped: their leadership cannot come back until they do (rule 5).
+    within ``leader.imbalance.check.interval.seconds``; when disabled (common, docs/kafka-reference.md §2) an
+    operator runs a preferred-replica election. Info, warning from twice the percentage. Brokers that are not
+    registered are skipped: their leadership cannot come back until they do (rule 5).
     """
     health = ctx.health
     if health is None:
@@ -465,7 +465,7 @@ def _rebalance(settings: RuleSettings) -> ActionRef:
 
 def rule_8_broker_load_deviation(ctx: RuleContext) -> list[Finding]:
     """Rule 8, per broker: |r_n| > r, the broker's share of the cluster load deviates from 1/N by more
-    than the rated deviation (KAFKA_REFERENCE §4).
+    than the rated deviation (docs/kafka-reference.md §4).
 
     An overloaded broker is the first to run out of CPU, network or disk and slow every partition it
     leads; an underloaded one is wasted capacity (often a replaced broker that got no partitions). A

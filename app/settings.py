@@ -23,7 +23,7 @@ from pydantic_settings import (
 )
 
 from analytics.config import AnalyticsSettings
-from app.reference_cluster.config import ReferenceClusterSettings
+from app.embedded.reference_cluster.config import ReferenceClusterSettings
 from app.service.config import ServiceSettings
 from collectors.metrics import MetricsSettings
 from collectors.sampler import SamplerSettings

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from analytics.config import AnalyticsSettings
-from analytics.job import build_session, start_query, stop_query, stop_session
 from analytics.rules import RuleSettings
+from analytics.spark.job import build_session, start_query, stop_query, stop_session
 from analytics.store import Store
 from collectors.samples import LOAD_METRICS, Sample
 from collectors.transport import SpoolDirectorySink

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from app.reference_cluster.bulk import (
+from app.embedded.reference_cluster.bulk import (
     DEFAULT_BATCH_OPS,
     DEFAULT_CONNECTIONS,
     DEFAULT_IN_FLIGHT,
@@ -32,9 +32,9 @@ from app.reference_cluster.bulk import (
     BulkWriteReport,
     write_bulk_cluster,
 )
-from app.zookeeper_server import EmbeddedZooKeeper, ZooKeeperServerError
-from collectors import zkdata
-from collectors.model import NO_LEADER, ReplicaAssignment, TopicPartition
+from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
+from collectors.kafka import zkdata
+from collectors.kafka.model import NO_LEADER, ReplicaAssignment, TopicPartition
 
 READ_WINDOW = 512
 

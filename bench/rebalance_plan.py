@@ -38,7 +38,7 @@ import pandas as pd
 from analytics.load_model import compute_load
 from app.actions.election import DEFAULT_BUDGET_BYTES, chunk_payloads
 from app.actions.rebalance import RebalancePlan, plan_rebalance
-from collectors.model import (
+from collectors.kafka.model import (
     BrokerEndpoint,
     BrokerRegistration,
     ClusterSnapshot,

@@ -30,18 +30,18 @@ import httpx
 import uvicorn
 from pydantic import SecretStr
 
-from app.reference_cluster.bulk.plan import (
+from app.embedded.reference_cluster.bulk.plan import (
     BulkClusterSpec,
     broker_registration,
     faulted_state,
     plan_cluster,
 )
+from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.exposition import render
 from app.service.state import ClusterView
-from app.zookeeper_server import pick_free_port
-from collectors.model import (
+from collectors.kafka.model import (
     ClusterSnapshot,
     ControllerInfo,
     PartitionInfo,
@@ -49,7 +49,7 @@ from collectors.model import (
     TopicInfo,
     TopicPartition,
 )
-from collectors.zookeeper import ScanStats
+from collectors.zookeeper.collector import ScanStats
 
 TARGET_RENDER_S = 1.0
 TARGET_P99_S = 0.050

@@ -43,12 +43,12 @@ import psutil
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from app.reference_cluster.bulk import BulkClusterSpec, BulkWriteError, write_bulk_cluster
-from app.zookeeper_server import EmbeddedZooKeeper, ZooKeeperServerError
-from collectors import zkdata
-from collectors.model import ClusterSnapshot, LeaderAndIsr, TopicPartition
-from collectors.zkwire import KazooReader, WireReader, ZooKeeperCollectorError
-from collectors.zookeeper import DEFAULT_CONNECTIONS, DEFAULT_IN_FLIGHT, ZooKeeperCollector
+from app.embedded.reference_cluster.bulk import BulkClusterSpec, BulkWriteError, write_bulk_cluster
+from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
+from collectors.kafka import zkdata
+from collectors.kafka.model import ClusterSnapshot, LeaderAndIsr, TopicPartition
+from collectors.zookeeper.collector import DEFAULT_CONNECTIONS, DEFAULT_IN_FLIGHT, ZooKeeperCollector
+from collectors.zookeeper.wire import KazooReader, WireReader, ZooKeeperCollectorError
 
 EMBEDDED_CHROOT = "/bench"
 TARGET_SCAN_S = 10.0

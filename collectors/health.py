@@ -1,7 +1,8 @@
 """The health model: the signals an on-call engineer acts on, derived from a :class:`ClusterSnapshot`.
 
-Pure functions, no I/O (STYLE §3): a snapshot (and optionally the brokers' ``UnderReplicatedPartitions``
-gauges and the previous snapshot) in, values out. Definitions follow Kafka's own (KAFKA_REFERENCE §2-§3):
+Pure functions, no I/O: a snapshot (and optionally the brokers' ``UnderReplicatedPartitions``
+gauges and the previous snapshot) in, values out. Definitions follow Kafka's own (docs/kafka-reference.md
+§2-§3):
 
 - under-replicated: |ISR| < |AR| − |adding| (Kafka's ``Partition.isUnderReplicated``), so a reassignment that
   is still copying to its new replicas does not page anyone;
@@ -9,7 +10,8 @@ gauges and the previous snapshot) in, values out. Definitions follow Kafka's own
   it ``acks=all`` producers fail, at it one more lost replica makes them fail;
 - offline: no leader a client can reach;
 - preferred-leader imbalance per broker as the controller's auto leader rebalance computes it;
-- suspect brokers (seed 004) and the cross-check of the brokers' URP gauges against ZooKeeper.
+- suspect brokers (docs/kafka-reference.md §3) and the cross-check of the brokers' URP gauges against
+ZooKeeper.
 
 ``assess`` walks the partitions once; per-topic ``min.insync.replicas`` is resolved once per topic.
 """
@@ -22,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 
-from collectors.model import (
+from collectors.kafka.model import (
     NO_LEADER,
     ClusterSnapshot,
     LeaderRecoveryState,
@@ -30,7 +32,7 @@ from collectors.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from collectors.zkdata import DEFAULT_BROKER_CONFIG_ENTITY
+from collectors.kafka.zkdata import DEFAULT_BROKER_CONFIG_ENTITY
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 DEFAULT_MIN_INSYNC_REPLICAS = 1
@@ -321,7 +323,8 @@ def broker_imbalance(
     broker_id: int, preferred_partitions: int, led_by_others: int, percentage: int
 ) -> BrokerImbalance:
     """One broker's preferred-leader imbalance: above the threshold (strictly, like Kafka) the controller's
-    auto rebalance moves leadership back, which operators who disabled it have to do by hand (seed 004).
+    auto rebalance moves leadership back, which operators who disabled it have to do by hand
+    (docs/kafka-reference.md §2).
 
     Compared in integers: ``led_by_others / preferred_partitions > percentage / 100`` without rounding.
     """
@@ -375,7 +378,8 @@ def _imbalance_from_counts(
 
 
 def suspect_brokers(under_replicated: Iterable[PartitionInfo]) -> tuple[SuspectBroker, ...]:
-    """For each broker, how many under-replicated partitions' ISRs miss it, most first (seed 004).
+    """For each broker, how many under-replicated partitions' ISRs miss it, most first
+    (docs/kafka-reference.md §3).
 
     When one broker is missing from (nearly) every URP, it is that broker (dead, stuck or slow), not the
     network or the cluster: look at it first. Replicas being added by a reassignment are not blamed, as they
@@ -423,9 +427,10 @@ def urp_cross_check(
 
     Only a partition's leader counts it, so the gauges add up to the URPs that have a live leader; a scrape
     that failed (``missing``) or a gauge that is NaN hides URPs, and a disagreement means the dashboard and
-    ZooKeeper tell different stories. URPs without a live leader are reported by nobody (seed 004: the
-    offline broker's partition count then equals the other brokers' URP sum). A gauge from a broker that is
-    not registered still counts: a broker that lost its ZooKeeper session may still act as a leader.
+    ZooKeeper tell different stories. URPs without a live leader are reported by nobody
+    (docs/kafka-reference.md §3: the offline broker's partition count then equals the other brokers' URP sum).
+    A gauge from a broker that is not registered still counts: a broker that lost its ZooKeeper session may
+    still act as a leader.
     """
     finite = {b: v for b, v in gauges.items() if math.isfinite(v)}
     reporting = tuple(sorted(finite))

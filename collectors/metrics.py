@@ -1,7 +1,7 @@
 """The metrics collector: scrape every broker's Prometheus endpoint, map its series through a name table to
 the load model's and the health model's metrics, and turn counters into per-second rates.
 
-Brokers expose jmx_exporter's Kafka names (KAFKA_REFERENCE §5) and node_exporter's host metrics. Each
+Brokers expose jmx_exporter's Kafka names (docs/kafka-reference.md §5) and node_exporter's host metrics. Each
 broker's URL comes from a template or an explicit map; all brokers are scraped at once on a thread pool,
 each with its own timeout, and whatever goes wrong with one broker (no URL, refused, timed out, HTTP
 error, text that does not parse) is that broker's ``error``, never an exception out of :meth:`scrape`.
@@ -45,7 +45,7 @@ from typing import Annotated, Any, Literal, Protocol
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from collectors.model import BrokerRegistration
+from collectors.kafka.model import BrokerRegistration
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,8 @@ def _rate(series: str, aggregate: Literal["sum", "max"] = "sum") -> MetricRule:
 
 
 DEFAULT_NAME_TABLE: Mapping[str, MetricRule] = {
-    # the load model (KAFKA_REFERENCE §4); units: counts, cores busy, bytes/s, fraction of time busy, bytes
+    # the load model (docs/kafka-reference.md §4); units: counts, cores busy, bytes/s, fraction of time busy,
+    # bytes
     "partitions": _gauge("kafka_server_replicamanager_partitioncount"),
     "leaders": _gauge("kafka_server_replicamanager_leadercount"),
     "cpuUsed": _rate('node_cpu_seconds_total{mode!~"idle|iowait"}'),
@@ -190,7 +191,8 @@ DEFAULT_NAME_TABLE: Mapping[str, MetricRule] = {
     "ioutil": _rate("node_disk_io_time_seconds_total", aggregate="max"),
     "fd": _gauge("process_open_fds"),
     "memUsed": MetricRule(series="node_memory_MemTotal_bytes", minus="node_memory_MemAvailable_bytes"),
-    # the brokers' own health gauges (KAFKA_REFERENCE §3, §5); controller gauges are 0 off the controller
+    # the brokers' own health gauges (docs/kafka-reference.md §3, §5); controller gauges are 0 off the
+    # controller
     "urp": _gauge("kafka_server_replicamanager_underreplicatedpartitions"),
     "under_min_isr": _gauge("kafka_server_replicamanager_underminisrpartitioncount"),
     "at_min_isr": _gauge("kafka_server_replicamanager_atminisrpartitioncount"),

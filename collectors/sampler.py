@@ -30,8 +30,8 @@ from collectors.health import (
     DEFAULT_MIN_INSYNC_REPLICAS,
     assess,
 )
+from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsScrape
-from collectors.model import ClusterSnapshot
 from collectors.samples import Sample, SampleNumbering, broker_samples, cluster_sample
 from collectors.transport import SampleSink, TransportError
 

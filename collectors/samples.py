@@ -1,10 +1,10 @@
 """Samples: what the collectors hand to the analytics job, one JSON object per line.
 
 Each sample carries ``(collector_id, sequence)``: a collector numbers its samples from 0 under an id that
-is new at every start, so the pair is unique and the analytics job can drop a sample it has seen (seed 001:
-the idempotent producer's PID + sequence, applied to our own pipeline).
+is new at every start, so the pair is unique and the analytics job can drop a sample it has seen
+(docs/kafka-reference.md §7: the idempotent producer's PID + sequence, applied to our own pipeline).
 
-Two kinds: ``broker`` samples hold one broker's load-model metrics (KAFKA_REFERENCE §4: partitions,
+Two kinds: ``broker`` samples hold one broker's load-model metrics (docs/kafka-reference.md §4: partitions,
 leaders, cpuUsed, nwBytesIn, nwBytesOut, ioRead, ioWrite, iowait, ioutil, fd, memUsed; a metric the broker
 could not give is absent, not zero), ``cluster`` samples the health summary.
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from collectors.health import HealthReport, problem_partitions
+from collectors.kafka.model import ClusterSnapshot, TopicPartition
 from collectors.metrics import MetricsScrape
-from collectors.model import ClusterSnapshot, TopicPartition
 
 LOAD_METRICS = (
     "partitions",
@@ -39,7 +39,7 @@ LOAD_METRICS = (
     "fd",
     "memUsed",
 )
-"""The load model's metric names (seed 004), in the article's order."""
+"""The load model's metric names (docs/kafka-reference.md §4), in the article's order."""
 
 SAMPLE_SCHEMA_VERSION = 1
 

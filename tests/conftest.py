@@ -1,12 +1,25 @@
 """Root plugins: a real ZooKeeper (one server per run, a chroot per test), reference-cluster fixtures, and
-a check that the run leaves no Java or Python process behind."""
+a check that the run leaves no Java or Python process behind.
+
+The plugins live in ``tests/support`` (never installed with the package). ``pythonpath = ["."]`` makes them
+importable here; child processes (the CLI under test, Spark's Python workers, which import the fake Kafka
+client by name) get the same through ``PYTHONPATH``.
+"""
+
+import os
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_ROOT, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != _ROOT)]
+)
 
 pytest_plugins = [
-    "app.testing.zookeeper",
-    "app.testing.reference_cluster",
-    "app.testing.orphans",
-    "app.testing.postgres",
-    "app.testing.spark",
-    "app.testing.service",
-    "app.testing.prometheus",
+    "tests.support.zookeeper",
+    "tests.support.reference_cluster",
+    "tests.support.orphans",
+    "tests.support.postgres",
+    "tests.support.spark",
+    "tests.support.service",
+    "tests.support.prometheus",
 ]

@@ -1,12 +1,12 @@
 """Planning a preferred replica leader election: which partitions, which not and why, and the znode payloads.
 
-Pure functions over a :class:`ClusterSnapshot` (STYLE §3); the executor that writes
+Pure functions over a :class:`ClusterSnapshot`; the executor that writes
 ``/admin/preferred_replica_election`` and waits for the controller to delete it lives elsewhere.
 
 The eligibility rules are the ZK-mode controller's (``KafkaController.processReplicaLeaderElection`` and the
-preferred strategy of ``PartitionLeaderElectionAlgorithms``, KAFKA_REFERENCE §2), checked in its order:
-an unknown partition is skipped, then a partition of a topic queued for deletion, then one already led by
-its preferred replica (``ELECTION_NOT_NEEDED``); the rest are elected only if ``replicas[0]`` is alive
+preferred strategy of ``PartitionLeaderElectionAlgorithms``, docs/kafka-reference.md §2), checked in its
+order: an unknown partition is skipped, then a partition of a topic queued for deletion, then one already led
+by its preferred replica (``ELECTION_NOT_NEEDED``); the rest are elected only if ``replicas[0]`` is alive
 (registered) and in the ISR. A partition without a state znode has no leadership the controller could
 compare, so it is reported as ``no state`` before the leader check.
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from app.actions.reassignment import Problem
-from collectors.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
-from collectors.zkdata import encode_partition_list
+from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
+from collectors.kafka.zkdata import encode_partition_list
 
 ALREADY_LEADER = "already leader"
 PREFERRED_REPLICA_DEAD = "preferred replica dead"

@@ -35,10 +35,10 @@ from app.actions.reassignment import (
     throttle_removal,
 )
 from app.actions.state import ActionLog, ActionRecord, ActionState
-from collectors import zkdata
 from collectors.health import HealthReport
-from collectors.model import ClusterSnapshot, TopicPartition
-from collectors.zkdata import PREFERRED_REPLICA_ELECTION_PATH
+from collectors.kafka import zkdata
+from collectors.kafka.model import ClusterSnapshot, TopicPartition
+from collectors.kafka.zkdata import PREFERRED_REPLICA_ELECTION_PATH
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Planning a partition reassignment: validation, batches, throttles, the go/no-go before each batch, and
 the per-partition status afterwards.
 
-Pure functions (STYLE §3); the executor writes ``/admin/reassign_partitions`` and the throttle configs.
+Pure functions; the executor writes ``/admin/reassign_partitions`` and the throttle configs.
 
 Validation refuses everything Kafka's ``ReassignPartitionsCommand`` refuses in ZK mode (an empty request,
 duplicate partitions, duplicate or no replicas in a list, unknown partitions, unregistered brokers, a
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from collectors.health import HealthReport, problem_partitions
-from collectors.model import ClusterSnapshot, PartitionInfo, TopicPartition
+from collectors.kafka.model import ClusterSnapshot, PartitionInfo, TopicPartition
 
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"

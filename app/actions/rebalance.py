@@ -72,8 +72,8 @@ import pandas as pd
 
 from analytics.load_model import BOUND_TOLERANCE, LoadReport, compute_load
 from app.actions.reassignment import ReassignmentRequest
-from app.kafka.placement import AdminOperationError, InvalidReplicationFactorError, assign_replicas
-from collectors.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
+from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
+from collectors.kafka.placement import AdminOperationError, InvalidReplicationFactorError, assign_replicas
 
 DEFAULT_RATED_DEVIATION = 0.10
 PARTITIONS = "partitions"

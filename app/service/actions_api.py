@@ -37,9 +37,9 @@ from app.actions.state import (
 from app.service.auth import Principal, Role
 from app.service.deps import require, view_of
 from app.service.state import ClusterView
-from collectors import zkdata
-from collectors.model import TopicPartition
-from collectors.zkdata import PREFERRED_REPLICA_ELECTION_PATH
+from collectors.kafka import zkdata
+from collectors.kafka.model import TopicPartition
+from collectors.kafka.zkdata import PREFERRED_REPLICA_ELECTION_PATH
 
 router = APIRouter(prefix="/api/v1", tags=["actions"])
 

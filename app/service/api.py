@@ -23,7 +23,7 @@ from app.service.auth import Principal, Role
 from app.service.deps import require, store_of, view_of
 from app.service.state import ClusterState, ClusterView
 from collectors.health import PartitionHealth
-from collectors.model import NO_LEADER, PartitionInfo, TopicPartition
+from collectors.kafka.model import NO_LEADER, PartitionInfo, TopicPartition
 
 root = APIRouter()
 api = APIRouter(prefix="/api/v1")

@@ -20,13 +20,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from analytics.store import Store
 from app.actions.executor import KazooAdmin
 from app.actions.state import ActionLog, ActionState, MemoryActionLog, StoreActionLog
-from app.reference_cluster.control import ControlApi
+from app.embedded.reference_cluster.control import ControlApi
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
 from app.webhooks.notifier import service_notifier
 from collectors.metrics import MetricsCollector, MetricsSettings
-from collectors.zookeeper import ZooKeeperCollector
+from collectors.zookeeper.collector import ZooKeeperCollector
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def create_app(
     app.include_router(actions_router)
     app.include_router(webhooks_router)
     if reference is not None:
-        from app.service.reference_api import router as reference_router
+        from app.embedded.reference_cluster.routes import router as reference_router
 
         app.include_router(reference_router)
     return app

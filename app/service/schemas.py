@@ -96,7 +96,7 @@ class ClusterOut(BaseModel):
     controller: ControllerOut
     summary: Summary
     suspect_brokers: list[SuspectOut]
-    """The 20 brokers missing from the most under-replicated partitions' ISRs (seed 004)."""
+    """The 20 brokers missing from the most under-replicated partitions' ISRs (docs/kafka-reference.md §3)."""
     suspect_brokers_total: int
     urp_cross_check: UrpCrossCheckOut | None
     pending: PendingOut

@@ -18,9 +18,9 @@ from typing import Annotated, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from collectors.health import DEFAULT_MIN_INSYNC_REPLICAS, HealthReport, assess
+from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsScrape
-from collectors.model import ClusterSnapshot
-from collectors.zookeeper import ScanStats
+from collectors.zookeeper.collector import ScanStats
 
 log = logging.getLogger(__name__)
 

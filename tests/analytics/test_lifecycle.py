@@ -25,7 +25,7 @@ from analytics.model import (
     fingerprint,
 )
 from analytics.rules import Evaluation, RuleContext, RuleSettings, evaluate
-from app.testing.health import healthy_state
+from tests.support.health import healthy_state
 
 pytestmark = pytest.mark.unit
 

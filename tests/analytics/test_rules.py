@@ -43,7 +43,7 @@ from analytics.rules import (
     rule_10_urp_gauges_disagree,
     rule_11_collector_stale,
 )
-from app.testing.health import healthy_state
+from tests.support.health import healthy_state
 
 pytestmark = pytest.mark.unit
 
@@ -70,7 +70,8 @@ def health(**changes: Any) -> HealthState:
 
 
 def load(*shares: float, rated_deviation: float = 0.10) -> LoadWindow:
-    """A load window whose brokers 1..N carry ``shares`` (Db) of the cluster load (KAFKA_REFERENCE §4)."""
+    """A load window whose brokers 1..N carry ``shares`` (Db) of the cluster load (docs/kafka-reference.md
+    §4)."""
     n = len(shares)
     avg = 1.0 / n
     brokers = tuple(

@@ -1,5 +1,5 @@
 """analytics.store against real databases: every test taking ``url`` (or ``store``) runs on an SQLite file
-and on a real PostgreSQL server (app.testing.postgres: a fresh database per test)."""
+and on a real PostgreSQL server (tests.support.postgres: a fresh database per test)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from analytics.model import (
     fingerprint,
 )
 from analytics.store import MIGRATIONS, ClusterWindowRow, Migration, Store, StoreError
-from app.testing.store import BACKENDS, database_url
+from tests.support.store import BACKENDS, database_url
 
 pytestmark = pytest.mark.integration
 

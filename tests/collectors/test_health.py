@@ -1,8 +1,8 @@
 """The health model over hand-built snapshots: one test per signal, then properties over random clusters.
 
-``cluster()`` and ``partition()`` (app.testing.snapshots) build snapshots the way ZooKeeper shows them
-(KAFKA_REFERENCE §1, §3); ``partition()`` defaults to a healthy partition (ISR = AR, leader = AR[0]) so
-each test states only what is wrong with it.
+``cluster()`` and ``partition()`` (tests.support.snapshots) build snapshots the way ZooKeeper shows them
+(docs/kafka-reference.md §1, §3); ``partition()`` defaults to a healthy partition (ISR = AR, leader = AR[0])
+so each test states only what is wrong with it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.testing.snapshots import cluster, partition
 from collectors import health
 from collectors.health import (
     BrokerImbalance,
@@ -24,7 +23,7 @@ from collectors.health import (
     UrpCrossCheck,
     assess,
 )
-from collectors.model import (
+from collectors.kafka.model import (
     NO_LEADER,
     ClusterSnapshot,
     ControllerInfo,
@@ -32,6 +31,7 @@ from collectors.model import (
     ReplicaAssignment,
     TopicPartition,
 )
+from tests.support.snapshots import cluster, partition
 
 pytestmark = pytest.mark.unit
 
@@ -361,7 +361,7 @@ def test_no_previous_snapshot_means_no_change() -> None:
     assert assess(cluster(controller=ControllerInfo(2, 7))).controller == ControllerHealth(2, 7, True, False)
 
 
-# --- suspects (seed 004) -----------------------------------------------------------------------------
+# --- suspects (docs/kafka-reference.md §3) ------------------------------------------------------------------
 
 
 def test_every_urp_missing_the_same_broker_makes_it_the_suspect() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
 from collectors.metrics import (
     DEFAULT_NAME_TABLE,
     HEALTH_METRICS,
@@ -33,7 +34,6 @@ from collectors.metrics import (
     parse_exposition,
     parse_selector,
 )
-from collectors.model import BrokerEndpoint, BrokerRegistration
 from collectors.samples import LOAD_METRICS
 
 unit = pytest.mark.unit

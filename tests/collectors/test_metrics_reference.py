@@ -1,5 +1,5 @@
 """The metrics collector against the reference cluster's brokers over real HTTP: every load and health
-metric, the URP gauges against ZooKeeper (KAFKA_REFERENCE §3), a stopped broker, and load skew.
+metric, the URP gauges against ZooKeeper (docs/kafka-reference.md §3), a stopped broker, and load skew.
 
 Brokers come from ZooKeeper (``/brokers/ids``, through a separate kazoo session, as a collector reads
 them); the simulated brokers serve ``/metrics`` on ports of their own, so the URLs are the explicit map.
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from app.reference_cluster.cluster import ReferenceCluster
-from app.testing.reference_cluster import LAG_MS, ClusterFactory, scrape, wait_for, zk_partitions
-from collectors import zkdata
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from collectors.kafka import zkdata
+from collectors.kafka.model import BrokerRegistration
 from collectors.metrics import DEFAULT_NAME_TABLE, MetricsCollector, MetricsScrape
-from collectors.model import BrokerRegistration
+from tests.support.reference_cluster import LAG_MS, ClusterFactory, scrape, wait_for, zk_partitions
 
 pytestmark = pytest.mark.integration
 

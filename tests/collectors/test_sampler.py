@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from analytics.model import HealthState
-from app.testing import snapshots
-from app.testing.reference_cluster import ClusterFactory, wait_for
+from collectors.kafka.model import ClusterSnapshot, ControllerInfo
 from collectors.metrics import MetricsCollector
-from collectors.model import ClusterSnapshot, ControllerInfo
 from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import Sample, SampleNumbering
 from collectors.transport import SpoolDirectorySink, TransportError
-from collectors.zookeeper import ZooKeeperCollector
+from collectors.zookeeper.collector import ZooKeeperCollector
+from tests.support import snapshots
+from tests.support.reference_cluster import ClusterFactory, wait_for
 
 
 def snapshot(isr: tuple[int, ...] = (0, 1, 2), registered: tuple[int, ...] = (0, 1, 2)) -> ClusterSnapshot:

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-from app.testing.snapshots import cluster, partition
 from collectors.health import assess
-from collectors.model import ClusterSnapshot, ControllerInfo, LeaderAndIsr
+from collectors.kafka.model import ClusterSnapshot, ControllerInfo, LeaderAndIsr
 from collectors.samples import (
     EXAMPLES_PER_TOPIC,
     LOAD_METRICS,
@@ -20,6 +19,7 @@ from collectors.samples import (
     health_document,
     new_collector_id,
 )
+from tests.support.snapshots import cluster, partition
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from app.service.app import create_app
 from app.service.config import ServiceSettings
-from app.testing.prometheus import (
+from tests.support.prometheus import (
     DASHBOARDS_DIR,
     REPO_ROOT,
     RULES_FILE,
@@ -206,7 +206,7 @@ def test_the_dashboards_answer_what_the_issue_asks() -> None:
             assert needle in text, f"{board['uid']} has no panel on {needle}"
     load = next(b for b in DASHBOARDS.values() if b["uid"] == "kafka-health-broker-load")
     types = {p["type"] for p in iter_panels(load)}
-    assert "piechart" in types, "seed 004's pie chart of each broker's share"
+    assert "piechart" in types, "the load model's pie chart of each broker's share"
     deviation = next(p for p in iter_panels(load) if p["title"].startswith("Deviation rate"))
     assert {t["legendFormat"] for t in deviation["targets"]} >= {"+r", "−r"}
 

@@ -19,11 +19,16 @@ from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
 from analytics.store import Store
-from app.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
-from app.testing.prometheus import (
+from collectors.health import assess
+from collectors.metrics import MetricsSettings
+from collectors.samples import health_document
+from collectors.zookeeper.collector import scan
+from tests.support.prometheus import (
     RULES_FILE,
     PanelQuery,
     PrometheusError,
@@ -32,13 +37,8 @@ from app.testing.prometheus import (
     panel_queries,
     substitute,
 )
-from app.testing.reference_cluster import ClusterFactory, wait_for
-from app.testing.service import TOKENS, run_server
-from app.zookeeper_server import pick_free_port
-from collectors.health import assess
-from collectors.metrics import MetricsSettings
-from collectors.samples import health_document
-from collectors.zookeeper import scan
+from tests.support.reference_cluster import ClusterFactory, wait_for
+from tests.support.service import TOKENS, run_server
 
 EXPECTED_EMPTY: dict[tuple[str, str], str] = {}
 """(dashboard uid, panel title) -> why that panel may return nothing here: only for a series kafka-health

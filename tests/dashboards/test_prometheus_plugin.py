@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.testing.prometheus import SKIP_ENV, find_binary, substitute, write_config
+from tests.support.prometheus import SKIP_ENV, find_binary, substitute, write_config
 
 pytestmark = pytest.mark.unit
 

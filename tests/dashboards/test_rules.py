@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.testing.prometheus import DASHBOARDS_DIR, RULES_FILE
+from tests.support.prometheus import DASHBOARDS_DIR, RULES_FILE
 
 pytestmark = pytest.mark.integration  # runs promtool
 

@@ -1,5 +1,5 @@
 """The preferred replica election planner: one test per ineligibility reason (the ZK-mode controller's rules,
-KAFKA_REFERENCE §2), the scope checks, the znode payload chunker (50k partitions under the budget, in
+docs/kafka-reference.md §2), the scope checks, the znode payload chunker (50k partitions under the budget, in
 Kafka's format) and the verification afterwards."""
 
 from __future__ import annotations
@@ -30,9 +30,13 @@ from app.actions.election import (
     validate_scope,
     verify_election,
 )
-from app.testing.snapshots import cluster, partition
-from collectors.model import NO_LEADER, ClusterSnapshot, PendingOperations, TopicPartition
-from collectors.zkdata import PREFERRED_REPLICA_ELECTION_PATH, decode_partition_list, encode_partition_list
+from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PendingOperations, TopicPartition
+from collectors.kafka.zkdata import (
+    PREFERRED_REPLICA_ELECTION_PATH,
+    decode_partition_list,
+    encode_partition_list,
+)
+from tests.support.snapshots import cluster, partition
 
 pytestmark = pytest.mark.unit
 

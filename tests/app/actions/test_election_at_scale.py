@@ -19,12 +19,12 @@ from kazoo.client import KazooClient
 from app.actions.election import ElectionScope, plan_preferred_election
 from app.actions.executor import ElectionExecutor, KazooAdmin
 from app.actions.state import ActionRecord, ActionState, MemoryActionLog
-from app.reference_cluster.bulk import BulkClusterSpec, write_bulk_cluster
-from app.reference_cluster.bulk.writer import KAFKA_ROOT_PATHS, delete_trees
-from app.testing.reference_cluster import wait_for
-from collectors import zkdata
-from collectors.model import LeaderAndIsr, TopicPartition
-from collectors.zookeeper import ZooKeeperCollector, scan
+from app.embedded.reference_cluster.bulk import BulkClusterSpec, write_bulk_cluster
+from app.embedded.reference_cluster.bulk.writer import KAFKA_ROOT_PATHS, delete_trees
+from collectors.kafka import zkdata
+from collectors.kafka.model import LeaderAndIsr, TopicPartition
+from collectors.zookeeper.collector import ZooKeeperCollector, scan
+from tests.support.reference_cluster import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -36,10 +36,10 @@ from app.actions.reassignment import (
     throttle_removal,
     validate_reassignment,
 )
-from app.testing import snapshots
-from app.testing.snapshots import partition
 from collectors.health import assess
-from collectors.model import NO_LEADER, PendingOperations, ReplicaAssignment, TopicPartition
+from collectors.kafka.model import NO_LEADER, PendingOperations, ReplicaAssignment, TopicPartition
+from tests.support import snapshots
+from tests.support.snapshots import partition
 
 pytestmark = pytest.mark.unit
 

@@ -30,10 +30,16 @@ from app.actions.rebalance import (
     plan_drain,
     plan_rebalance,
 )
-from app.kafka.placement import assign_replicas
-from app.testing import snapshots
-from app.testing.snapshots import partition
-from collectors.model import NO_LEADER, ClusterSnapshot, PendingOperations, ReplicaAssignment, TopicPartition
+from collectors.kafka.model import (
+    NO_LEADER,
+    ClusterSnapshot,
+    PendingOperations,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from collectors.kafka.placement import assign_replicas
+from tests.support import snapshots
+from tests.support.snapshots import partition
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """Runbook actions through the API on the reference cluster: the preferred replica election end to end
-(seed 004: a restarted broker's partitions back to their preferred leaders), its dry run, its refusals,
-the action state machine, and the audit trail."""
+(docs/kafka-reference.md §2: a restarted broker's partitions back to their preferred leaders), its dry run,
+its refusals, the action state machine, and the audit trail."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from app.testing.reference_cluster import wait_for
-from app.testing.service import ADMIN, OPERATOR, VIEWER, Service
-from collectors import zkdata
+from collectors.kafka import zkdata
+from tests.support.reference_cluster import wait_for
+from tests.support.service import ADMIN, OPERATOR, VIEWER, Service
 
 pytestmark = pytest.mark.integration
 

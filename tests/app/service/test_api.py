@@ -14,11 +14,11 @@ from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
 from analytics.store import Store
-from app.testing.reference_cluster import LAG_MS, wait_for
-from app.testing.service import OPERATOR, VIEWER, Service
 from collectors.health import assess
 from collectors.samples import health_document
-from collectors.zookeeper import scan
+from collectors.zookeeper.collector import scan
+from tests.support.reference_cluster import LAG_MS, wait_for
+from tests.support.service import OPERATOR, VIEWER, Service
 
 pytestmark = pytest.mark.integration
 
@@ -227,7 +227,7 @@ def test_metrics_parse_and_follow_the_cluster(service: Service) -> None:
 
 
 def test_the_reference_cluster_controls_are_served_to_admins(service: Service) -> None:
-    from app.testing.service import ADMIN
+    from tests.support.service import ADMIN
 
     assert service.get("/api/v1/reference", headers=OPERATOR).status_code == 403
     described = service.get("/api/v1/reference", headers=ADMIN).json()

@@ -12,14 +12,14 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
-from app.testing import snapshots
-from app.testing.service import run_server
-from app.zookeeper_server import pick_free_port
-from collectors.model import ClusterSnapshot
-from collectors.zookeeper import ScanStats
+from collectors.kafka.model import ClusterSnapshot
+from collectors.zookeeper.collector import ScanStats
+from tests.support import snapshots
+from tests.support.service import run_server
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from app.testing.reference_cluster import wait_for, zk_partitions
-from app.testing.service import Service
-from collectors import zkdata
+from collectors.kafka import zkdata
+from tests.support.reference_cluster import wait_for, zk_partitions
+from tests.support.service import Service
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
-"""The notifier against a real HTTP receiver (app.webhooks.receiver: verifies signatures, deduplicates on
-Idempotency-Key, can fail or be down): delivery, retries with backoff, outages across a restart, dead
+"""The notifier against a real HTTP receiver (app.embedded.webhook_receiver: verifies signatures, deduplicates
+on Idempotency-Key, can fail or be down): delivery, retries with backoff, outages across a restart, dead
 letters, and the ZooKeeper leadership on the real test ZooKeeper."""
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from analytics.model import AlertEvent, EventKind, Severity, Window, fingerprint
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
 from analytics.store import Store, Webhook
+from app.embedded.webhook_receiver import WebhookReceiver
+from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
-from app.testing.health import alert_row
-from app.testing.reference_cluster import ClusterFactory, wait_for
-from app.testing.zookeeper import expire_session
 from app.webhooks.notifier import (
     AlwaysLeader,
     Leadership,
@@ -36,12 +35,13 @@ from app.webhooks.notifier import (
     post,
     service_notifier,
 )
-from app.webhooks.receiver import WebhookReceiver
 from app.webhooks.signing import SIGNATURE_HEADER
-from app.zookeeper_server import pick_free_port
 from collectors.health import assess
 from collectors.samples import health_document
-from collectors.zookeeper import scan
+from collectors.zookeeper.collector import scan
+from tests.support.health import alert_row
+from tests.support.reference_cluster import ClusterFactory, wait_for
+from tests.support.zookeeper import expire_session
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """The store's webhook tables (migration 2): subscriptions and the delivery outbox, on an SQLite file and on
-a real PostgreSQL server (app.testing.postgres), as tests/analytics/test_store.py does."""
+a real PostgreSQL server (tests.support.postgres), as tests/analytics/test_store.py does."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from analytics.model import AlertEvent, EventKind, Severity, fingerprint
 from analytics.store import AlertNotice, Store, StoreError, Webhook
-from app.testing.health import alert_row
-from app.testing.store import BACKENDS, database_url
+from tests.support.health import alert_row
+from tests.support.store import BACKENDS, database_url
 
 pytestmark = pytest.mark.integration
 

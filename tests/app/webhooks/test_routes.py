@@ -18,12 +18,12 @@ from pydantic import SecretStr
 
 from analytics.model import AlertEvent, AlertState, fingerprint
 from analytics.store import Store
+from app.embedded.webhook_receiver import WebhookReceiver
+from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
-from app.testing.reference_cluster import wait_for
 from app.webhooks.notifier import Notifier, NotifierSettings
-from app.webhooks.receiver import WebhookReceiver
-from app.zookeeper_server import pick_free_port
+from tests.support.reference_cluster import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,507 @@
+"""The PySpark Structured Streaming job: samples → per-broker window averages → the load model → alert
+rules → store.
+
+The query (one per checkpoint):
+
+1. **Read** the collectors' samples as a stream: the spool directory through Spark's file source (whole
+   files only: the collectors write a hidden temp file and rename it), or a Kafka topic (see
+   :mod:`analytics.spark.kafka_source`). A line that is not a valid sample is kept as a ``__malformed__`` row
+   so that it is counted and reported for its window instead of failing the job.
+2. **Deduplicate** by ``(collector_id, sequence)`` within the watermark: a batch the collector wrote twice
+   (a retried Kafka publish) counts once.
+3. **Window**: tumbling event-time windows of ``window_s`` with a watermark of ``watermark_s``; per cluster,
+   window, broker and metric the average, and per cluster and window the latest health document. Output
+   mode append: each window is emitted once, when the watermark has passed its end.
+4. **foreachBatch**: the load model runs on the executors as a grouped pandas UDF per (cluster, window)
+   (``applyInPandas``), so no raw sample reaches the driver; the driver gets one row per broker and window
+   plus the health documents, evaluates the rules and commits to the store (:mod:`analytics.pipeline`).
+
+Exactly once: Spark's checkpoint makes a restarted query re-run an unfinished batch with the same id and
+the same input; the store's processed-batches row, written in the same transaction as the results, makes
+that re-run a no-op if the first run got as far as committing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from analytics.config import AnalyticsSettings
+from analytics.load_model import LoadModelError, compute_load, load_report_rows
+from analytics.model import BrokerLoad, LoadWindow, Window
+from analytics.pipeline import BatchOutcome, HealthSample, WindowInput, process_batch
+from analytics.store import Store
+from collectors.samples import LOAD_METRICS, SAMPLE_SCHEMA_VERSION
+from collectors.transport import parse_transport
+
+log = logging.getLogger(__name__)
+
+HEALTH = "__health__"
+MALFORMED = "__malformed__"
+"""``kind`` of the aggregated rows besides ``broker``: health documents, and lines that are not samples."""
+
+_SAMPLE_DDL = (
+    "v INT, collector_id STRING, sequence BIGINT, timestamp DOUBLE, kind STRING, cluster STRING, "
+    "broker INT, metrics MAP<STRING, DOUBLE>, health STRING, _corrupt_record STRING"
+)
+"""A sample line (collectors/samples.py). ``health`` is read as the raw JSON text of the object."""
+
+_LOAD_COLUMNS = (
+    ("cluster", "STRING"),
+    ("window_start", "DOUBLE"),
+    ("window_end", "DOUBLE"),
+    ("broker", "INT"),
+    ("normalized_load", "DOUBLE"),
+    ("deviation_rate", "DOUBLE"),
+    ("weighted_load", "DOUBLE"),
+    ("shares", "MAP<STRING,DOUBLE>"),
+    ("metrics", "MAP<STRING,DOUBLE>"),
+    ("stddev", "DOUBLE"),
+    ("stddev_threshold", "DOUBLE"),
+    ("rated_deviation", "DOUBLE"),
+    ("error", "STRING"),
+)
+LOAD_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _LOAD_COLUMNS)
+"""The grouped pandas UDF's output: one row per broker and window (``error`` set on a single row with
+broker -1 when the model could not run)."""
+
+
+# --- the session -----------------------------------------------------------------------------------------
+
+
+def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-analytics") -> Any:
+    """A SparkSession for the job. Python workers run this interpreter, so the executors import the same
+    ``analytics`` package as the driver (on a cluster, ship it with ``--py-files``)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(settings.master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # The state is small (a row per broker and open window): Spark's 200 shuffle partitions would
+        # mean 200 state-store partitions per stateful operator and slow micro-batches for nothing.
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+        .config("spark.sql.files.ignoreMissingFiles", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stop_session(spark: Any) -> None:
+    """Stop the session and its JVM now (pyspark otherwise leaves the JVM until the interpreter exits),
+    so a test run or an embedding process leaves no Java process behind."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    finally:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        if proc is not None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except Exception:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+# --- the stream ------------------------------------------------------------------------------------------
+
+
+def read_samples(spark: Any, settings: AnalyticsSettings) -> Any:
+    """The raw sample rows as a streaming DataFrame (schema ``_SAMPLE_DDL``)."""
+    spec = parse_transport(settings.source)
+    if spec.kind == "spool":
+        assert spec.directory is not None
+        spec.directory.mkdir(parents=True, exist_ok=True)
+        return (
+            spark.readStream.schema(_SAMPLE_DDL)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", "_corrupt_record")
+            .option("maxFilesPerTrigger", settings.max_files_per_trigger)
+            .json(str(spec.directory))
+        )
+    from analytics.spark.kafka_source import read_kafka_samples
+
+    return read_kafka_samples(spark, spec, _SAMPLE_DDL, settings.kafka_options)
+
+
+def sample_rows(raw: Any, settings: AnalyticsSettings) -> Any:
+    """Validated, deduplicated sample rows exploded to one row per (sample, metric): ``cluster, broker,
+    event_time, metric, value, health`` (``health`` a struct for ``__health__`` rows, the offending text
+    for ``__malformed__`` rows)."""
+    from pyspark.sql import functions as F
+
+    valid = (
+        (F.col("_corrupt_record").isNull())
+        & (F.col("v") == SAMPLE_SCHEMA_VERSION)
+        & F.col("collector_id").isNotNull()
+        & F.col("sequence").isNotNull()
+        & F.col("cluster").isNotNull()
+        & F.col("timestamp").isNotNull()
+        & ~F.isnan("timestamp")
+        & (
+            ((F.col("kind") == "broker") & F.col("broker").isNotNull() & F.col("metrics").isNotNull())
+            | ((F.col("kind") == "cluster") & F.col("health").isNotNull())
+        )
+    )
+    stamped = raw.withColumn("valid", F.coalesce(valid, F.lit(False))).withColumn(
+        "event_time",
+        F.when(F.col("valid"), F.timestamp_seconds("timestamp")).otherwise(F.current_timestamp()),
+    )
+    watermarked = stamped.withWatermark("event_time", f"{settings.watermark_s:g} seconds")
+    # Malformed lines have no identity to deduplicate on; give each a unique one.
+    keyed = watermarked.withColumn(
+        "dedup_id",
+        F.when(F.col("valid"), F.concat_ws("/", "collector_id", F.col("sequence").cast("string"))).otherwise(
+            F.concat(
+                F.lit("malformed/"), F.sha2(F.coalesce("_corrupt_record", F.to_json(F.struct("*"))), 256)
+            )
+        ),
+    )
+    # A static DataFrame (a backfill, a test) has no watermark to bound the state: plain dropDuplicates.
+    keyed = (
+        keyed.dropDuplicatesWithinWatermark(["dedup_id"])
+        if raw.isStreaming
+        else keyed.dropDuplicates(["dedup_id"])
+    )
+    good = keyed.filter(F.col("valid"))
+    no_metrics = [F.lit(None).cast("double").alias(c) for c in METRIC_COLUMNS]
+    known = F.array(*[F.lit(m) for m in LOAD_METRICS])
+    # Higher-order functions keep the expressions small (Spark's generated code carries them in comments).
+    usable = F.map_filter("metrics", lambda k, v: F.array_contains(known, k) & _usable(v))
+    unusable = F.map_filter("metrics", lambda k, v: F.array_contains(known, k) & ~_usable(v))
+    brokers = good.filter(F.col("kind") == "broker").select(
+        "cluster",
+        "broker",
+        "event_time",
+        F.lit(BROKER).alias("kind"),
+        *[usable[m].alias(name) for m, name in zip(LOAD_METRICS, METRIC_COLUMNS, strict=True)],
+        F.size(unusable).alias("bad"),
+        F.lit(None).cast(_HEALTH_STRUCT).alias("health"),
+    )
+    health = good.filter(F.col("kind") == "cluster").select(
+        "cluster",
+        F.lit(-1).alias("broker"),
+        "event_time",
+        F.lit(HEALTH).alias("kind"),
+        *no_metrics,
+        F.lit(0).alias("bad"),
+        F.struct(
+            "collector_id",
+            "timestamp",
+            F.col("health").alias("doc"),
+            F.lit(None).cast("string").alias("text"),
+        ).alias("health"),
+    )
+    malformed = keyed.filter(~F.col("valid")).select(
+        F.coalesce("cluster", F.lit("unknown")).alias("cluster"),
+        F.lit(-1).alias("broker"),
+        "event_time",
+        F.lit(MALFORMED).alias("kind"),
+        *no_metrics,
+        F.lit(1).alias("bad"),
+        F.struct(
+            F.lit(None).cast("string").alias("collector_id"),
+            F.lit(None).cast("double").alias("timestamp"),
+            F.lit(None).cast("string").alias("doc"),
+            F.substring(F.coalesce("_corrupt_record", F.to_json(F.struct("*"))), 1, 300).alias("text"),
+        ).alias("health"),
+    )
+    return brokers.unionByName(health).unionByName(malformed)
+
+
+BROKER = "broker"
+METRIC_PREFIX = "m_"
+METRIC_COLUMNS = tuple(f"{METRIC_PREFIX}{m}" for m in LOAD_METRICS)
+"""One column per load-model metric: a sample's metrics map is fixed-shape, so averaging columns per broker
+keeps one state row per (window, broker) instead of one per metric as well."""
+_HEALTH_STRUCT = "struct<collector_id:string,timestamp:double,doc:string,text:string>"
+
+
+def _usable(value: Any) -> Any:
+    """A metric value the load model can take: finite and not negative (else the sample is reported)."""
+    from pyspark.sql import functions as F
+
+    return value.isNotNull() & ~F.isnan(value) & (value >= 0) & (value < math.inf)
+
+
+def window_aggregates(rows: Any, settings: AnalyticsSettings) -> Any:
+    """Per cluster, event-time window, broker and kind: each metric's average, the sample count, the
+    number of unusable values (reported as malformed), and the latest health document."""
+    from pyspark.sql import functions as F
+
+    window = F.window("event_time", f"{settings.window_s:g} seconds")
+    return (
+        rows.groupBy(window.alias("window"), "cluster", "broker", "kind")
+        .agg(
+            *[F.avg(c).alias(c) for c in METRIC_COLUMNS],
+            F.count(F.lit(1)).alias("samples"),
+            F.sum("bad").alias("bad"),
+            F.max_by("health", "event_time").alias("health"),
+        )
+        .select(
+            "cluster",
+            (F.unix_micros(F.col("window.start")) / 1e6).alias("window_start"),
+            (F.unix_micros(F.col("window.end")) / 1e6).alias("window_end"),
+            "broker",
+            "kind",
+            *METRIC_COLUMNS,
+            "samples",
+            "bad",
+            "health",
+        )
+    )
+
+
+# --- the load model inside Spark -------------------------------------------------------------------------
+
+
+def load_udf(
+    weights: Mapping[str, float] | None, rated_deviation: float
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The grouped pandas UDF: one (cluster, window)'s ``broker, metric, value`` rows in, ``LOAD_SCHEMA``
+    rows out."""
+    columns = [name for name, _ in _LOAD_COLUMNS]
+
+    def apply(frame: pd.DataFrame) -> pd.DataFrame:
+        key = frame.iloc[0]
+        head = {
+            "cluster": key["cluster"],
+            "window_start": key["window_start"],
+            "window_end": key["window_end"],
+        }
+        samples = (
+            frame.melt(
+                id_vars=["broker"], value_vars=list(METRIC_COLUMNS), var_name="metric", value_name="value"
+            )
+            .dropna(subset=["value"])
+            .assign(metric=lambda f: f["metric"].str.removeprefix(METRIC_PREFIX))
+        )
+        try:
+            report = compute_load(samples, weights, rated_deviation)
+        except LoadModelError as exc:
+            error = dict.fromkeys(columns) | head | {"broker": -1, "error": str(exc)}
+            return pd.DataFrame([error], columns=columns)
+        rows = load_report_rows(report)
+        raw = samples.pivot(index="broker", columns="metric", values="value")
+        out = pd.DataFrame(
+            {
+                **{k: [v] * len(rows) for k, v in head.items()},
+                "broker": rows["broker"].astype("int32"),
+                "normalized_load": rows["normalized_load"],
+                "deviation_rate": rows["deviation_rate"],
+                "weighted_load": rows["weighted_load"],
+                "shares": rows["shares"],
+                "metrics": [
+                    {m: float(v) for m, v in raw.loc[b].items() if pd.notna(v)} for b in rows["broker"]
+                ],
+                "stddev": rows["stddev"],
+                "stddev_threshold": rows["stddev_threshold"],
+                "rated_deviation": report.rated_deviation,
+                "error": None,
+            }
+        )
+        return out[columns]
+
+    return apply
+
+
+def compute_windows(aggregates: Any, settings: AnalyticsSettings) -> tuple[Any, Any]:
+    """The load rows (load model applied per cluster and window on the executors) and the health and
+    malformed rows, both as DataFrames of one micro-batch."""
+    from pyspark.sql import functions as F
+
+    metrics = aggregates.filter(F.col("kind") == BROKER)
+    loads = (
+        metrics.select("cluster", "window_start", "window_end", "broker", *METRIC_COLUMNS)
+        .groupBy("cluster", "window_start", "window_end")
+        .applyInPandas(load_udf(settings.weights, settings.rules.rated_deviation), LOAD_SCHEMA)
+    )
+    others = aggregates.filter((F.col("kind") != BROKER) | (F.col("bad") > 0)).select(
+        "cluster", "window_start", "window_end", "kind", "samples", "bad", "health"
+    )
+    return loads, others
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    cluster: str
+    start: float
+    end: float
+
+
+def window_inputs(load_rows: list[Any], other_rows: list[Any]) -> list[WindowInput]:
+    """Collected rows → one :class:`WindowInput` per cluster and window."""
+    loads: dict[_Key, list[Any]] = {}
+    for row in load_rows:
+        loads.setdefault(_Key(row["cluster"], row["window_start"], row["window_end"]), []).append(row)
+    health: dict[_Key, HealthSample] = {}
+    malformed: dict[_Key, int] = {}
+    examples: dict[_Key, str] = {}
+    for row in other_rows:
+        key = _Key(row["cluster"], row["window_start"], row["window_end"])
+        h = row["health"]
+        if row["kind"] == HEALTH and h is not None:
+            try:
+                doc = json.loads(h["doc"])
+            except (TypeError, ValueError):
+                doc = None
+            health[key] = HealthSample(h["collector_id"], float(h["timestamp"]), doc)
+        elif row["bad"]:
+            malformed[key] = malformed.get(key, 0) + int(row["bad"])
+            if h is not None and h["text"]:
+                examples.setdefault(key, h["text"])
+    inputs = []
+    for key in sorted(loads.keys() | health.keys() | malformed.keys(), key=lambda k: (k.cluster, k.start)):
+        window = Window(key.cluster, key.start, key.end)
+        load, error = _load_window(window, loads.get(key, []))
+        if key in examples:
+            log.warning("malformed samples in %s: e.g. %s", window, examples[key])
+        inputs.append(WindowInput(window, load, error, health.get(key), malformed.get(key, 0)))
+    return inputs
+
+
+def _load_window(window: Window, rows: list[Any]) -> tuple[LoadWindow | None, str | None]:
+    if not rows:
+        return None, None
+    failed = [r["error"] for r in rows if r["error"] is not None]
+    if failed:
+        return None, failed[0]
+    brokers = tuple(
+        BrokerLoad(
+            broker=int(r["broker"]),
+            metrics=dict(r["metrics"] or {}),
+            shares=dict(r["shares"] or {}),
+            weighted_load=float(r["weighted_load"]),
+            normalized_load=float(r["normalized_load"]),
+            deviation_rate=float(r["deviation_rate"]),
+        )
+        for r in sorted(rows, key=lambda r: int(r["broker"]))
+    )
+    first = rows[0]
+    return (
+        LoadWindow(
+            window=window,
+            brokers=brokers,
+            stddev=float(first["stddev"]),
+            stddev_threshold=float(first["stddev_threshold"]),
+            rated_deviation=float(first["rated_deviation"]),
+        ),
+        None,
+    )
+
+
+# --- running it ------------------------------------------------------------------------------------------
+
+
+class BatchHandler:
+    """The foreachBatch function: Spark calls it on the driver with each micro-batch's final windows."""
+
+    def __init__(
+        self,
+        settings: AnalyticsSettings,
+        store: Store,
+        on_batch: Callable[[int, BatchOutcome], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.on_batch = on_batch
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        if self.store.batch_committed(self.settings.query_name, batch_id):
+            log.info("batch %d was committed before (replay after a restart): skipped", batch_id)
+            return
+        started = time.perf_counter()
+        batch = batch.persist()
+        try:
+            loads, others = compute_windows(batch, self.settings)
+            other_rows = others.collect()
+            collected = time.perf_counter()
+            load_rows = loads.collect() if other_rows or not batch.isEmpty() else []
+            inputs = window_inputs(load_rows, other_rows)
+        finally:
+            batch.unpersist()
+        modelled = time.perf_counter()
+        outcome = process_batch(self.store, self.settings.query_name, batch_id, inputs, self.settings.rules)
+        log.debug(
+            "batch %d: windows and health %.2f s, load model %.2f s, rules and store %.2f s",
+            batch_id,
+            collected - started,
+            modelled - collected,
+            time.perf_counter() - modelled,
+        )
+        if self.on_batch is not None:
+            self.on_batch(batch_id, outcome)
+
+
+def start_query(
+    spark: Any,
+    settings: AnalyticsSettings,
+    store: Store,
+    on_batch: Callable[[int, BatchOutcome], None] | None = None,
+) -> Any:
+    """Start the streaming query; returns pyspark's StreamingQuery."""
+    rows = sample_rows(read_samples(spark, settings), settings)
+    return (
+        window_aggregates(rows, settings)
+        .writeStream.queryName(settings.query_name)
+        .outputMode("append")
+        .option("checkpointLocation", settings.checkpoint)
+        .trigger(processingTime=f"{settings.trigger_s:g} seconds")
+        .foreachBatch(BatchHandler(settings, store, on_batch))
+        .start()
+    )
+
+
+def stop_query(query: Any, timeout_s: float = 30.0) -> None:
+    """Stop between micro-batches when possible: interrupting a batch mid-way is safe (the checkpoint and
+    the store make its re-run exactly once) but makes Spark log the interruption at length."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
+@contextmanager
+def running_job(
+    settings: AnalyticsSettings, on_batch: Callable[[int, BatchOutcome], None] | None = None
+) -> Iterator[Any]:
+    """Session, store and query for the duration of a ``with`` block (tests, the demo, the CLI)."""
+    store = Store.open(settings.store_url)
+    try:
+        spark = build_session(settings)
+        try:
+            query = start_query(spark, settings, store, on_batch)
+            try:
+                yield query
+            finally:
+                stop_query(query)
+        finally:
+            stop_session(spark)
+    finally:
+        store.close()

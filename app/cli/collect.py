@@ -1,0 +1,152 @@
+"""``kafka-health collect``: run the collectors and write samples for the analytics job until stopped.
+
+Exit codes: 0 stopped by SIGINT/SIGTERM (or ``--once`` wrote its round), 1 the cluster or the transport
+could not be reached, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from app.settings import NO_ZOOKEEPER, Settings, load_settings, settings_or_error
+from collectors.kafka.zkdata import parse_connect_string
+from collectors.metrics import MetricsCollector
+from collectors.sampler import Round, Sampler
+from collectors.samples import SampleNumbering, new_collector_id
+from collectors.transport import TransportError, open_sink, parse_transport
+from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
+
+EXIT_OK = 0
+EXIT_UNREACHABLE = 1
+EXIT_BAD_INPUT = 2
+
+
+def add_collect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/chroot]",
+        help="the cluster's ZooKeeper (or KAFKA_HEALTH_ZOOKEEPER__CONNECT)",
+    )
+    parser.add_argument(
+        "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
+    )
+    parser.add_argument(
+        "--sink",
+        metavar="spool:DIR|kafka:BOOTSTRAP/TOPIC",
+        help="where samples go (default spool:./kafka-health-data/spool)",
+    )
+    parser.add_argument(
+        "--interval", type=float, metavar="SECONDS", help="seconds between rounds (default 10)"
+    )
+    parser.add_argument("--once", action="store_true", help="write one round and exit")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Flags over ``KAFKA_HEALTH_*`` over defaults; raises ValueError / ValidationError with a message."""
+    base = load_settings()
+    overrides: dict[str, Any] = {}
+    if args.zookeeper is not None:
+        overrides["zookeeper"] = base.zookeeper.model_copy(update={"connect": args.zookeeper})
+    if args.metrics_url_template is not None:
+        overrides["metrics"] = {"url_template": args.metrics_url_template}
+    sampler: dict[str, Any] = {}
+    if args.sink is not None:
+        sampler["sink"] = args.sink
+    if args.interval is not None:
+        sampler["interval_s"] = args.interval
+    if sampler:
+        overrides["sampler"] = base.sampler.model_dump() | sampler
+    settings = Settings.model_validate(base.model_dump() | {k: _dump(v) for k, v in overrides.items()})
+    if settings.zookeeper.connect is None:
+        raise ValueError(NO_ZOOKEEPER)
+    parse_connect_string(settings.zookeeper.connect)
+    parse_transport(settings.sampler.sink)
+    return settings
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump() if hasattr(value, "model_dump") else value
+
+
+def format_round(result: Round, sink: str) -> str:
+    stamp = time.strftime("%H:%M:%S", time.localtime(result.started_at))
+    line = (
+        f"{stamp} {result.samples} samples ({result.brokers} brokers) -> {sink} in {result.duration_s:.2f}s"
+    )
+    if result.scrape_failures:
+        failed = ", ".join(f"{b}: {why}" for b, why in sorted(result.scrape_failures.items()))
+        line += f"; scrape failed for {failed}"
+    if result.error:
+        line += f"; NOT WRITTEN ({result.error}), {result.backlog} batches kept"
+    return line
+
+
+def _print(out: TextIO, line: str) -> None:
+    out.write(line + "\n")
+    out.flush()
+
+
+def run_collect(
+    args: argparse.Namespace,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    settings = settings_or_error(lambda: settings_from_args(args), err)
+    if settings is None:
+        return EXIT_BAD_INPUT
+    zk = settings.zookeeper
+    assert zk.connect is not None
+    spec = parse_transport(settings.sampler.sink)
+    try:
+        sink = open_sink(spec, settings.sampler.spool_retention_s)
+    except (OSError, TransportError, ValueError) as exc:
+        err.write(f"error: cannot open the sink {spec}: {exc}\n")
+        return EXIT_UNREACHABLE
+    except Exception as exc:  # kafka-python raises its own NoBrokersAvailable etc.
+        err.write(f"error: cannot open the sink {spec}: {exc}\n")
+        return EXIT_UNREACHABLE
+    collector = ZooKeeperCollector(
+        zk.connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s
+    )
+    metrics = MetricsCollector(settings.metrics) if settings.metrics is not None else None
+    try:
+        try:
+            collector.start(timeout=zk.start_timeout_s)
+        except ZooKeeperCollectorError as exc:
+            err.write(f"error: cannot read the cluster at {zk.connect}: {exc}\n")
+            return EXIT_UNREACHABLE
+        numbering = SampleNumbering(new_collector_id(settings.sampler.collector_name))
+        sampler = Sampler(
+            collector,
+            sink,
+            numbering,
+            metrics=metrics,
+            settings=settings.sampler,
+            on_round=lambda r: _print(out, format_round(r, str(spec))),
+        )
+        if args.once:
+            result = sampler.sample_once()
+            return EXIT_OK if result.error is None else EXIT_UNREACHABLE
+        out.write(
+            f"collector {numbering.collector_id}: {zk.connect} every {settings.sampler.interval_s:g}s\n"
+        )
+        if stop is not None:
+            sampler.run(stop)
+        else:
+            from app.cli.reference_cluster import stop_signals
+
+            with stop_signals() as signalled:
+                sampler.run(signalled)
+        return EXIT_OK
+    finally:
+        if metrics is not None:
+            metrics.close()
+        collector.stop()
+        sink.close()

@@ -1,0 +1,288 @@
+"""``kafka-health demo``: everything on the embedded default, in one command, with a story.
+
+Starts a real ZooKeeper, a 5-broker reference cluster with traffic, the collectors (samples every 2 s into
+a spool directory), the PySpark analytics job (5 s windows) and the service (REST, ``/metrics``, actions),
+prints the URLs and an admin token, then plays a short story through the service's own API: load skewed
+onto one broker (the load alerts open, then resolve), a broker stopped and restarted (brokers down and
+under-replicated partitions, then recovery), and a preferred replica election (dry run, then executed).
+With ``--once`` it stops after the story; otherwise everything keeps running until Ctrl-C, which stops it
+all cleanly (no JVM or thread left).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import secrets
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from pydantic import SecretStr
+
+from analytics.config import AnalyticsSettings
+from analytics.rules import RuleSettings
+from app.cli.reference_cluster import stop_signals
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
+from app.embedded.reference_cluster.control import ControlApi
+from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError, pick_free_port
+from app.service.app import create_app
+from app.service.config import ServiceSettings
+from app.service.state import ViewSettings
+from collectors.metrics import MetricsCollector, MetricsSettings
+from collectors.sampler import Sampler, SamplerSettings
+from collectors.samples import SampleNumbering, new_collector_id
+from collectors.transport import SpoolDirectorySink
+from collectors.zookeeper.collector import ZooKeeperCollector
+
+LAG_MS = 4000
+WINDOW_S = 5.0
+STEP_TIMEOUT_S = 120.0
+
+
+class StoryError(Exception):
+    """A step of the story did not happen in time (printed; the demo exits 1)."""
+
+
+class Demo:
+    def __init__(self, base: str, token: str, out: Any) -> None:
+        self.http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        self.out = out
+
+    def say(self, text: str) -> None:
+        self.out.write(f"{text}\n")
+        self.out.flush()
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = self.http.get(path, params=params)
+        response.raise_for_status()
+        return response.json()
+
+    def post(self, path: str, body: Any = None) -> Any:
+        response = self.http.post(path, json=body if body is not None else {})
+        if response.status_code >= 400:
+            raise StoryError(f"POST {path}: {response.status_code} {response.json().get('detail')}")
+        return response.json()
+
+    def wait(self, what: str, check: Callable[[], Any], timeout: float = STEP_TIMEOUT_S) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = check()
+            if result:
+                return result
+            time.sleep(0.5)
+        raise StoryError(f"timed out after {timeout:g} s waiting for {what}")
+
+    def open_alerts(self, rule: int) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.get("/api/v1/alerts", state="open", rule=rule)["items"]
+        return items
+
+    def summary(self) -> str:
+        s = self.get("/api/v1/cluster")["summary"]
+        return (
+            f"{s['brokers']} brokers (down: {s['brokers_down'] or 'none'}), {s['partitions']} partitions: "
+            f"{s['under_replicated']} under-replicated, {s['under_min_isr']} under min ISR, "
+            f"{s['offline']} offline, "
+            f"{s['preferred_replica_imbalance']} not led by their preferred replica"
+        )
+
+    def load(self) -> str:
+        latest = self.get("/api/v1/load")["latest"]
+        if latest is None:
+            return "no load window yet"
+        shares = ", ".join(f"{b['broker']}: {b['normalized_load']:.3f}" for b in latest["brokers"])
+        return (
+            f"load shares {{{shares}}}, σ {latest['stddev']:.4f} (threshold {latest['stddev_threshold']:.4f})"
+        )
+
+
+def story(demo: Demo, cluster: ReferenceCluster) -> None:
+    say = demo.say
+    say("\n== 1. A healthy cluster")
+    demo.wait("the first load window", lambda: demo.get("/api/v1/load")["latest"])
+    say(f"   {demo.summary()}\n   {demo.load()}")
+
+    say("\n== 2. Load skewed onto broker 1 (four times the produce traffic on the partitions it leads)")
+    demo.post("/api/v1/reference/load/skew", {"brokers": {"1": 4}})
+    alert = demo.wait("the load alert on broker 1 (rule 8)", lambda: [
+        a for a in demo.open_alerts(8) if a["subject"] == "broker:1"
+    ])[0]  # fmt: skip
+    say(f"   alert opened: [{alert['severity']}] {alert['summary']}")
+    cluster_alert = demo.wait("the cluster imbalance alert (rule 9)", lambda: demo.open_alerts(9))[0]
+    say(f"   alert opened: [{cluster_alert['severity']}] {cluster_alert['summary']}")
+    say(f"   {demo.load()}")
+    plan = demo.post("/api/v1/plans/rebalance", {})
+    say(
+        f"   a rebalance plan would move {plan['replica_moves']} replicas and {plan['leader_moves']} leaders "
+        f"(Kafka's --generate: {plan['kafka_generate_moves']}); σ after {plan['after']['stddev']:.4f}"
+    )
+    demo.post("/api/v1/reference/load/skew", {"reset": True})
+    demo.wait("the load alerts to resolve", lambda: not demo.open_alerts(8) and not demo.open_alerts(9))
+    say("   skew removed: both load alerts resolved")
+
+    say("\n== 3. Broker 2 crashes")
+    demo.post("/api/v1/reference/brokers/2/stop")
+    demo.wait(
+        "under-replicated partitions", lambda: demo.get("/api/v1/cluster")["summary"]["under_replicated"]
+    )
+    say(f"   {demo.summary()}")
+    alert = demo.wait("the broker-down alert (rule 5)", lambda: demo.open_alerts(5))[0]
+    say(f"   alert opened: [{alert['severity']}] {alert['summary']}")
+    demo.post("/api/v1/reference/brokers/2/start")
+    demo.wait(
+        "broker 2 back in every ISR", lambda: demo.get("/api/v1/cluster")["summary"]["under_replicated"] == 0
+    )
+    say(f"   broker 2 restarted and caught up: {demo.summary()}")
+
+    say("\n== 4. A preferred replica election through the API")
+    dry = demo.post("/api/v1/actions/preferred-replica-election", {"scope": "all"})
+    say(
+        f"   dry run: {len(dry['to_elect'])} partitions to move back to their preferred leader; "
+        f"leaders per broker now {dry['current_leaders']}, after {dry['predicted_leaders']}"
+    )
+    run = demo.post("/api/v1/actions/preferred-replica-election", {"scope": "all", "dry_run": False})
+    action = demo.wait(
+        "the election to finish",
+        lambda: (
+            (a := demo.get(f"/api/v1/actions/{run['action_id']}"))["state"] not in ("PENDING", "RUNNING")
+            and a
+        ),
+    )
+    say(
+        f"   action {action['id']}: {action['state']}, "
+        f"{action['result'].get('elected', 0)} partitions elected"
+    )
+    say(f"   {demo.summary()}")
+    demo.wait("the broker-down alert to resolve", lambda: not demo.open_alerts(5))
+    say("   the broker-down alert resolved")
+
+
+@contextlib.contextmanager
+def _running_server(app: Any, port: int) -> Iterator[uvicorn.Server]:
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not server.started:
+            raise RuntimeError(f"the service did not start on port {port}")
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    workdir = Path(tempfile.mkdtemp(prefix="kafka-health-demo-"))
+    token = secrets.token_urlsafe(16)
+    port = args.port or pick_free_port()
+    settings = ReferenceClusterSettings(
+        brokers=args.brokers,
+        topics=[
+            TopicSpec(name="orders", partitions=20, replication_factor=3),
+            TopicSpec(
+                name="payments", partitions=10, replication_factor=3, config={"min.insync.replicas": "2"}
+            ),
+        ],
+        replica_lag_time_max_ms=LAG_MS,
+        auto_leader_rebalance_enable=False,
+        placement_seed=42,
+    )
+    analytics = AnalyticsSettings(
+        source=f"spool:{workdir / 'spool'}",
+        window_s=WINDOW_S,
+        watermark_s=1.0,
+        trigger_s=1.0,
+        checkpoint=str(workdir / "checkpoint"),
+        store_url=f"sqlite:///{workdir / 'kafka-health.db'}",
+        rules=RuleSettings(open_after=2, resolve_after=2, urp_for_s=10.0),
+    )
+    code = 0
+    with stop_signals() as stop, contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        try:
+            out.write("starting ZooKeeper, 5 brokers, the collectors, Spark and the service...\n")
+            out.flush()
+            zookeeper = EmbeddedZooKeeper()
+            zookeeper.start()
+            stack.callback(zookeeper.stop)
+            cluster = ReferenceCluster(settings, zookeeper.connect_string)
+            cluster.start()
+            stack.callback(cluster.stop)
+            urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
+            collector = ZooKeeperCollector(zookeeper.connect_string)
+            collector.start()
+            stack.callback(collector.stop)
+            metrics = MetricsCollector(urls=urls, timeout_s=2.0)
+            stack.callback(metrics.close)
+            sampler = Sampler(
+                collector,
+                SpoolDirectorySink(workdir / "spool"),
+                SampleNumbering(new_collector_id("demo")),
+                metrics=metrics,
+                settings=SamplerSettings(interval_s=2.0),
+            )
+            sampling = threading.Event()
+            thread = threading.Thread(target=sampler.run, args=(sampling,), name="sampler", daemon=True)
+            thread.start()
+            stack.callback(thread.join, 10)
+            stack.callback(sampling.set)
+
+            from analytics.spark.job import running_job
+
+            stack.enter_context(running_job(analytics))
+            app = create_app(
+                ServiceSettings(
+                    tokens=SecretStr(f"demo:admin:{token}"), view=ViewSettings(metrics_interval_s=2.0)
+                ),
+                zookeeper=zookeeper.connect_string,
+                metrics=MetricsSettings(urls=urls, timeout_s=2.0),
+                store_url=analytics.store_url,
+                collector_factory=lambda _: collector,
+                reference=ControlApi(cluster),
+            )
+            stack.enter_context(_running_server(app, port))
+            base = f"http://127.0.0.1:{port}"
+            out.write(
+                "\nkafka-health is up on the embedded reference cluster "
+                f"(ZooKeeper {zookeeper.connect_string})\n"
+                f"  API docs   {base}/docs\n"
+                f"  metrics    {base}/metrics\n"
+                f"  token      {token}   (admin; e.g. curl -H 'Authorization: Bearer {token}' "
+                f"{base}/api/v1/cluster)\n"
+                f"  data       {workdir} (removed on exit)\n"
+            )
+            out.flush()
+            demo = Demo(base, token, out)
+            stack.callback(demo.http.close)
+            story(demo, cluster)
+            if not args.once:
+                out.write(
+                    f"\nEverything keeps running. Try:\n"
+                    f"  curl -H 'Authorization: Bearer {token}' {base}/api/v1/alerts\n"
+                    f"  curl -X POST -H 'Authorization: Bearer {token}' "
+                    f"{base}/api/v1/reference/brokers/0/stop\n"
+                    "Ctrl-C stops everything.\n"
+                )
+                out.flush()
+                stop.wait()
+        except KeyboardInterrupt:
+            pass  # Spark's context installs its own SIGINT handler, which raises this: a stop, not an error
+        except (StoryError, ZooKeeperServerError, RuntimeError) as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            code = 1
+        out.write("stopping...\n")
+        out.flush()
+    return code

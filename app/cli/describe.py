@@ -1,0 +1,312 @@
+"""``kafka-health describe``: read a cluster once and print its state and health, text or JSON.
+
+Like ``kafka-topics --describe --under-replicated-partitions``, but all of it: brokers, controller, every
+partition with its health flags, the summary an on-call engineer starts from, suspect brokers, pending
+admin operations and the znodes that could not be read.
+
+Exit codes: 0 read (even with problems), 1 the cluster could not be read, 2 bad input, 3 unhealthy with
+``--fail-on-unhealthy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+from collectors.health import HealthReport, PartitionHealth, assess
+from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
+from collectors.kafka.zkdata import parse_connect_string
+from collectors.metrics import MetricsCollector
+from collectors.zookeeper.collector import scan
+
+EXIT_OK = 0
+EXIT_UNREADABLE = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNHEALTHY = 3
+
+FILTERS = ("under_replicated", "under_min_isr", "unavailable", "non_preferred")
+
+
+def selected(health: PartitionHealth, args: argparse.Namespace) -> bool:
+    """Filters combine with OR; no filter selects every partition."""
+    wanted = {name for name in FILTERS if getattr(args, name, False)}
+    if not wanted:
+        return True
+    return (
+        ("under_replicated" in wanted and health.under_replicated)
+        or ("under_min_isr" in wanted and health.under_min_isr)
+        or ("unavailable" in wanted and health.offline)
+        or ("non_preferred" in wanted and not health.preferred_leader and not health.offline)
+    )
+
+
+def unhealthy(report: HealthReport) -> bool:
+    s = report.summary
+    return bool(
+        s.under_replicated or s.under_min_isr or s.offline or s.brokers_down or not report.controller.active
+    )
+
+
+# --- JSON ----------------------------------------------------------------------------------------------
+
+
+def _partition_json(info: PartitionInfo, health: PartitionHealth) -> dict[str, Any]:
+    state = info.state
+    return {
+        "topic": info.tp.topic,
+        "partition": info.tp.partition,
+        "replicas": list(info.assignment.replicas),
+        "isr": list(info.isr),
+        "leader": info.leader,
+        "leader_epoch": state.leader_epoch if state else None,
+        "controller_epoch": state.controller_epoch if state else None,
+        "leader_recovery_state": state.leader_recovery_state if state else None,
+        "zk_version": state.zk_version if state else None,
+        "adding_replicas": list(info.assignment.adding_replicas),
+        "removing_replicas": list(info.assignment.removing_replicas),
+        "under_replicated": health.under_replicated,
+        "under_min_isr": health.under_min_isr,
+        "at_min_isr": health.at_min_isr,
+        "offline": health.offline,
+        "preferred_leader": health.preferred_leader,
+        "min_isr": health.min_isr,
+    }
+
+
+def describe_json(
+    snapshot: ClusterSnapshot, report: HealthReport, partitions: Iterable[TopicPartition]
+) -> dict[str, Any]:
+    summary = report.summary
+    cross = report.urp_cross_check
+    return {
+        "cluster_id": snapshot.cluster_id,
+        "snapshot": {
+            "version": snapshot.version,
+            "taken_at": snapshot.taken_at,
+            "last_good_at": snapshot.last_good_at,
+            "stale": snapshot.stale,
+        },
+        "brokers": [
+            {
+                "id": b.id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+                "endpoints": [e.connection_string() for e in b.endpoints],
+                "registration_version": b.version,
+                "broker_epoch": b.broker_epoch,
+                "registered_at_ms": b.timestamp_ms,
+            }
+            for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
+        ],
+        "controller": {"broker_id": snapshot.controller.broker_id, "epoch": snapshot.controller.epoch},
+        "topics": [
+            {
+                "name": t.name,
+                "topic_id": t.topic_id,
+                "config": dict(t.config),
+                "marked_for_deletion": t.marked_for_deletion,
+            }
+            for t in sorted(snapshot.topics.values(), key=lambda t: t.name)
+        ],
+        "partitions": [_partition_json(snapshot.partitions[tp], report.partitions[tp]) for tp in partitions],
+        "summary": {
+            "brokers": summary.brokers,
+            "topics": summary.topics,
+            "partitions": summary.partitions,
+            "under_replicated": summary.under_replicated,
+            "under_min_isr": summary.under_min_isr,
+            "at_min_isr": summary.at_min_isr,
+            "offline": summary.offline,
+            "preferred_replica_imbalance": summary.preferred_replica_imbalance,
+            "brokers_down": list(summary.brokers_down),
+        },
+        "controller_health": {"active": report.controller.active},
+        "imbalance": [
+            {
+                "broker_id": i.broker_id,
+                "preferred_partitions": i.preferred_partitions,
+                "led_by_others": i.led_by_others,
+                "ratio": i.ratio,
+                "above_threshold": i.above_threshold,
+            }
+            for i in sorted(report.imbalance.values(), key=lambda i: i.broker_id)
+        ],
+        "suspect_brokers": [
+            {"broker_id": s.broker_id, "missing_from": s.missing_from, "share": s.share}
+            for s in report.suspects
+        ],
+        "urp_cross_check": None
+        if cross is None
+        else {
+            "zookeeper": cross.zookeeper,
+            "gauges": cross.gauges,
+            "reporting": list(cross.reporting),
+            "missing": list(cross.missing),
+            "agrees": cross.agrees,
+            "offline_not_counted": cross.offline_not_counted,
+        },
+        "pending": {
+            "preferred_election": [
+                {"topic": tp.topic, "partition": tp.partition} for tp in snapshot.pending.preferred_election
+            ],
+            "reassignments": [
+                {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+                for tp, replicas in sorted(snapshot.pending.reassignments.items())
+            ],
+            "deletions": list(snapshot.pending.deletions),
+        },
+        "errors": [{"path": e.path, "reason": e.reason} for e in snapshot.errors],
+    }
+
+
+# --- text ----------------------------------------------------------------------------------------------
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def describe_text(
+    snapshot: ClusterSnapshot, report: HealthReport, partitions: Iterable[TopicPartition], out: TextIO
+) -> None:
+    """``kafka-topics --describe`` lines per topic and partition, then the health summary."""
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp)
+    for topic, tps in sorted(by_topic.items()):
+        info = snapshot.topics.get(topic)
+        all_tps = [tp for tp in snapshot.partitions if tp.topic == topic]
+        rf = len(snapshot.partitions[all_tps[0]].assignment.target_replicas) if all_tps else 0
+        configs = ",".join(f"{k}={v}" for k, v in sorted((info.config if info else {}).items()))
+        marked = "\tMarkedForDeletion: true" if info is not None and info.marked_for_deletion else ""
+        topic_id = info.topic_id if info is not None and info.topic_id else "-"
+        out.write(
+            f"Topic: {topic}\tTopicId: {topic_id}\tPartitionCount: {len(all_tps)}\tReplicationFactor: {rf}"
+            f"\tConfigs: {configs}{marked}\n"
+        )
+        for tp in sorted(tps):
+            p = snapshot.partitions[tp]
+            leader = "none" if p.leader == NO_LEADER or p.state is None else str(p.leader)
+            line = (
+                f"\tTopic: {topic}\tPartition: {tp.partition}\tLeader: {leader}\tReplicas: {_ids(p.replicas)}"
+            )
+            line += f"\tIsr: {_ids(p.isr)}"
+            if p.assignment.adding_replicas:
+                line += f"\tAdding Replicas: {_ids(p.assignment.adding_replicas)}"
+            if p.assignment.removing_replicas:
+                line += f"\tRemoving Replicas: {_ids(p.assignment.removing_replicas)}"
+            flags = _flags(report.partitions[tp])
+            out.write(line + (f"\t[{', '.join(flags)}]" if flags else "") + "\n")
+    _write_summary(snapshot, report, out)
+
+
+def _flags(health: PartitionHealth) -> list[str]:
+    flags = []
+    if health.offline:
+        flags.append("OFFLINE")
+    if health.under_min_isr:
+        flags.append("UNDER-MIN-ISR")
+    elif health.at_min_isr:
+        flags.append("AT-MIN-ISR")
+    if health.under_replicated:
+        flags.append("UNDER-REPLICATED")
+    if not health.preferred_leader and not health.offline:
+        flags.append("NON-PREFERRED-LEADER")
+    if health.recovering:
+        flags.append("RECOVERING")
+    return flags
+
+
+def _write_summary(snapshot: ClusterSnapshot, report: HealthReport, out: TextIO) -> None:
+    s = report.summary
+    controller = snapshot.controller
+    down = f" (down: {_ids(s.brokers_down)})" if s.brokers_down else ""
+    out.write("\nHealth\n")
+    out.write(f"  brokers {s.brokers}{down}, topics {s.topics}, partitions {s.partitions}\n")
+    out.write(
+        f"  under-replicated {s.under_replicated}, under-min-ISR {s.under_min_isr},"
+        f" at-min-ISR {s.at_min_isr}, offline {s.offline},"
+        f" preferred-replica imbalance {s.preferred_replica_imbalance}\n"
+    )
+    if controller.broker_id is None:
+        out.write("  controller: NONE (no broker holds /controller)\n")
+    else:
+        active = "" if report.controller.active else " (NOT a registered broker)"
+        out.write(f"  controller: broker {controller.broker_id}, epoch {controller.epoch}{active}\n")
+    above = [i for i in report.imbalance.values() if i.above_threshold]
+    for i in sorted(above, key=lambda i: i.broker_id):
+        out.write(
+            f"  leader imbalance: broker {i.broker_id} leads {i.preferred_partitions - i.led_by_others}"
+            f" of its {i.preferred_partitions} preferred partitions ({i.ratio:.0%} led by others)\n"
+        )
+    for suspect in report.suspects:
+        out.write(
+            f"  suspect broker {suspect.broker_id}: missing from the ISR of {suspect.missing_from} "
+            f"under-replicated partitions ({suspect.share:.0%})\n"
+        )
+    cross = report.urp_cross_check
+    if cross is not None:
+        verdict = "agree" if cross.agrees else "DISAGREE"
+        missing = f", no gauge from brokers {_ids(cross.missing)}" if cross.missing else ""
+        out.write(
+            f"  URP gauges {verdict}: brokers report {cross.gauges}, ZooKeeper says {cross.zookeeper}"
+            f" (+{cross.offline_not_counted} offline, counted by no broker){missing}\n"
+        )
+    pending = snapshot.pending
+    if pending.preferred_election or pending.reassignments or pending.deletions:
+        out.write(
+            f"  pending: preferred election of {len(pending.preferred_election)} partitions, "
+            f"{len(pending.reassignments)} reassignments, deletions: {', '.join(pending.deletions) or '-'}\n"
+        )
+    for error in snapshot.errors:
+        out.write(f"  unreadable znode {error.path}: {error.reason}\n")
+    if snapshot.stale:
+        out.write("  WARNING: the snapshot is stale (ZooKeeper session lost)\n")
+
+
+# --- the command -----------------------------------------------------------------------------------------
+
+
+def run_describe(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        parse_connect_string(args.zookeeper)
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_BAD_INPUT
+    gauges: Mapping[int, float] | None = None
+    try:
+        snapshot = scan(args.zookeeper, timeout=args.timeout)
+    except Exception as exc:
+        err.write(f"error: cannot read the cluster at {args.zookeeper}: {exc}\n")
+        return EXIT_UNREADABLE
+    if args.metrics_url_template:
+        try:
+            gauges = scrape_urp_gauges(snapshot, args.metrics_url_template, args.timeout)
+        except ValueError as exc:
+            err.write(f"error: {exc}\n")
+            return EXIT_BAD_INPUT
+    report = assess(snapshot, urp_gauges=gauges)
+    partitions = [tp for tp in sorted(snapshot.partitions) if selected(report.partitions[tp], args)]
+    if args.format == "json":
+        json.dump(describe_json(snapshot, report, partitions), out, indent=2)
+        out.write("\n")
+    else:
+        describe_text(snapshot, report, partitions, out)
+    return EXIT_UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else EXIT_OK
+
+
+def scrape_urp_gauges(snapshot: ClusterSnapshot, template: str, timeout: float) -> dict[int, float]:
+    """One scrape of every registered broker: its UnderReplicatedPartitions gauge (brokers whose scrape
+    fails are left out, and the cross-check names them)."""
+    collector = MetricsCollector(url_template=template, timeout_s=min(timeout, 10.0))
+    try:
+        scraped = collector.scrape(snapshot.brokers)
+    finally:
+        collector.close()
+    return {b: s.values["urp"] for b, s in scraped.scrapes.items() if s.error is None and "urp" in s.values}

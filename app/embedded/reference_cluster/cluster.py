@@ -1,0 +1,734 @@
+"""The reference cluster: simulated ZK-mode Kafka brokers on a real ZooKeeper.
+
+Each broker holds its own ZooKeeper session, registers itself, competes for ``/controller`` and, when it
+wins, runs :class:`~app.embedded.reference_cluster.controller.Controller`. Brokers talk to each other
+(LeaderAndIsr, AlterPartition, fetches) by method calls on one event loop; everything they tell the world goes
+through ZooKeeper and their ``/metrics`` endpoints, in the formats Kafka uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import random
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import DataWatch
+
+from app.embedded.reference_cluster import replication
+from app.embedded.reference_cluster.admin import TopicExistsError, ZkAdmin
+from app.embedded.reference_cluster.broker import SimBroker
+from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
+from app.embedded.reference_cluster.controller import Controller
+from app.embedded.reference_cluster.dynamic_config import DynamicConfigs
+from app.embedded.reference_cluster.loop import EventLoop
+from app.embedded.reference_cluster.metrics import BrokerMetricsServer, MetricsSnapshot, take_snapshot
+from app.embedded.reference_cluster.traffic import TrafficModel, update_host
+from collectors.kafka import zkdata
+from collectors.kafka.model import (
+    BrokerEndpoint,
+    LeaderAndIsr,
+    LeaderRecoveryState,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from collectors.kafka.placement import (
+    AdminOperationError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+)
+
+log = logging.getLogger(__name__)
+
+ISR_PROPAGATION_LINGER_MS = 5000.0
+ISR_PROPAGATION_MAX_DELAY_MS = 60000.0
+"""Kafka's ``ZkIsrManager``: notify once changes have been quiet 5 s, or at least every 60 s."""
+REGISTRATION_RETRY_MS = 500.0
+CONNECT_TIMEOUT_S = 15.0
+GIVE_UP_ERRORS = {"FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION", "UNKNOWN_TOPIC_OR_PARTITION"}
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+class ClusterError(Exception):
+    """A fault or request the cluster refuses; ``status`` is the HTTP status the control port answers."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class _IsrNotifications:
+    pending: set[TopicPartition]
+    last_change_ms: float = 0.0
+    last_propagation_ms: float = 0.0
+
+
+class ReferenceCluster:
+    """Start with :meth:`start`, stop with :meth:`stop`; fault methods are safe from any thread."""
+
+    def __init__(self, settings: ReferenceClusterSettings, zookeeper: str) -> None:
+        self.settings = settings
+        self.zookeeper = zookeeper
+        self.loop = EventLoop("reference-cluster", self._record_error)
+        self.errors: list[str] = []
+        self.brokers: dict[int, SimBroker] = {
+            i: SimBroker(
+                i,
+                settings.rack_of(i),
+                BrokerEndpoint("PLAINTEXT", settings.broker_host(i), settings.listener_port(i)),
+                settings.log_dirs_per_broker,
+            )
+            for i in range(settings.brokers)
+        }
+        self.controller: Controller | None = None
+        self.traffic = TrafficModel(settings.traffic)
+        self.configs = DynamicConfigs(self.brokers, settings.min_insync_replicas)
+        self._admin_client: KazooClient | None = None
+        self.admin: ZkAdmin | None = None
+        self._last_tick_ms: float | None = None
+        self._isr_notifications: dict[int, _IsrNotifications] = {
+            b: _IsrNotifications(set()) for b in self.brokers
+        }
+        self._metrics_servers: dict[int, BrokerMetricsServer] = {}
+        self._preload: set[tuple[TopicPartition, int]] = set()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Connect, start every broker, wait for a controller, create the configured topics.
+
+        Raises ``TimeoutError`` with a message when ZooKeeper cannot be reached or the cluster does not
+        come up in time; whatever had started is stopped again.
+        """
+        try:
+            self._start(timeout)
+        except KazooTimeoutError:
+            self.stop()
+            raise TimeoutError(
+                f"cannot reach ZooKeeper at {self.zookeeper} within {min(timeout, CONNECT_TIMEOUT_S):.0f} s"
+            ) from None
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
+        self._ensure_chroot(timeout)
+        self._admin_client = KazooClient(hosts=self.zookeeper, timeout=10.0)
+        self._admin_client.start(timeout=min(timeout, CONNECT_TIMEOUT_S))
+        rng = (
+            random.Random(self.settings.placement_seed) if self.settings.placement_seed is not None else None
+        )
+        self.admin = ZkAdmin(self._admin_client, self.settings.topic_znode_version, rng)
+        self.loop.start()
+        common_port = self._common_metrics_port() if self.settings.address_per_broker else 0
+        for index, broker in enumerate(self.brokers.values()):
+            ports = self.settings.metrics_ports
+            port = ports[index] if index < len(ports) else common_port
+            self._metrics_servers[broker.id] = BrokerMetricsServer(
+                self.settings.broker_host(broker.id),
+                port,
+                functools.partial(self.metrics_snapshot, broker.id),
+            )
+        self.loop.call(self._start_all)
+        self.wait_until(
+            lambda: (
+                self.controller is not None
+                and self.controller.active
+                and set(self.controller.live_brokers) == set(self.brokers)
+            ),
+            timeout,
+            "a controller that sees every broker",
+        )
+        for topic in self.settings.topics:
+            self._create_startup_topic(topic.name, topic.partitions, topic.replication_factor, topic.config)
+        self.wait_until(self._all_partitions_online, timeout, "every partition of the start-up topics online")
+
+    def stop(self) -> None:
+        """Stop every broker (their sessions close, so their ephemeral znodes go) and the loop."""
+        if self.loop.running:
+            try:
+                self.loop.call(self._stop_all, timeout=30)
+            except Exception:
+                log.exception("error while stopping the reference cluster")
+        self.loop.stop()
+        for server in self._metrics_servers.values():
+            server.close()
+        if self._admin_client is not None:
+            self._admin_client.stop()
+            self._admin_client.close()
+            self._admin_client = None
+
+    def __enter__(self) -> ReferenceCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _ensure_chroot(self, timeout: float) -> None:
+        hosts, slash, chroot = self.zookeeper.partition("/")
+        if not slash or not chroot:
+            return
+        client = KazooClient(hosts=hosts, timeout=10.0)
+        client.start(timeout=min(timeout, CONNECT_TIMEOUT_S))
+        try:
+            client.ensure_path("/" + chroot)
+        finally:
+            client.stop()
+            client.close()
+
+    def _start_all(self) -> None:
+        assert self._admin_client is not None
+        self.configs.start(self._admin_client, self.loop.post)
+        for broker in self.brokers.values():
+            self._start_broker(broker)
+        self._last_tick_ms = self.now_ms()
+        self.loop.post(self._tick, delay_ms=self.settings.tick_ms)
+
+    def _stop_all(self) -> None:
+        for broker in self.brokers.values():
+            if broker.alive:
+                self._stop_broker(broker, controlled=False)
+
+    def _record_error(self, exc: BaseException) -> None:
+        self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def now_ms(self) -> float:
+        return time.monotonic() * 1000.0
+
+    def post(self, fn: Callable[[], None], delay_ms: float = 0.0) -> None:
+        self.loop.post(fn, delay_ms)
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.loop.call(predicate):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"reference cluster: no {what} after {timeout:.0f} s")
+
+    def _all_partitions_online(self) -> bool:
+        """Every partition of the start-up topics has a leader (a topic that existed before keeps its
+        own partition count)."""
+        controller = self.controller
+        if controller is None:
+            return False
+        topics = {t.name for t in self.settings.topics}
+        if not topics <= set(controller.topic_ids):
+            return False
+        return all(
+            tp in controller.states and controller.states[tp].leader >= 0
+            for tp in controller.assignments
+            if tp.topic in topics
+        )
+
+    def _create_startup_topic(self, name: str, partitions: int, rf: int, config: Mapping[str, str]) -> None:
+        assert self.admin is not None
+        if self._admin_client is not None and self._admin_client.exists(zkdata.topic_path(name)):
+            log.info("topic %s exists already; kept as it is", name)
+            return
+        admin = self.admin
+
+        def create() -> None:
+            # On the loop, so that the controller's LeaderAndIsr (posted by its topic watch) comes after
+            # the preload is known: the replicas start with the data written "before" the simulation.
+            assignment = admin.create_topic(name, partitions, rf, config)
+            if self.settings.traffic.initial_log_bytes:
+                self._preload.update(
+                    (TopicPartition(name, p), b) for p, replicas in assignment.items() for b in replicas
+                )
+
+        self.loop.call(create)
+
+    # --- broker lifecycle (loop thread) ----------------------------------------------------------
+
+    def _start_broker(self, broker: SimBroker) -> None:
+        client = KazooClient(
+            hosts=self.zookeeper, timeout=self.settings.zookeeper_session_timeout_ms / 1000.0
+        )
+
+        def on_state(state: str) -> None:
+            # Returns None on purpose: kazoo removes a listener that returns True.
+            self.loop.post(lambda: self._on_session_state(broker, client, state))
+
+        client.add_listener(on_state)
+        client.start(timeout=30)
+        broker.client = client
+        broker.alive = True
+        broker.session_lost = False
+        broker.next_isr_check_ms = self.now_ms() + self.settings.replica_lag_time_max_ms / 2
+        for path in zkdata.PERSISTENT_PATHS:
+            client.ensure_path(path)
+        self._ensure_cluster_id(client)
+        self._metrics_servers[broker.id].open()
+        self._register(broker, client)
+
+    @staticmethod
+    def _ensure_cluster_id(client: KazooClient) -> None:
+        if client.exists(zkdata.CLUSTER_ID_PATH):
+            return
+        with contextlib.suppress(NodeExistsError):
+            client.create(
+                zkdata.CLUSTER_ID_PATH, zkdata.encode_cluster_id(zkdata.new_kafka_uuid()), makepath=True
+            )
+
+    def _register(self, broker: SimBroker, client: KazooClient) -> None:
+        """``CheckedEphemeral.create``: create the ephemeral node empty, set its data (version 1)."""
+        current = broker.client
+        if current is None or current is not client:
+            return  # a stale retry: the broker stopped or has a new session since
+        registration = broker.registration(self.settings.broker_registration_version, zkdata.now_ms())
+        txn = current.transaction()
+        txn.create(zkdata.broker_path(broker.id), b"", ephemeral=True)
+        txn.set_data(zkdata.broker_path(broker.id), zkdata.encode_broker_registration(registration), 0)
+        created, stat = txn.commit()
+        if isinstance(created, NodeExistsError) or isinstance(stat, Exception):
+            log.warning(
+                "broker %d: /brokers/ids/%d still held by an old session; retrying", broker.id, broker.id
+            )
+            self.loop.post(lambda: self._register(broker, client), delay_ms=REGISTRATION_RETRY_MS)
+            return
+        broker.broker_epoch = stat.czxid
+        broker.registered = True
+        log.info("broker %d registered (epoch %d)", broker.id, stat.czxid)
+        if not broker.controller_watch_set:
+            broker.controller_watch_set = True
+            DataWatch(client, zkdata.CONTROLLER_PATH, self._controller_watch(broker, client))
+        self._maybe_elect(broker)
+
+    def _controller_watch(
+        self, broker: SimBroker, client: KazooClient
+    ) -> Callable[[bytes | None, Any], bool]:
+        def on_change(_data: bytes | None, _stat: Any) -> bool:
+            if broker.client is not client:
+                return False
+            self.loop.post(lambda: self._maybe_elect(broker))
+            return True
+
+        return on_change
+
+    def _maybe_elect(self, broker: SimBroker) -> None:
+        """``KafkaController.elect``: resign if the znode names someone else; race for it when it is gone."""
+        client = broker.client
+        if client is None or not broker.registered:
+            return
+        try:
+            data, _ = client.get(zkdata.CONTROLLER_PATH)
+            active = zkdata.decode_controller(zkdata.CONTROLLER_PATH, data)
+        except NoNodeError:
+            active = -1
+        except zkdata.ZnodeFormatError as exc:
+            log.error("unreadable /controller: %s", exc)
+            return
+        current = self.controller
+        if current is not None and current.broker_id == broker.id and active != broker.id:
+            current.resign()
+        if active != -1:
+            return
+        try:
+            data, stat = client.get(zkdata.CONTROLLER_EPOCH_PATH)
+            epoch, epoch_version = (
+                zkdata.decode_controller_epoch(zkdata.CONTROLLER_EPOCH_PATH, data),
+                stat.version,
+            )
+        except NoNodeError:
+            try:
+                client.create(zkdata.CONTROLLER_EPOCH_PATH, zkdata.encode_controller_epoch(0))
+                epoch, epoch_version = 0, 0
+            except NodeExistsError:
+                self.loop.post(lambda: self._maybe_elect(broker))
+                return
+        txn = client.transaction()
+        txn.create(
+            zkdata.CONTROLLER_PATH,
+            zkdata.encode_controller(broker.id, self.settings.controller_znode_version),
+            ephemeral=True,
+        )
+        txn.set_data(zkdata.CONTROLLER_EPOCH_PATH, zkdata.encode_controller_epoch(epoch + 1), epoch_version)
+        results = txn.commit()
+        if any(isinstance(r, Exception) for r in results):
+            return  # another broker won the race
+        controller = Controller(self, broker.id, client, epoch + 1, results[1].version)
+        self.controller = controller
+        controller.guarded(controller.failover)()
+
+    def controller_resigned(self, controller: Controller) -> None:
+        if self.controller is controller:
+            self.controller = None
+
+    def _on_session_state(self, broker: SimBroker, client: KazooClient, state: str) -> None:
+        """A broker whose session expired loses its registration (and controllership) and re-registers
+        with a new session, hence a new broker epoch, as Kafka's ``afterInitializingSession`` does."""
+        if broker.client is not client:
+            return
+        if state == KazooState.LOST:
+            broker.session_lost = True
+            broker.registered = False
+            if self.controller is not None and self.controller.broker_id == broker.id:
+                self.controller.resign()
+        elif state == KazooState.CONNECTED and broker.session_lost:
+            broker.session_lost = False
+            self._register(broker, client)
+
+    def _stop_broker(self, broker: SimBroker, controlled: bool) -> None:
+        if controlled and self.controller is not None and self.controller.active:
+            self.controller.controlled_shutdown(broker.id)
+        client = broker.client
+        broker.client = None
+        broker.controller_watch_set = False
+        if self.controller is not None and self.controller.broker_id == broker.id:
+            self.controller.resign()
+        self._metrics_servers[broker.id].close()
+        broker.forget_session_state()
+        self._isr_notifications[broker.id] = _IsrNotifications(set())
+        if client is not None:
+            client.stop()
+            client.close()
+        log.info("broker %d stopped", broker.id)
+
+    # --- the controller's channel to the brokers -------------------------------------------------
+
+    def send_leader_and_isr(
+        self,
+        broker_ids: Iterable[int],
+        updates: Mapping[TopicPartition, tuple[LeaderAndIsr, ReplicaAssignment]],
+    ) -> None:
+        now = self.now_ms()
+        for broker_id in broker_ids:
+            broker = self.brokers.get(broker_id)
+            if broker is None or not broker.alive:
+                continue
+            for tp, (state, assignment) in updates.items():
+                if not broker.is_replica_online(tp):
+                    continue  # KAFKA_STORAGE_ERROR
+                self.configs.ensure_topic(tp.topic)
+                leader = self.brokers.get(state.leader)
+                leader_log = leader.logs.get(tp) if leader is not None and leader.alive else None
+                if (tp, broker_id) in self._preload and tp not in broker.logs:
+                    self._preload.discard((tp, broker_id))
+                    broker.create_log(
+                        tp, self.settings.traffic.initial_log_bytes / self.settings.traffic.message_bytes
+                    )
+                broker.apply_leader_and_isr(
+                    tp,
+                    state,
+                    assignment,
+                    leader_log.leo if leader_log is not None and leader is not broker else None,
+                    leader_log.log_start if leader_log is not None else 0.0,
+                    now,
+                )
+
+    def send_stop_replica(self, broker_id: int, tp: TopicPartition, delete: bool) -> None:
+        broker = self.brokers.get(broker_id)
+        if broker is not None and broker.alive:
+            broker.stop_replica(tp, delete)
+
+    def offline_replicas_of(self, broker_id: int) -> list[TopicPartition]:
+        broker = self.brokers.get(broker_id)
+        return broker.offline_replicas() if broker is not None and broker.alive else []
+
+    def record_unclean_election(self, controller_id: int) -> None:
+        self.brokers[controller_id].counters.unclean_leader_elections += 1
+
+    # --- the data plane (loop thread) -------------------------------------------------------------
+
+    def _tick(self) -> None:
+        now = self.now_ms()
+        dt_s = min(1.0, (now - (self._last_tick_ms or now)) / 1000.0)
+        self._last_tick_ms = now
+        try:
+            changes, moved = replication.advance(
+                self.brokers,
+                self.settings,
+                self.traffic,
+                self.configs.throttles,
+                self.configs.min_insync_replicas,
+                now,
+                dt_s,
+            )
+            for broker in self.brokers.values():
+                if broker.alive:
+                    update_host(broker, moved[broker.id], dt_s, self.settings.traffic)
+            self._apply_isr_changes(changes, now)
+            self._propagate_isr_notifications(now)
+        except KazooException as exc:
+            log.warning("tick: ZooKeeper error %r", exc)
+        finally:
+            self.loop.post(self._tick, delay_ms=self.settings.tick_ms)
+
+    def _apply_isr_changes(self, changes: list[replication.IsrChange], now: float) -> None:
+        for change in changes:
+            leader = self.brokers[change.leader]
+            view = leader.partitions.get(change.tp)
+            if view is None or view.leader != leader.id or view.isr_change_in_flight:
+                continue
+            proposed = replace(
+                view.state, isr=change.new_isr, leader_recovery_state=LeaderRecoveryState.RECOVERED
+            )
+            if self.settings.alter_partition_enabled:
+                self._alter_partition(leader, change, proposed)
+            else:
+                self._write_isr_to_zookeeper(leader, change, proposed, now)
+
+    def _alter_partition(
+        self, leader: SimBroker, change: replication.IsrChange, proposed: LeaderAndIsr
+    ) -> None:
+        controller = self.controller
+        if controller is None or not controller.active:
+            return  # NOT_CONTROLLER: resent at the next tick
+        result = controller.alter_partition(leader.id, change.tp, proposed)
+        view = leader.partitions.get(change.tp)
+        if view is None:
+            return
+        if result.state is not None:
+            self._isr_committed(leader, change, result.state)
+        elif result.error in GIVE_UP_ERRORS:
+            view.isr_change_in_flight = True  # until the controller's next LeaderAndIsr
+
+    def _write_isr_to_zookeeper(
+        self, leader: SimBroker, change: replication.IsrChange, proposed: LeaderAndIsr, now: float
+    ) -> None:
+        """Before IBP 2.7 the leader writes the state znode itself, stamped with the controller epoch of
+        the LeaderAndIsr it last received, and leaves an ISR change notification for the controller."""
+        assert leader.client is not None
+        path = zkdata.partition_state_path(change.tp)
+        try:
+            stat = leader.client.set(path, zkdata.encode_partition_state(proposed), proposed.zk_version)
+        except BadVersionError:
+            data, stat = leader.client.get(path)
+            current = zkdata.decode_partition_state(path, data, stat.version)
+            if replace(current, zk_version=-1) != replace(proposed, zk_version=-1):
+                view = leader.partitions.get(change.tp)
+                if view is not None:
+                    view.isr_change_in_flight = True  # "Cached zkVersion not equal to that in zookeeper"
+                return
+        self._isr_committed(leader, change, replace(proposed, zk_version=stat.version))
+        notifications = self._isr_notifications[leader.id]
+        notifications.pending.add(change.tp)
+        notifications.last_change_ms = now
+
+    def _isr_committed(self, leader: SimBroker, change: replication.IsrChange, state: LeaderAndIsr) -> None:
+        view = leader.partitions.get(change.tp)
+        if view is None:
+            return
+        view.state = state
+        if change.shrink:
+            leader.counters.isr_shrinks += 1
+            log.info("broker %d shrinks ISR of %s to %s", leader.id, change.tp, list(state.isr))
+        else:
+            leader.counters.isr_expands += 1
+            log.info("broker %d expands ISR of %s to %s", leader.id, change.tp, list(state.isr))
+
+    def _propagate_isr_notifications(self, now: float) -> None:
+        for broker_id, notifications in self._isr_notifications.items():
+            broker = self.brokers[broker_id]
+            if not notifications.pending or broker.client is None:
+                continue
+            quiet = notifications.last_change_ms + ISR_PROPAGATION_LINGER_MS < now
+            overdue = notifications.last_propagation_ms + ISR_PROPAGATION_MAX_DELAY_MS < now
+            if quiet or overdue:
+                broker.client.create(
+                    f"{zkdata.ISR_CHANGE_NOTIFICATION_PATH}/{zkdata.ISR_CHANGE_PREFIX}",
+                    zkdata.encode_partition_list(sorted(notifications.pending)),
+                    sequence=True,
+                )
+                notifications.pending.clear()
+                notifications.last_propagation_ms = now
+
+    # --- observation -------------------------------------------------------------------------------
+
+    def metrics_snapshot(self, broker_id: int) -> MetricsSnapshot | None:
+        """Taken on the loop, so a scrape sees one consistent moment (None when the broker is down)."""
+        return self.loop.call(lambda: take_snapshot(self, self.brokers[broker_id]), timeout=10)
+
+    def describe(self) -> dict[str, Any]:
+        return self.loop.call(self._describe)
+
+    def _describe(self) -> dict[str, Any]:
+        controller = self.controller
+        topics: dict[str, list[dict[str, Any]]] = {}
+        if controller is not None:
+            for tp in sorted(controller.assignments):
+                state = controller.states.get(tp)
+                assignment = controller.assignments[tp]
+                topics.setdefault(tp.topic, []).append(
+                    {
+                        "partition": tp.partition,
+                        "replicas": list(assignment.replicas),
+                        "adding_replicas": list(assignment.adding_replicas),
+                        "removing_replicas": list(assignment.removing_replicas),
+                        "leader": state.leader if state else None,
+                        "leader_epoch": state.leader_epoch if state else None,
+                        "isr": list(state.isr) if state else [],
+                    }
+                )
+        return {
+            "zookeeper": self.zookeeper,
+            "controller": {"broker_id": controller.broker_id, "epoch": controller.epoch}
+            if controller
+            else None,
+            "brokers": [self._describe_broker(b) for b in self.brokers.values()],
+            "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
+            "traffic": self.traffic.describe(),
+        }
+
+    def _describe_broker(self, broker: SimBroker) -> dict[str, Any]:
+        return {
+            "id": broker.id,
+            "state": "running" if broker.alive else "stopped",
+            "rack": broker.rack,
+            "registered": broker.registered,
+            "broker_epoch": broker.broker_epoch,
+            "stalled": broker.stalled,
+            "slow": broker.slow,
+            "failed_log_dirs": sorted(broker.failed_log_dirs),
+            "metrics_url": self.metrics_url(broker.id),
+            "partitions": len(broker.partitions),
+            "leaders": len(broker.led_partitions()),
+        }
+
+    def metrics_url(self, broker_id: int) -> str | None:
+        port = self._metrics_servers[broker_id].port if broker_id in self._metrics_servers else None
+        return f"http://{self.settings.broker_host(broker_id)}:{port}/metrics" if port else None
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The brokers' common metrics port with ``address_per_broker`` (None otherwise)."""
+        ports = {s.port for s in self._metrics_servers.values()}
+        return ports.pop() if self.settings.address_per_broker and len(ports) == 1 else None
+
+    def _common_metrics_port(self) -> int:
+        """The configured port, or one that is free on every broker's address."""
+        if self.settings.metrics_port:
+            return self.settings.metrics_port
+        hosts = [self.settings.broker_host(b) for b in self.brokers]
+        for _ in range(20):
+            with socket.socket() as probe:
+                probe.bind((hosts[0], 0))
+                port = int(probe.getsockname()[1])
+            if all(_port_free(host, port) for host in hosts[1:]):
+                return port
+        raise ClusterError(409, "no metrics port is free on every broker address")
+
+    # --- faults (any thread) -----------------------------------------------------------------------
+
+    def _broker(self, broker_id: int) -> SimBroker:
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            raise ClusterError(404, f"unknown broker {broker_id}: brokers are 0..{len(self.brokers) - 1}")
+        return broker
+
+    def _running(self, broker_id: int) -> SimBroker:
+        broker = self._broker(broker_id)
+        if not broker.alive:
+            raise ClusterError(409, f"broker {broker_id} is stopped")
+        return broker
+
+    def stop_broker(self, broker_id: int, controlled: bool = False) -> None:
+        """Stop a broker: with ``controlled`` it first hands its leaderships over (controlled shutdown);
+        otherwise it crashes, its session closing at once."""
+
+        def run() -> None:
+            self._stop_broker(self._running(broker_id), controlled)
+
+        self.loop.call(run)
+
+    def start_broker(self, broker_id: int) -> None:
+        def run() -> None:
+            broker = self._broker(broker_id)
+            if broker.alive:
+                raise ClusterError(409, f"broker {broker_id} is already running")
+            self._start_broker(broker)
+
+        self.loop.call(run)
+
+    def stop_controller(self) -> int:
+        def run() -> int:
+            if self.controller is None:
+                raise ClusterError(409, "there is no active controller")
+            broker_id = self.controller.broker_id
+            self._stop_broker(self.brokers[broker_id], controlled=False)
+            return broker_id
+
+        return self.loop.call(run)
+
+    def stall_follower(self, broker_id: int) -> None:
+        """The broker's replica fetchers stop: its replicas fall out of the ISRs after the lag time."""
+        self.loop.call(lambda: setattr(self._running(broker_id), "stalled", True))
+
+    def slow_follower(self, broker_id: int) -> None:
+        """The broker's fetchers keep going but slower than the leaders take writes: never caught up."""
+        self.loop.call(lambda: setattr(self._running(broker_id), "slow", True))
+
+    def resume_follower(self, broker_id: int) -> None:
+        def run() -> None:
+            broker = self._running(broker_id)
+            if not broker.stalled and not broker.slow:
+                raise ClusterError(409, f"broker {broker_id} is neither stalled nor slow")
+            broker.stalled = broker.slow = False
+
+        self.loop.call(run)
+
+    def fail_log_dir(self, broker_id: int, log_dir: int) -> list[TopicPartition]:
+        """A log directory fails: its replicas go offline and the broker tells the controller through
+        ``/log_dir_event_notification``. Returns the replicas lost."""
+
+        def run() -> list[TopicPartition]:
+            broker = self._running(broker_id)
+            if not 0 <= log_dir < broker.log_dirs:
+                raise ClusterError(404, f"broker {broker_id} has log dirs 0..{broker.log_dirs - 1}")
+            if log_dir in broker.failed_log_dirs:
+                raise ClusterError(409, f"log dir {log_dir} of broker {broker_id} has failed already")
+            broker.failed_log_dirs.add(log_dir)
+            lost = [tp for tp, lg in broker.logs.items() if lg.log_dir == log_dir]
+            for tp in lost:
+                broker.partitions.pop(tp, None)
+            assert broker.client is not None
+            broker.client.create(
+                f"{zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH}/{zkdata.LOG_DIR_EVENT_PREFIX}",
+                zkdata.encode_log_dir_event(broker.id),
+                sequence=True,
+            )
+            return lost
+
+        return self.loop.call(run)
+
+    def create_topic(self, spec: TopicSpec) -> dict[int, list[int]]:
+        """Create a topic as ``kafka-topics --create`` would; returns the replica assignment."""
+        if self.admin is None:
+            raise ClusterError(409, "the cluster is not started")
+        try:
+            return self.admin.create_topic(spec.name, spec.partitions, spec.replication_factor, spec.config)
+        except TopicExistsError as exc:
+            raise ClusterError(409, str(exc)) from None
+        except (InvalidReplicationFactorError, InvalidPartitionsError, AdminOperationError) as exc:
+            raise ClusterError(422, str(exc)) from None
+
+    def skew(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            topics: dict[str, int] = {}
+            if self.controller is not None:
+                for tp in self.controller.assignments:
+                    topics[tp.topic] = max(topics.get(tp.topic, 0), tp.partition + 1)
+            self.traffic.apply_skew(body, set(self.brokers), topics)
+            return self.traffic.describe()
+
+        return self.loop.call(run)

@@ -1,0 +1,373 @@
+"""Each simulated broker's ``/metrics``: Kafka's JMX metrics under jmx_exporter's Kafka rules
+(``kafka-2_0_0.yml``) plus the host metrics node_exporter and the JVM agent give, on one endpoint.
+
+The values are taken on the cluster's loop at scrape time (one consistent moment) and rendered by
+prometheus_client in the standard text format. A stopped broker's endpoint refuses connections.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from app.embedded.reference_cluster.broker import SimBroker
+
+if TYPE_CHECKING:
+    from app.embedded.reference_cluster.cluster import ReferenceCluster
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+DISK_DEVICE = "nvme0n1"
+NETWORK_DEVICE = "eth0"
+_JMX_HELP = "Attribute exposed for management ({bean}><>{attribute})"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """Everything one scrape shows, as plain values."""
+
+    gauges: dict[str, float]
+    counters: dict[str, float]
+    labelled_counters: dict[str, dict[tuple[tuple[str, str], ...], float]] = field(default_factory=dict)
+    labelled_gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = field(default_factory=dict)
+
+
+# name -> (MBean, attribute) for the HELP text jmx_exporter writes
+_BEANS: dict[str, tuple[str, str]] = {
+    "kafka_server_replicamanager_underreplicatedpartitions": (
+        "kafka.server<type=ReplicaManager, name=UnderReplicatedPartitions",
+        "Value",
+    ),
+    "kafka_server_replicamanager_partitioncount": (
+        "kafka.server<type=ReplicaManager, name=PartitionCount",
+        "Value",
+    ),
+    "kafka_server_replicamanager_leadercount": (
+        "kafka.server<type=ReplicaManager, name=LeaderCount",
+        "Value",
+    ),
+    "kafka_server_replicamanager_underminisrpartitioncount": (
+        "kafka.server<type=ReplicaManager, name=UnderMinIsrPartitionCount",
+        "Value",
+    ),
+    "kafka_server_replicamanager_atminisrpartitioncount": (
+        "kafka.server<type=ReplicaManager, name=AtMinIsrPartitionCount",
+        "Value",
+    ),
+    "kafka_server_replicamanager_offlinereplicacount": (
+        "kafka.server<type=ReplicaManager, name=OfflineReplicaCount",
+        "Value",
+    ),
+    "kafka_server_replicamanager_reassigningpartitions": (
+        "kafka.server<type=ReplicaManager, name=ReassigningPartitions",
+        "Value",
+    ),
+    "kafka_server_replicamanager_isrshrinks": (
+        "kafka.server<type=ReplicaManager, name=IsrShrinksPerSec",
+        "Count",
+    ),
+    "kafka_server_replicamanager_isrexpands": (
+        "kafka.server<type=ReplicaManager, name=IsrExpandsPerSec",
+        "Count",
+    ),
+    "kafka_controller_kafkacontroller_activecontrollercount": (
+        "kafka.controller<type=KafkaController, name=ActiveControllerCount",
+        "Value",
+    ),
+    "kafka_controller_kafkacontroller_offlinepartitionscount": (
+        "kafka.controller<type=KafkaController, name=OfflinePartitionsCount",
+        "Value",
+    ),
+    "kafka_controller_kafkacontroller_preferredreplicaimbalancecount": (
+        "kafka.controller<type=KafkaController, name=PreferredReplicaImbalanceCount",
+        "Value",
+    ),
+    "kafka_controller_kafkacontroller_globalpartitioncount": (
+        "kafka.controller<type=KafkaController, name=GlobalPartitionCount",
+        "Value",
+    ),
+    "kafka_controller_kafkacontroller_globaltopiccount": (
+        "kafka.controller<type=KafkaController, name=GlobalTopicCount",
+        "Value",
+    ),
+    "kafka_controller_controllerstats_uncleanleaderelections": (
+        "kafka.controller<type=ControllerStats, name=UncleanLeaderElectionsPerSec",
+        "Count",
+    ),
+    "kafka_server_brokertopicmetrics_bytesin": (
+        "kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec",
+        "Count",
+    ),
+    "kafka_server_brokertopicmetrics_bytesout": (
+        "kafka.server<type=BrokerTopicMetrics, name=BytesOutPerSec",
+        "Count",
+    ),
+    "kafka_server_brokertopicmetrics_messagesin": (
+        "kafka.server<type=BrokerTopicMetrics, name=MessagesInPerSec",
+        "Count",
+    ),
+    "kafka_server_brokertopicmetrics_failedproducerequests": (
+        "kafka.server<type=BrokerTopicMetrics, name=FailedProduceRequestsPerSec",
+        "Count",
+    ),
+    "kafka_server_brokertopicmetrics_replicationbytesin": (
+        "kafka.server<type=BrokerTopicMetrics, name=ReplicationBytesInPerSec",
+        "Count",
+    ),
+    "kafka_server_brokertopicmetrics_replicationbytesout": (
+        "kafka.server<type=BrokerTopicMetrics, name=ReplicationBytesOutPerSec",
+        "Count",
+    ),
+    "kafka_network_requestmetrics_requests": (
+        "kafka.network<type=RequestMetrics, name=RequestsPerSec",
+        "Count",
+    ),
+    "kafka_log_logmanager_offlinelogdirectorycount": (
+        "kafka.log<type=LogManager, name=OfflineLogDirectoryCount",
+        "Value",
+    ),
+    "kafka_server_replicafetchermanager_maxlag": (
+        "kafka.server<type=ReplicaFetcherManager, name=MaxLag",
+        "Value",
+    ),
+    "kafka_server_kafkaserver_brokerstate": ("kafka.server<type=KafkaServer, name=BrokerState", "Value"),
+    "kafka_log_log_size": ("kafka.log<type=Log, name=Size", "Value"),
+}
+
+_HOST_HELP = {
+    "node_cpu_seconds": "Seconds the CPUs spent in each mode.",
+    "node_disk_read_bytes": "The total number of bytes read successfully.",
+    "node_disk_written_bytes": "The total number of bytes written successfully.",
+    "node_disk_io_time_seconds": "Total seconds spent doing I/Os.",
+    "node_network_receive_bytes": "Network device statistic receive_bytes.",
+    "node_network_transmit_bytes": "Network device statistic transmit_bytes.",
+    "node_memory_MemTotal_bytes": "Memory information field MemTotal_bytes.",
+    "node_memory_MemAvailable_bytes": "Memory information field MemAvailable_bytes.",
+    "process_open_fds": "Number of open file descriptors.",
+    "process_max_fds": "Maximum number of open file descriptors.",
+}
+
+BROKER_STATE_RUNNING = 3
+
+
+def _help(name: str) -> str:
+    if name in _HOST_HELP:
+        return _HOST_HELP[name]
+    bean, attribute = _BEANS[name]
+    return _JMX_HELP.format(bean=bean, attribute=attribute)
+
+
+def take_snapshot(cluster: ReferenceCluster, broker: SimBroker) -> MetricsSnapshot | None:
+    """What ``broker`` reports now, from its own view (URP and min-ISR counts by leaders only; controller
+    gauges only on the controller). Runs on the cluster's loop."""
+    if not broker.alive:
+        return None
+    led = broker.led_partitions()
+    min_isr = cluster.configs.min_insync_replicas
+    gauges: dict[str, float] = {
+        "kafka_server_replicamanager_underreplicatedpartitions": sum(
+            1 for _, v in led if len(v.isr) < v.replication_factor
+        ),
+        "kafka_server_replicamanager_partitioncount": len(broker.partitions) + len(broker.offline_replicas()),
+        "kafka_server_replicamanager_leadercount": len(led),
+        "kafka_server_replicamanager_underminisrpartitioncount": sum(
+            1 for tp, v in led if len(v.isr) < min(min_isr(tp.topic), len(v.assignment.replicas))
+        ),
+        "kafka_server_replicamanager_atminisrpartitioncount": sum(
+            1 for tp, v in led if len(v.isr) == min(min_isr(tp.topic), len(v.assignment.replicas))
+        ),
+        "kafka_server_replicamanager_offlinereplicacount": len(broker.offline_replicas()),
+        "kafka_server_replicamanager_reassigningpartitions": sum(
+            1 for _, v in led if v.assignment.is_being_reassigned
+        ),
+        "kafka_log_logmanager_offlinelogdirectorycount": len(broker.failed_log_dirs),
+        "kafka_server_kafkaserver_brokerstate": BROKER_STATE_RUNNING,
+        "node_memory_MemTotal_bytes": cluster.settings.traffic.memory_bytes,
+        "node_memory_MemAvailable_bytes": cluster.settings.traffic.memory_bytes
+        - broker.host.memory_used_bytes,
+        "process_open_fds": broker.host.open_fds,
+        "process_max_fds": cluster.settings.traffic.max_fds,
+    }
+    gauges.update(_controller_gauges(cluster, broker))
+    c = broker.counters
+    counters = {
+        "kafka_server_replicamanager_isrshrinks": c.isr_shrinks,
+        "kafka_server_replicamanager_isrexpands": c.isr_expands,
+        "kafka_controller_controllerstats_uncleanleaderelections": c.unclean_leader_elections,
+        "kafka_server_brokertopicmetrics_bytesin": sum(c.bytes_in.values()),
+        "kafka_server_brokertopicmetrics_bytesout": sum(c.bytes_out.values()),
+        "kafka_server_brokertopicmetrics_messagesin": sum(c.messages_in.values()),
+        "kafka_server_brokertopicmetrics_failedproducerequests": sum(c.failed_produce_requests.values()),
+        "kafka_server_brokertopicmetrics_replicationbytesin": c.replication_bytes_in,
+        "kafka_server_brokertopicmetrics_replicationbytesout": c.replication_bytes_out,
+    }
+    by_topic = {
+        "kafka_server_brokertopicmetrics_bytesin": c.bytes_in,
+        "kafka_server_brokertopicmetrics_bytesout": c.bytes_out,
+        "kafka_server_brokertopicmetrics_messagesin": c.messages_in,
+        "kafka_server_brokertopicmetrics_failedproducerequests": c.failed_produce_requests,
+    }
+    labelled_counters: dict[str, dict[tuple[tuple[str, str], ...], float]] = {
+        name: {(("topic", t),): v for t, v in sorted(values.items())} for name, values in by_topic.items()
+    }
+    labelled_counters["kafka_network_requestmetrics_requests"] = {
+        (("request", r), ("version", "9")): v for r, v in sorted(c.requests.items())
+    }
+    h = broker.host_counters
+    cores = cluster.settings.traffic.cpu_cores
+    labelled_counters["node_cpu_seconds"] = {
+        (("cpu", str(cpu)), ("mode", mode)): seconds / cores
+        for cpu in range(cores)
+        for mode, seconds in sorted(h.cpu_seconds.items())
+    }
+    device = (("device", DISK_DEVICE),)
+    labelled_counters["node_disk_read_bytes"] = {device: h.disk_read_bytes}
+    labelled_counters["node_disk_written_bytes"] = {device: h.disk_written_bytes}
+    labelled_counters["node_disk_io_time_seconds"] = {device: h.disk_io_time_seconds}
+    nic = (("device", NETWORK_DEVICE),)
+    labelled_counters["node_network_receive_bytes"] = {nic: h.network_receive_bytes}
+    labelled_counters["node_network_transmit_bytes"] = {nic: h.network_transmit_bytes}
+    message_bytes = cluster.settings.traffic.message_bytes
+    labelled_gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = {
+        "kafka_server_replicafetchermanager_maxlag": {(("clientId", "Replica"),): _max_lag(cluster, broker)},
+        "kafka_log_log_size": {
+            (("topic", tp.topic), ("partition", str(tp.partition))): (lg.leo - lg.log_start) * message_bytes
+            for tp, lg in sorted(broker.logs.items())
+            if lg.log_dir not in broker.failed_log_dirs
+        },
+    }
+    return MetricsSnapshot(gauges, counters, labelled_counters, labelled_gauges)
+
+
+def _controller_gauges(cluster: ReferenceCluster, broker: SimBroker) -> dict[str, float]:
+    controller = cluster.controller
+    is_controller = controller is not None and controller.active and controller.broker_id == broker.id
+    if not is_controller or controller is None:
+        return {
+            "kafka_controller_kafkacontroller_activecontrollercount": 0,
+            "kafka_controller_kafkacontroller_offlinepartitionscount": 0,
+            "kafka_controller_kafkacontroller_preferredreplicaimbalancecount": 0,
+            "kafka_controller_kafkacontroller_globalpartitioncount": 0,
+            "kafka_controller_kafkacontroller_globaltopiccount": 0,
+        }
+    states = controller.states
+    offline = sum(
+        1
+        for tp in controller.assignments
+        if tp not in states or states[tp].leader < 0 or states[tp].leader not in controller.live_brokers
+    )
+    imbalance = sum(
+        1
+        for tp, a in controller.assignments.items()
+        if tp in states and states[tp].leader != a.preferred_leader
+    )
+    return {
+        "kafka_controller_kafkacontroller_activecontrollercount": 1,
+        "kafka_controller_kafkacontroller_offlinepartitionscount": offline,
+        "kafka_controller_kafkacontroller_preferredreplicaimbalancecount": imbalance,
+        "kafka_controller_kafkacontroller_globalpartitioncount": len(controller.assignments),
+        "kafka_controller_kafkacontroller_globaltopiccount": len(controller.topic_ids),
+    }
+
+
+def _max_lag(cluster: ReferenceCluster, broker: SimBroker) -> float:
+    lag = 0.0
+    for tp, view in broker.partitions.items():
+        leader = cluster.brokers.get(view.leader)
+        if view.leader == broker.id or leader is None or not leader.alive or tp not in leader.logs:
+            continue
+        lag = max(lag, leader.logs[tp].leo - broker.logs[tp].leo)
+    return float(int(lag))
+
+
+class _SnapshotCollector(Collector):
+    def __init__(self, snapshot: MetricsSnapshot) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.snapshot
+        for name, value in s.gauges.items():
+            yield GaugeMetricFamily(name, _help(name), value=value)
+        for name, series in s.labelled_gauges.items():
+            yield _family(GaugeMetricFamily, name, series)
+        for name in sorted(set(s.counters) | set(s.labelled_counters)):
+            family = _family(CounterMetricFamily, name, s.labelled_counters.get(name, {}))
+            if name in s.counters:
+                family.add_metric([], s.counters[name])
+            yield family
+
+
+def _family(
+    kind: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    name: str,
+    series: dict[tuple[tuple[str, str], ...], float],
+) -> GaugeMetricFamily | CounterMetricFamily:
+    label_names = sorted({k for labels in series for k, _ in labels})
+    family = kind(name, _help(name), labels=label_names)
+    for labels, value in series.items():
+        as_dict = dict(labels)
+        family.add_metric([as_dict.get(k, "") for k in label_names], value)
+    return family
+
+
+def render(snapshot: MetricsSnapshot) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_SnapshotCollector(snapshot))
+    return generate_latest(registry)
+
+
+class BrokerMetricsServer:
+    """One broker's HTTP endpoint; bound while the broker runs, on the same port across restarts."""
+
+    def __init__(self, host: str, port: int, snapshot: Callable[[], MetricsSnapshot | None]) -> None:
+        self.host = host
+        self.port = port
+        self._snapshot = snapshot
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> None:
+        if self._server is not None:
+            return
+        snapshot = self._snapshot
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] != "/metrics":
+                    self.send_error(404, "only /metrics is served here")
+                    return
+                taken = snapshot()
+                if taken is None:
+                    self.send_error(503, "broker is not running")
+                    return
+                body = render(taken)
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        server = ThreadingHTTPServer((self.host, self.port), Handler)
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name=f"metrics-{self.port}", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None

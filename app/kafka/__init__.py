@@ -1,1 +1,0 @@
-"""Kafka's own algorithms as pure functions: replica placement and partition leader election."""

@@ -1,1 +1,0 @@
-"""Test support shipped with the app: the real-ZooKeeper pytest plugin."""

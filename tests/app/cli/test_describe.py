@@ -1,0 +1,162 @@
+"""``kafka-health describe`` against the reference cluster on a real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from app.cli.main import main
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.config import TopicSpec
+from tests.support.reference_cluster import LAG_MS, ClusterFactory, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def describe(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["describe", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def describe_json(capsys: pytest.CaptureFixture[str], zk_connect: str, *args: str) -> dict[str, Any]:
+    code, out, err = describe(capsys, "--zookeeper", zk_connect, "--format", "json", *args)
+    assert code == 0, err
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+Json = dict[str, Any]
+
+
+def when(read: Callable[[], Json], condition: Callable[[Json], bool]) -> Callable[[], Json | None]:
+    def check() -> Json | None:
+        value = read()
+        return value if condition(value) else None
+
+    return check
+
+
+def start(make_cluster: ClusterFactory) -> ReferenceCluster:
+    return make_cluster(
+        topics=[
+            TopicSpec(name="orders", partitions=4, replication_factor=3),
+            TopicSpec(
+                name="payments", partitions=2, replication_factor=3, config={"min.insync.replicas": "2"}
+            ),
+        ],
+        address_per_broker=True,
+    )
+
+
+def test_json_of_a_healthy_cluster(
+    make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = start(make_cluster)
+    result = describe_json(capsys, zk_connect)
+    assert [b["id"] for b in result["brokers"]] == [0, 1, 2]
+    assert result["brokers"][1]["host"] == "127.0.0.2"
+    assert result["brokers"][1]["endpoints"] == [f"PLAINTEXT://127.0.0.2:{cluster.settings.listener_port(1)}"]
+    assert cluster.controller is not None
+    assert result["controller"] == {
+        "broker_id": cluster.controller.broker_id,
+        "epoch": cluster.controller.epoch,
+    }
+    assert len(result["partitions"]) == 6
+    first = result["partitions"][0]
+    assert set(first) >= {
+        "topic", "partition", "replicas", "isr", "leader", "leader_epoch", "adding_replicas",
+        "removing_replicas", "under_replicated", "under_min_isr", "at_min_isr", "offline", "preferred_leader",
+    }  # fmt: skip
+    summary = result["summary"]
+    assert summary == {
+        "brokers": 3,
+        "topics": 2,
+        "partitions": 6,
+        "under_replicated": 0,
+        "under_min_isr": 0,
+        "at_min_isr": 0,
+        "offline": 0,
+        "preferred_replica_imbalance": 0,
+        "brokers_down": [],
+    }
+    assert result["pending"] == {"preferred_election": [], "reassignments": [], "deletions": []}
+    assert result["errors"] == []
+
+
+def test_a_stalled_follower_shows_as_under_replicated_with_its_broker_suspected(
+    make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = start(make_cluster)
+    cluster.stall_follower(2)
+    followed = wait_for(
+        when(lambda: describe_json(capsys, zk_connect), lambda r: r["summary"]["under_replicated"] == 4),
+        timeout=LAG_MS / 1000 * 4,
+        message="the 4 partitions broker 2 follows under-replicated",
+    )
+    urps = [p for p in followed["partitions"] if p["under_replicated"]]
+    assert all(2 not in p["isr"] for p in urps)
+    assert followed["suspect_brokers"][0]["broker_id"] == 2
+    assert followed["suspect_brokers"][0]["share"] == 1.0
+
+    only = describe_json(capsys, zk_connect, "--under-replicated")
+    assert [(p["topic"], p["partition"]) for p in only["partitions"]] == [
+        (p["topic"], p["partition"]) for p in urps
+    ]
+
+    code, _, _ = describe(capsys, "--zookeeper", zk_connect, "--fail-on-unhealthy")
+    assert code == 3
+
+
+def test_the_urp_gauges_cross_check_through_a_url_template(
+    make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = start(make_cluster)
+    template = f"http://{{host}}:{cluster.metrics_port}/metrics"
+    cluster.stall_follower(1)
+    wait_for(
+        lambda: describe_json(capsys, zk_connect)["summary"]["under_replicated"] > 0,
+        timeout=LAG_MS / 1000 * 4,
+    )
+    result = wait_for(
+        when(
+            lambda: describe_json(capsys, zk_connect, "--metrics-url-template", template),
+            lambda r: bool(r["urp_cross_check"]["agrees"]),
+        ),
+        message="brokers' URP gauges agreeing with ZooKeeper",
+    )
+    cross = result["urp_cross_check"]
+    assert cross["reporting"] == [0, 1, 2]
+    assert cross["gauges"] == cross["zookeeper"] == result["summary"]["under_replicated"]
+
+
+def test_text_output_reads_like_kafka_topics(
+    make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = start(make_cluster)
+    cluster.stop_broker(2)
+    # the controller moves leaders first, then the ISRs shrink: wait until ZooKeeper shows both
+    wait_for(
+        lambda: describe_json(capsys, zk_connect)["summary"]["under_replicated"] > 0,
+        timeout=LAG_MS / 1000 * 4,
+    )
+    code, out, _ = describe(capsys, "--zookeeper", zk_connect)
+    assert code == 0
+    assert "Topic: orders\tTopicId: " in out
+    assert "\tTopic: orders\tPartition: 0\tLeader: " in out
+    assert "ReplicationFactor: 3" in out
+    assert "Configs: min.insync.replicas=2" in out
+    assert "brokers 2 (down: 2)" in out
+    assert "UNDER-REPLICATED" in out
+
+
+def test_bad_input_and_an_unreachable_cluster_exit_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = describe(capsys, "--zookeeper", "zk1:abc")
+    assert code == 2
+    assert "is not host:port" in err
+    code, _, err = describe(capsys, "--zookeeper", "127.0.0.1:1", "--timeout", "2")
+    assert code == 1
+    assert "cannot read the cluster at 127.0.0.1:1" in err

@@ -1,0 +1,130 @@
+"""``kafka-health serve`` as a user runs it: the real command in a child process on the reference cluster
+(it answers over HTTP and stops on SIGTERM with exit 0), and its errors: bad input exits 2, a ZooKeeper
+that is not there exits 1 with a message."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.cli.main import build_parser
+from app.cli.serve import EXIT_BAD_INPUT, EXIT_OK, run_serve
+from app.embedded.zookeeper import pick_free_port
+from app.service.auth import hash_token
+from tests.support.reference_cluster import ClusterFactory, wait_for
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+TOKENS = "KAFKA_HEALTH_SERVICE__TOKENS"
+
+
+def env(**extra: str) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_HEALTH_")}
+    return clean | extra
+
+
+def serve(*argv: str) -> tuple[int, str, str]:
+    args = build_parser().parse_args(["serve", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    return run_serve(args, out, err), out.getvalue(), err.getvalue()
+
+
+def test_the_command_serves_the_cluster_and_stops_on_sigterm(
+    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
+) -> None:
+    make_cluster()
+    port = pick_free_port()
+    argv = [
+        sys.executable, "-m", "app.cli.main", "serve", "--zookeeper", zk_connect, "--port", str(port),
+        "--store-url", f"sqlite:///{tmp_path / 'store.db'}",
+    ]  # fmt: skip
+    child = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env(KAFKA_HEALTH_SERVICE__TOKENS="me:viewer:token-for-me"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            try:
+                return httpx.get(url + "/readyz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(ready, timeout=60, message="the service ready")
+        body = httpx.get(url + "/api/v1/cluster", headers={"Authorization": "Bearer token-for-me"}).json()
+        assert body["summary"]["brokers"] == 3
+    finally:
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=30)
+    assert child.returncode == EXIT_OK, err
+    assert f"on http://127.0.0.1:{port}" in out
+
+
+def test_hash_token_prints_the_token_file_digest() -> None:
+    code, out, _ = serve("--hash-token", "s3cret-token")
+    assert code == EXIT_OK
+    assert out.strip() == hash_token("s3cret-token")
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "message"),
+    [
+        ([], {}, "no ZooKeeper"),
+        (["--zookeeper", "zk:notaport"], {}, "zk:notaport"),
+        (
+            ["--zookeeper", "127.0.0.1:2181"],
+            {"KAFKA_HEALTH_SERVICE__TOKENS": "me:boss:abcdefgh1"},
+            "role 'boss'",
+        ),
+        (
+            ["--zookeeper", "127.0.0.1:2181"],
+            {"KAFKA_HEALTH_SERVICE__TOKENS": "me:viewer:short"},
+            "8 characters",
+        ),
+        (["--zookeeper", "127.0.0.1:2181", "--port", "70000"], {}, "port"),
+    ],
+)
+def test_bad_input_exits_2(
+    argv: list[str], environment: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
+        monkeypatch.delenv(name)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = serve(*argv)
+    assert code == EXIT_BAD_INPUT
+    assert err.startswith("error: ")
+    assert message in err
+
+
+def test_an_unreachable_zookeeper_exits_1_with_a_message() -> None:
+    port = pick_free_port()
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "serve", "--zookeeper", f"127.0.0.1:{pick_free_port()}",
+         "--port", str(port)],
+        check=False,
+        cwd=REPO,
+        env=env(KAFKA_HEALTH_ZOOKEEPER__START_TIMEOUT_S="3"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "error: cannot read the cluster at 127.0.0.1:" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 45

@@ -1,0 +1,83 @@
+"""pytest plugin: ``kafka-health serve`` over real HTTP (uvicorn on a free port) on a reference cluster,
+with an analytics store, and tokens for each role."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from pydantic import SecretStr
+
+from analytics.store import Store
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.control import ControlApi
+from app.embedded.zookeeper import pick_free_port
+from app.service.app import create_app
+from app.service.config import ServiceSettings
+from app.service.state import ViewSettings
+from collectors.metrics import MetricsSettings
+from tests.support.reference_cluster import ClusterFactory, wait_for
+
+TOKENS = "grafana:viewer:viewer-token-1,oncall:operator:operator-token-1,root:admin:admin-token-1"
+VIEWER = {"Authorization": "Bearer viewer-token-1"}
+OPERATOR = {"Authorization": "Bearer operator-token-1"}
+
+
+@dataclass
+class Service:
+    url: str
+    cluster: ReferenceCluster
+    store_url: str
+    zk_connect: str
+
+    def get(self, path: str, headers: dict[str, str] | None = None, **params: Any) -> httpx.Response:
+        return httpx.get(self.url + path, headers=VIEWER if headers is None else headers, params=params)
+
+    def post(self, path: str, headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
+        return httpx.post(self.url + path, headers=OPERATOR if headers is None else headers, **kwargs)
+
+
+def run_server(app: Any, port: int) -> tuple[uvicorn.Server, threading.Thread]:
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started or not thread.is_alive(), timeout=60, message="uvicorn started")
+    assert server.started, "the service did not start"
+    return server, thread
+
+
+@pytest.fixture
+def service(
+    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Service]:
+    """The service on a reference cluster (``small_settings``; parametrize indirectly with a dict of
+    overrides, e.g. ``{"brokers": 4}``)."""
+    overrides: dict[str, Any] = getattr(request, "param", {})
+    cluster = make_cluster(**overrides)
+    urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(store_url).close()
+    settings = ServiceSettings(tokens=SecretStr(TOKENS), view=ViewSettings(metrics_interval_s=0.3))
+    app = create_app(
+        settings,
+        zookeeper=zk_connect,
+        metrics=MetricsSettings(urls=urls),
+        store_url=store_url,
+        reference=ControlApi(cluster),
+    )
+    port = pick_free_port()
+    server, thread = run_server(app, port)
+    try:
+        yield Service(f"http://127.0.0.1:{port}", cluster, store_url, zk_connect)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+ADMIN = {"Authorization": "Bearer admin-token-1"}
