@@ -7,20 +7,18 @@ preferred leaders and records what was elected and why the rest was not: SUCCEED
 is led by its preferred replica, PARTIAL when some are, FAILED when none (or the controller never took a
 chunk).
 
-ZooKeeper sits behind :class:`AdminZooKeeper` (kazoo in the service: :class:`KazooAdmin`).
+ZooKeeper sits behind :class:`collectors.kafka.admin.AdminZooKeeper` (kazoo in the service:
+:class:`collectors.kafka.admin.KazooAdmin`).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError
 
 from app.actions.election import ELECTED, chunk_payloads, verify_election
 from app.actions.reassignment import (
@@ -37,92 +35,11 @@ from app.actions.reassignment import (
 from app.actions.state import ActionLog, ActionRecord, ActionState
 from collectors.health import HealthReport
 from collectors.kafka import zkdata
+from collectors.kafka.admin import AdminZooKeeper
 from collectors.kafka.model import ClusterSnapshot, TopicPartition
 from collectors.kafka.zkdata import PREFERRED_REPLICA_ELECTION_PATH
 
 log = logging.getLogger(__name__)
-
-
-class AdminZooKeeper(Protocol):
-    def exists(self, path: str) -> bool: ...
-
-    def create(self, path: str, data: bytes) -> None:
-        """Raises NodeExistsError when the znode is there already."""
-
-    def wait_deleted(self, path: str, timeout_s: float) -> bool: ...
-
-    def get_config(self, entity_type: str, entity: str) -> dict[str, str]: ...
-
-    def set_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
-        """Replace the entity's config and tell the brokers (``/config/changes``), as kafka-configs does."""
-
-
-class KazooAdmin:
-    """:class:`AdminZooKeeper` on a kazoo session, connected on first use."""
-
-    def __init__(self, connect: str, timeout_s: float = 15.0) -> None:
-        self._connect = connect
-        self._timeout_s = timeout_s
-        self._client: KazooClient | None = None
-        self._lock = threading.Lock()
-
-    def _zk(self) -> KazooClient:
-        with self._lock:
-            if self._client is None:
-                client = KazooClient(hosts=self._connect, timeout=self._timeout_s)
-                client.start(timeout=self._timeout_s)
-                self._client = client
-            return self._client
-
-    def exists(self, path: str) -> bool:
-        return self._zk().exists(path) is not None
-
-    def create(self, path: str, data: bytes) -> None:
-        self._zk().create(path, data, makepath=True)
-
-    def wait_deleted(self, path: str, timeout_s: float) -> bool:
-        gone = threading.Event()
-
-        def watch(_: Any) -> None:
-            gone.set()
-
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._zk().exists(path, watch=watch) is None:
-                return True
-            gone.wait(min(1.0, max(0.0, deadline - time.monotonic())))
-            gone.clear()
-        return self._zk().exists(path) is None
-
-    def get_config(self, entity_type: str, entity: str) -> dict[str, str]:
-        path = zkdata.entity_config_path(entity_type, entity)
-        try:
-            data, _ = self._zk().get(path)
-        except NoNodeError:
-            return {}
-        return zkdata.decode_config(path, data)
-
-    def set_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
-        zk = self._zk()
-        path = zkdata.entity_config_path(entity_type, entity)
-        data = zkdata.encode_config(config)
-        if zk.exists(path):
-            zk.set(path, data)
-        else:
-            zk.create(path, data, makepath=True)
-        zk.create(
-            f"{zkdata.CONFIG_CHANGES_PATH}/{zkdata.CONFIG_CHANGE_PREFIX}",
-            zkdata.encode_config_change(entity_type, entity),
-            sequence=True,
-            makepath=True,
-        )
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.stop()
-                self._client.close()
-                self._client = None
 
 
 class ElectionExecutor:

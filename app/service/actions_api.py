@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from app.actions.election import ElectionScope, chunk_payloads, plan_preferred_election, validate_scope
-from app.actions.executor import AdminZooKeeper, ElectionExecutor, ReassignmentExecutor
+from app.actions.executor import ElectionExecutor, ReassignmentExecutor
 from app.actions.reassignment import (
     Problem,
     ReassignmentRequest,
@@ -38,6 +38,7 @@ from app.service.auth import Principal, Role
 from app.service.deps import require, view_of
 from app.service.state import ClusterView
 from collectors.kafka import zkdata
+from collectors.kafka.admin import AdminZooKeeper
 from collectors.kafka.model import TopicPartition
 from collectors.kafka.zkdata import PREFERRED_REPLICA_ELECTION_PATH
 

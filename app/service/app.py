@@ -18,13 +18,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from analytics.store import Store
-from app.actions.executor import KazooAdmin
 from app.actions.state import ActionLog, ActionState, MemoryActionLog, StoreActionLog
 from app.embedded.reference_cluster.control import ControlApi
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
 from app.webhooks.notifier import service_notifier
+from collectors.kafka.admin import KazooAdmin
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.zookeeper.collector import ZooKeeperCollector
 

@@ -2,7 +2,10 @@
 ``kafka-preferred-replica-election``, ``kafka-reassign-partitions``), through their own session.
 
 The reference cluster uses it to create its topics and tests use it to act on the cluster from outside,
-exactly as an operator's tool would: the brokers only ever see the znodes.
+exactly as an operator's tool would: the brokers only ever see the znodes. The entity configs are written
+by :func:`collectors.kafka.admin.write_entity_config`, the writer the runbook actions use too; topic
+creation, partitions, deletion and the election and reassignment requests as the tools refuse them are
+the simulator's own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from app.embedded.reference_cluster.config import validate_topic_name
 from collectors.kafka import zkdata
+from collectors.kafka.admin import write_entity_config
 from collectors.kafka.model import ReplicaAssignment, TopicPartition
 from collectors.kafka.placement import assign_replicas
 
@@ -67,7 +71,7 @@ class ZkAdmin:
             brokers = self.registered_brokers()
             racks = brokers if all(r is not None for r in brokers.values()) else list(brokers)
             assignment = assign_replicas(partitions, replication_factor, racks, rng=self.rng)
-        self._set_config("topics", name, dict(config or {}), notify=False)
+        write_entity_config(self.zk, "topics", name, dict(config or {}), notify=False)
         topic_id = zkdata.new_kafka_uuid() if self.topic_znode_version >= 3 else None
         data = zkdata.encode_topic(
             {p: ReplicaAssignment(tuple(r)) for p, r in assignment.items()},
@@ -122,22 +126,7 @@ class ZkAdmin:
 
     def set_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
         """``kafka-configs --alter``: replace the entity's config and notify the brokers."""
-        self._set_config(entity_type, entity, dict(config), notify=True)
-
-    def _set_config(self, entity_type: str, entity: str, config: dict[str, str], notify: bool) -> None:
-        path = zkdata.entity_config_path(entity_type, entity)
-        data = zkdata.encode_config(config)
-        if self.zk.exists(path):
-            self.zk.set(path, data)
-        else:
-            self.zk.create(path, data, makepath=True)
-        if notify:
-            self.zk.create(
-                f"{zkdata.CONFIG_CHANGES_PATH}/{zkdata.CONFIG_CHANGE_PREFIX}",
-                zkdata.encode_config_change(entity_type, entity),
-                sequence=True,
-                makepath=True,
-            )
+        write_entity_config(self.zk, entity_type, entity, config)
 
     def elect_preferred(self, partitions: Iterable[TopicPartition]) -> None:
         """``kafka-preferred-replica-election``: refuses while an election is pending."""

@@ -17,11 +17,12 @@ import pytest
 from kazoo.client import KazooClient
 
 from app.actions.election import ElectionScope, plan_preferred_election
-from app.actions.executor import ElectionExecutor, KazooAdmin
+from app.actions.executor import ElectionExecutor
 from app.actions.state import ActionRecord, ActionState, MemoryActionLog
 from app.embedded.reference_cluster.bulk import BulkClusterSpec, write_bulk_cluster
 from app.embedded.reference_cluster.bulk.writer import KAFKA_ROOT_PATHS, delete_trees
 from collectors.kafka import zkdata
+from collectors.kafka.admin import KazooAdmin
 from collectors.kafka.model import LeaderAndIsr, TopicPartition
 from collectors.zookeeper.collector import ZooKeeperCollector, scan
 from tests.support.reference_cluster import wait_for
