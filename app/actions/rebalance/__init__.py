@@ -1,0 +1,58 @@
+"""Planning a rebalance: the fewest replica moves (after free leader moves) that bring every broker's load
+deviation |r_n| under the rated deviation r, and draining a broker. Pure: a snapshot and load samples in,
+a plan out; the reassignment executor carries it out.
+
+The package, along its seams:
+
+- :mod:`~app.actions.rebalance.plan`: the plan types (:class:`RebalancePlan`, :class:`ReplicaMove`,
+  :class:`LeaderMove`, :class:`LoadSummary`) and why a partition is skipped.
+- :mod:`~app.actions.rebalance.model`: the model built from the snapshot and the load (load attribution
+  to replicas and leaderships), and the load predicted after a plan.
+- :mod:`~app.actions.rebalance.balancer`: the greedy (leader moves, then replica moves) and the lower bound.
+- :mod:`~app.actions.rebalance.planners`: :func:`plan_rebalance` and :func:`plan_drain`.
+- :mod:`~app.actions.rebalance.generate`: Kafka's ``--generate`` comparison, :func:`kafka_generate_moves`.
+"""
+
+from app.actions.rebalance.generate import kafka_generate_moves
+from app.actions.rebalance.model import (
+    COLLINEAR_CONDITION,
+    COUNT_METRICS,
+    LEADER_ONLY_PRIOR,
+    LEADERS,
+    PARTITIONS,
+    LoadInput,
+)
+from app.actions.rebalance.plan import (
+    SKIP_DEAD_REPLICA,
+    SKIP_DELETING,
+    SKIP_NO_STATE,
+    SKIP_OFFLINE,
+    SKIP_REASSIGNING,
+    LeaderMove,
+    LoadSummary,
+    RebalancePlan,
+    ReplicaMove,
+)
+from app.actions.rebalance.planners import DEFAULT_RATED_DEVIATION, plan_drain, plan_rebalance
+
+__all__ = [
+    "COLLINEAR_CONDITION",
+    "COUNT_METRICS",
+    "DEFAULT_RATED_DEVIATION",
+    "LEADERS",
+    "LEADER_ONLY_PRIOR",
+    "PARTITIONS",
+    "SKIP_DEAD_REPLICA",
+    "SKIP_DELETING",
+    "SKIP_NO_STATE",
+    "SKIP_OFFLINE",
+    "SKIP_REASSIGNING",
+    "LeaderMove",
+    "LoadInput",
+    "LoadSummary",
+    "RebalancePlan",
+    "ReplicaMove",
+    "kafka_generate_moves",
+    "plan_drain",
+    "plan_rebalance",
+]

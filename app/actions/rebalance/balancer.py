@@ -1,0 +1,417 @@
+"""The greedy that balances a :class:`~app.actions.rebalance.model.Model`, and the lower bound on its moves.
+
+**Algorithm** (greedy; each step targets the broker farthest outside the band [(1-r)/N, (1+r)/N]):
+
+1. Leader moves first (a reordering plus a preferred election: no data moves): give the leadership of one
+   of the overloaded broker's partitions to an in-sync follower on an underloaded broker (or take one for an
+   underloaded broker), choosing the largest surplus that keeps both brokers inside the band; if none fits,
+   and only between a broker above and one below the average, the largest surplus no larger than half
+   their gap (that never makes the worse of the two worse, and never overloads a broker that was not). At
+   most one leader move per partition.
+2. Then replica moves the same way, a replica carrying its weight: the heaviest replica that fits, on the
+   receiver with the most room first, never onto a broker that already has the partition, never reducing
+   the number of racks the partition spans, keeping the replication factor. When no single replica fits,
+   a swap (a replica out and a lighter one back, both brokers ending inside the band), and only then the
+   half-gap move. A replica moves at most once.
+3. Stop when every broker is inside the band or no move helps any broker outside it (those are
+   ``unresolved``). A balanced cluster gets an empty plan.
+
+Per-broker pools sorted by weight with union-find deletion make each step O(N log N + log R); 100k
+partitions on 50 brokers plan in a few seconds (``bench/rebalance_plan.py``).
+
+**Lower bound.** An overloaded broker h must shed ``excess = Db(h) - hi``. Whatever leaves it is leader
+surplus (at most that of every movable partition it leads, by leader moves or with the leader replica) plus
+the follower share of each replica moved, so it needs at least as many replica moves as it takes of its
+heaviest follower shares to cover ``excess - Σ surplus led``. An underloaded broker gains at most the
+surplus of the partitions it could take leadership of plus, per replica received, one of the heaviest
+replica weights in the cluster. Every replica move has one source and one receiver, so the larger of the
+two sums bounds every plan that reaches the band from below. A third bound pools the overloaded brokers:
+their total excess must leave the group, and the surplus of a partition can only leave it for free when an
+in-sync follower outside the group could lead; otherwise it leaves with a replica. ``lower_bound_moves`` is
+the largest of the three.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Collection, Iterable, Sequence
+from functools import partial
+
+import numpy as np
+
+from analytics.load_model import BOUND_TOLERANCE
+from app.actions.rebalance.model import FloatArray, Model
+
+_SCAN_LIMIT = 48
+"""Candidates rejected for one receiver (partition already there, rack) before trying the next receiver."""
+
+
+class _Pool:
+    """Items sorted by weight; :meth:`best` finds the heaviest live item at most a cap. Taken items are
+    unlinked with a union-find "nearest live index to the left", so scans never walk over them twice."""
+
+    __slots__ = ("items", "keys", "parent")
+
+    def __init__(self, entries: list[tuple[float, int]]) -> None:
+        entries.sort()
+        self.keys = [k for k, _ in entries]
+        self.items = [i for _, i in entries]
+        self.parent = list(range(len(entries)))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def _find(self, i: int) -> int:
+        parent = self.parent
+        root = i
+        while root >= 0 and parent[root] != root:
+            root = parent[root]
+        while i >= 0 and parent[i] != i:
+            parent[i], i = root, parent[i]
+        return root
+
+    def kill(self, i: int) -> None:
+        self.parent[i] = i - 1
+
+    def max_key(self) -> float:
+        i = self._find(len(self.keys) - 1)
+        return self.keys[i] if i >= 0 else 0.0
+
+    def candidates(
+        self, dead: Callable[[int], bool], accept: Callable[[int], bool], count: int = 8
+    ) -> list[int]:
+        """Indices of up to ``count`` of the heaviest live items ``accept`` takes (same rejection limit)."""
+        found: list[int] = []
+        i = len(self.keys) - 1
+        rejected = 0
+        while len(found) < count:
+            i = self._find(i)
+            if i < 0:
+                break
+            item = self.items[i]
+            if dead(item):
+                self.kill(i)
+            elif accept(item):
+                found.append(i)
+            else:
+                rejected += 1
+                if rejected >= _SCAN_LIMIT:
+                    break
+            i -= 1
+        return found
+
+    def best(
+        self, cap: float, dead: Callable[[int], bool], accept: Callable[[int], bool] | None = None
+    ) -> int:
+        """Index of the heaviest live item with weight <= cap that ``accept`` takes, or -1. Items found
+        ``dead`` are unlinked; at most ``_SCAN_LIMIT`` live items are rejected before giving up."""
+        i = bisect_right(self.keys, cap) - 1
+        rejected = 0
+        while True:
+            i = self._find(i)
+            if i < 0:
+                return -1
+            item = self.items[i]
+            if dead(item):
+                self.kill(i)
+            elif accept is None or accept(item):
+                return i
+            else:
+                rejected += 1
+                if rejected >= _SCAN_LIMIT:
+                    return -1
+            i -= 1
+
+
+class Balancer:
+    """The greedy's state: Db per broker, the band, the pools. ``active`` are the brokers whose load counts
+    (all registered brokers; for a drain, the ones that remain)."""
+
+    def __init__(
+        self,
+        model: Model,
+        targets: Collection[int],
+        rated_deviation: float,
+        active: Collection[int] | None = None,
+    ) -> None:
+        self.model = model
+        self.db = model.db
+        self.n = model.n_model
+        self.active = sorted(range(self.n) if active is None else active)
+        self.rated_deviation = rated_deviation
+        self.set_band()
+        self.targets = sorted(targets)
+        self.target_set = frozenset(targets)
+        self.movable = bytearray(len(model.tps))
+        self.leader_used = bytearray(len(model.tps))
+        self.moved = bytearray(len(model.rep_part))
+        self.leader_pools: dict[tuple[int, int], _Pool] = {}
+        self.replica_pools: list[_Pool] = []
+
+    def set_band(self) -> None:
+        """The band around the active brokers' mean Db (1/N, unless a drain brought in replicas of a broker
+        outside the model). Moves keep the total, so the band holds until replicas come from outside again."""
+        self.avg = sum(self.db[i] for i in self.active) / len(self.active)
+        # the band as the load model draws it, with its tolerance for rounding (far above the rounding of
+        # the planner's own sums): what needs fixing, what a move may go up to, what a plan must reach
+        r = self.rated_deviation * (1.0 + BOUND_TOLERANCE)
+        self.lo, self.hi = self.avg * (1.0 - r), self.avg * (1.0 + r)
+
+    # -- setup
+
+    def set_movable(self, partitions: Iterable[int]) -> None:
+        for p in partitions:
+            self.movable[p] = 1
+
+    def build_leader_pools(self) -> None:
+        model = self.model
+        entries: dict[tuple[int, int], list[tuple[float, int]]] = {}
+        ids = model.broker_ids
+        for p, h in enumerate(model.leader):
+            if h < 0 or not self.movable[p] or model.sd[p] <= 0:
+                continue
+            info = model.infos[p]
+            # in sync now, or added by this plan (in sync by the time the reassignment completes)
+            for i in model.members[p]:
+                b = ids[i]
+                if i != h and i in self.target_set and (b in info.isr or b not in info.assignment.replicas):
+                    entries.setdefault((h, i), []).append((model.sd[p], p))
+        self.leader_pools = {pair: _Pool(e) for pair, e in entries.items()}
+
+    def build_replica_pools(self) -> None:
+        model = self.model
+        entries: list[list[tuple[float, int]]] = [[] for _ in range(self.n)]
+        for r, p in enumerate(model.rep_part):
+            b = model.rep_broker[r]
+            if self.movable[p] and b < self.n and not self.moved[r]:
+                w = model.weight(r)
+                if w > 0:
+                    entries[b].append((w, r))
+        self.replica_pools = [_Pool(e) for e in entries]
+
+    # -- state
+
+    def out_of_band(self) -> list[int]:
+        return [i for i in self.active if self.db[i] > self.hi or self.db[i] < self.lo]
+
+    def _worst(self, stuck: set[int]) -> int:
+        worst, deviation = -1, 0.0
+        db, hi, lo, avg = self.db, self.hi, self.lo, self.avg
+        for i in self.active:
+            d = db[i]
+            if (d > hi or d < lo) and i not in stuck and abs(d - avg) > deviation:
+                worst, deviation = i, abs(d - avg)
+        return worst
+
+    def _cap(self, donor: int, receiver: int, in_band: bool) -> float:
+        """The largest weight worth moving: one that keeps both inside the band, else (only between a
+        broker above and one below the average) half their gap, which never makes the worse of the two worse
+        and never overloads a broker that is not (a broker pushed over the band would need moves of its
+        own)."""
+        db = self.db
+        if in_band:
+            return min(self.hi - db[receiver], db[donor] - self.lo)
+        if db[receiver] >= self.avg or db[donor] <= self.avg:
+            return 0.0
+        return (db[donor] - db[receiver]) / 2.0
+
+    def _pairs(self, x: int) -> list[tuple[int, int]]:
+        """(donor, receiver) pairs for broker x, the most promising partner first."""
+        db = self.db
+        if db[x] > self.avg:
+            receivers = sorted((c for c in self.targets if c != x and db[c] < db[x]), key=db.__getitem__)
+            return [(x, c) for c in receivers]
+        if x not in self.target_set:
+            return []
+        donors = sorted(
+            (d for d in self.active if d != x and db[d] > db[x]), key=db.__getitem__, reverse=True
+        )
+        return [(d, x) for d in donors]
+
+    def sweeps(self, step: Callable[[int], bool]) -> int:
+        """Repeat: fix the worst broker not yet found stuck, until all are stuck; again while that moved."""
+        total = 0
+        while True:
+            stuck: set[int] = set()
+            made = 0
+            while (x := self._worst(stuck)) >= 0:
+                if step(x):
+                    made += 1
+                else:
+                    stuck.add(x)
+            total += made
+            if not made:
+                return total
+
+    # -- leader moves
+
+    def _leader_dead(self, p: int) -> bool:
+        return bool(self.leader_used[p])
+
+    def leader_step(self, x: int) -> bool:
+        pairs = self._pairs(x)
+        for in_band in (True, False):
+            for donor, receiver in pairs:
+                pool = self.leader_pools.get((donor, receiver))
+                cap = self._cap(donor, receiver, in_band)
+                if pool is None or cap <= 0:
+                    continue
+                i = pool.best(cap, self._leader_dead)
+                if i >= 0:
+                    pool.kill(i)
+                    self._move_leader(pool.items[i], donor, receiver)
+                    return True
+        return False
+
+    def _move_leader(self, p: int, donor: int, receiver: int) -> None:
+        surplus = self.model.sd[p]
+        self.model.leader[p] = receiver
+        self.leader_used[p] = 1
+        self.db[donor] -= surplus
+        self.db[receiver] += surplus
+
+    # -- replica moves
+
+    def _replica_dead(self, r: int) -> bool:
+        return bool(self.moved[r])
+
+    def can_host(self, r: int, receiver: int) -> bool:
+        """Not already a replica of the partition, and the partition spans no fewer racks afterwards."""
+        model = self.model
+        members = model.members[model.rep_part[r]]
+        if receiver in members:
+            return False
+        source = model.rep_broker[r]
+        rack = model.rack
+        others = [rack[b] for b in members if b != source]
+        return rack[receiver] not in others or rack[source] in others
+
+    def _can_host_flipped(self, receiver: int, r: int) -> bool:
+        return self.can_host(r, receiver)
+
+    def replica_step(self, x: int) -> bool:
+        """One replica into the band; else a heavy replica one way and a lighter one back; else a single
+        move that narrows the gap."""
+        pairs = self._pairs(x)
+        return self._single(pairs, in_band=True) or self._swap(pairs) or self._single(pairs, in_band=False)
+
+    def _single(self, pairs: list[tuple[int, int]], in_band: bool) -> bool:
+        for donor, receiver in pairs:
+            cap = self._cap(donor, receiver, in_band)
+            if cap <= 0:
+                continue
+            pool = self.replica_pools[donor]
+            i = pool.best(cap, self._replica_dead, partial(self._can_host_flipped, receiver))
+            if i >= 0:
+                pool.kill(i)
+                self.move_replica(pool.items[i], receiver)
+                return True
+        return False
+
+    def _can_take_back(self, sent: int, receiver: int, r: int) -> bool:
+        return self.model.rep_part[r] != sent and self.can_host(r, receiver)
+
+    def _swap(self, pairs: list[tuple[int, int]]) -> bool:
+        """For a broker no single replica fits: send a replica r1 and take back a lighter r2 so that both
+        brokers end inside the band (two moves). The heaviest few candidates for r1 are tried."""
+        db, model = self.db, self.model
+        for donor, receiver in pairs:
+            if donor not in self.target_set:
+                continue
+            out_pool, back_pool = self.replica_pools[donor], self.replica_pools[receiver]
+            for i in out_pool.candidates(self._replica_dead, partial(self._can_host_flipped, receiver)):
+                r1 = out_pool.items[i]
+                w1 = out_pool.keys[i]
+                low = max(self.lo - db[donor] + w1, db[receiver] + w1 - self.hi, 0.0)
+                high = min(self.hi - db[donor] + w1, db[receiver] + w1 - self.lo)
+                if high <= low:
+                    continue
+                p1 = model.rep_part[r1]
+                j = back_pool.best(high, self._replica_dead, partial(self._can_take_back, p1, donor))
+                if j >= 0 and back_pool.keys[j] > low:
+                    out_pool.kill(i)
+                    back_pool.kill(j)
+                    self.move_replica(r1, receiver)
+                    self.move_replica(back_pool.items[j], donor)
+                    return True
+        return False
+
+    def move_replica(self, r: int, receiver: int) -> None:
+        model = self.model
+        p, source = model.rep_part[r], model.rep_broker[r]
+        w = model.weight(r)
+        members = model.members[p]
+        members[members.index(source)] = receiver
+        model.rep_broker[r] = receiver
+        if model.leader[p] == source:
+            model.leader[p] = receiver
+        self.moved[r] = 1
+        self.db[source] -= w
+        self.db[receiver] += w
+
+    # -- lower bound
+
+    def lower_bound(self, leader_moves: bool = True) -> int:
+        """See the module docstring; computed before any move. Without leader moves, leadership leaves a
+        broker only with its replica, so every replica counts with its whole weight."""
+        db, model, n = self.db, self.model, self.n
+        over = [db[i] > self.hi for i in range(n)]
+        shed = [0.0] * n  # leader surplus that could leave each broker, by leader move or with its replica
+        shares: list[list[float]] = [[] for _ in range(n)]  # movable replicas' weights without the surplus
+        weights: list[float] = []  # movable replicas' weights with it
+        for r, p in enumerate(model.rep_part):
+            b = model.rep_broker[r]
+            if b < n and self.movable[p]:
+                shares[b].append(model.sf[r] if leader_moves else model.weight(r))
+                weights.append(model.weight(r))
+        for p, h in enumerate(model.leader):
+            if 0 <= h < n and self.movable[p] and leader_moves:
+                shed[h] += model.sd[p]
+        gain = [0.0] * n  # leader surplus each broker could take over by leader moves
+        escapes: set[int] = (
+            set()
+        )  # partitions led by an overloaded broker with an eligible follower elsewhere
+        for (h, b), pool in self.leader_pools.items():
+            gain[b] += sum(model.sd[p] for p in pool.items)
+            if over[h] and not over[b]:
+                escapes.update(pool.items)
+        heaviest_first = _descending_cumsum(weights)
+        out = in_ = 0
+        for i in range(n):
+            if over[i]:
+                out += _moves_needed(_descending_cumsum(shares[i]), db[i] - self.hi - shed[i])
+            elif db[i] < self.lo and i in self.target_set:
+                in_ += _moves_needed(heaviest_first, self.lo - db[i] - gain[i])
+        return max(out, in_, self._pooled_bound(over, escapes))
+
+    def _pooled_bound(self, over: Sequence[bool], escapes: set[int]) -> int:
+        """All overloaded brokers together: their total excess must leave the group, as the surplus of
+        partitions whose leadership can go to a broker outside it, or with replicas moved out (carrying their
+        surplus when no follower outside could have taken it)."""
+        db, model = self.db, self.model
+        excess = sum(db[i] - self.hi for i in range(self.n) if over[i])
+        if excess <= 0:
+            return 0
+        free = sum(model.sd[p] for p in escapes)
+        weights: list[float] = []
+        for p, rows in enumerate(model.rep_of):
+            if not self.movable[p]:
+                continue
+            shares = sorted((model.sf[r] for r in rows if over[model.rep_broker[r]]), reverse=True)
+            if shares and p not in escapes and 0 <= model.leader[p] < self.n and over[model.leader[p]]:
+                shares[0] += model.sd[p]  # whichever replica leaves with the leadership, at most this
+            weights.extend(shares)
+        return _moves_needed(_descending_cumsum(weights), excess - free)
+
+
+def _descending_cumsum(values: Sequence[float]) -> FloatArray:
+    result: FloatArray = np.cumsum(np.sort(np.asarray(values, dtype=np.float64))[::-1])
+    return result
+
+
+def _moves_needed(cumulative: FloatArray, amount: float) -> int:
+    """The fewest items whose weights (heaviest first, as cumulated) reach ``amount``; 0 if nothing is
+    needed and every item if even all of them fall short (the bound then says nothing more)."""
+    if amount <= 1e-15 or not len(cumulative):
+        return 0
+    return min(int(np.searchsorted(cumulative, amount * (1 - 1e-9))) + 1, len(cumulative))

@@ -1,0 +1,271 @@
+"""The planners: :func:`plan_rebalance` (every broker into the band with as few replica moves as it can) and
+:func:`plan_drain` (every replica off one broker). Each builds the model from the snapshot and the load,
+decides which partitions may move, runs the balancer and turns the model's changes into a
+:class:`~app.actions.rebalance.plan.RebalancePlan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Literal
+
+from analytics.load_model import LoadReport
+from app.actions.rebalance.balancer import Balancer
+from app.actions.rebalance.generate import kafka_generate_moves
+from app.actions.rebalance.model import LoadInput, Model, build_model, predicted_report
+from app.actions.rebalance.plan import (
+    MAX_LISTED,
+    SKIP_DEAD_REPLICA,
+    SKIP_DELETING,
+    SKIP_NO_STATE,
+    SKIP_OFFLINE,
+    SKIP_REASSIGNING,
+    LeaderMove,
+    LoadSummary,
+    RebalancePlan,
+    ReplicaMove,
+    listed_brokers,
+    listed_partitions,
+)
+from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
+
+DEFAULT_RATED_DEVIATION = 0.10
+
+
+# --- movability --------------------------------------------------------------------------------------
+
+
+def _deleting(snapshot: ClusterSnapshot) -> set[str]:
+    topics = {name for name, topic in snapshot.topics.items() if topic.marked_for_deletion}
+    topics.update(snapshot.pending.deletions)
+    return topics
+
+
+def _fixed_reason(snapshot: ClusterSnapshot, info: PartitionInfo, deleting: Collection[str]) -> str | None:
+    """Why the planner must leave this partition alone (None: it may move it)."""
+    if info.tp.topic in deleting:
+        return SKIP_DELETING
+    if info.tp in snapshot.pending.reassignments or info.assignment.is_being_reassigned:
+        return SKIP_REASSIGNING
+    if info.state is None:
+        return SKIP_NO_STATE
+    if any(b not in snapshot.brokers for b in info.assignment.replicas):
+        return SKIP_DEAD_REPLICA
+    if info.leader == NO_LEADER or info.leader not in snapshot.brokers:
+        return SKIP_OFFLINE
+    return None
+
+
+# --- plans -------------------------------------------------------------------------------------------
+
+
+def _target_indices(snapshot: ClusterSnapshot, model: Model, brokers: Iterable[int] | None) -> list[int]:
+    if brokers is None:
+        return list(range(model.n_model))
+    wanted = list(dict.fromkeys(brokers))
+    unknown = [b for b in wanted if b not in snapshot.brokers]
+    if unknown:
+        raise ValueError(f"target broker(s) {listed_brokers(unknown)} are not registered")
+    if not wanted:
+        raise ValueError("the target broker list is empty")
+    index = {b: i for i, b in enumerate(model.broker_ids)}
+    return sorted(index[b] for b in wanted)
+
+
+def plan_rebalance(
+    snapshot: ClusterSnapshot,
+    load: LoadInput = None,
+    rated_deviation: float = DEFAULT_RATED_DEVIATION,
+    exclude_topics: Iterable[str] = (),
+    brokers: Iterable[int] | None = None,
+    *,
+    weights: Mapping[str, float] | None = None,
+    partition_weights: Mapping[TopicPartition, float] | None = None,
+    leader_moves: bool = True,
+    seed: int = 0,
+) -> RebalancePlan:
+    """A plan that brings every |r_n| under ``rated_deviation`` with as few replica moves as it can.
+
+    ``load``: the window's per-broker averages, as the load model's samples (``broker``, ``metric``,
+    ``value``) or ``{broker: {metric: value}}``; None balances replica and leader counts only. ``brokers``
+    restricts where replicas and leadership may go (sources are unrestricted); ``exclude_topics`` are left
+    alone. ``weights`` are the load model's metric weights; ``partition_weights`` relative per-partition
+    traffic, if known. ``leader_moves=False`` plans replica moves only (fewer elections, more data moved).
+    ``seed`` fixes the random start of the ``--generate`` comparison. ValueError on bad input.
+    """
+    excluded = frozenset(exclude_topics)
+    model, report, warnings = build_model(snapshot, load, weights, rated_deviation, partition_weights)
+    targets = _target_indices(snapshot, model, brokers)
+    unknown_topics = sorted(excluded.difference(tp.topic for tp in model.tps))
+    if unknown_topics:
+        warnings.append(f"excluded topic(s) {', '.join(unknown_topics[:MAX_LISTED])} do not exist")
+    deleting = _deleting(snapshot)
+    skipped: list[tuple[TopicPartition, str]] = []
+    movable: list[int] = []
+    for p, info in enumerate(model.infos):
+        if info.tp.topic in excluded:
+            continue
+        reason = _fixed_reason(snapshot, info, deleting)
+        if reason is None:
+            movable.append(p)
+        else:
+            skipped.append((info.tp, reason))
+    balancer = Balancer(model, targets, report.rated_deviation)
+    balancer.set_movable(movable)
+    if leader_moves:
+        balancer.build_leader_pools()
+    balancer.build_replica_pools()
+    lower_bound = balancer.lower_bound(leader_moves) if balancer.out_of_band() else 0
+    if balancer.out_of_band():
+        balancer.sweeps(balancer.leader_step)
+        balancer.build_replica_pools()
+        balancer.sweeps(balancer.replica_step)
+    topics = sorted({tp.topic for tp in model.tps if tp.topic not in excluded})
+    generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
+    return _finish(
+        "rebalance", model, report, balancer, lower_bound, generate, skipped, warnings, after_brokers=None
+    )
+
+
+def plan_drain(
+    snapshot: ClusterSnapshot,
+    broker_id: int,
+    load: LoadInput = None,
+    rated_deviation: float = DEFAULT_RATED_DEVIATION,
+    brokers: Iterable[int] | None = None,
+    *,
+    weights: Mapping[str, float] | None = None,
+    partition_weights: Mapping[TopicPartition, float] | None = None,
+    leader_moves: bool = True,
+    seed: int = 0,
+) -> RebalancePlan:
+    """Move every replica off ``broker_id`` (registered, or dead but still holding replicas), heaviest first,
+    each to the eligible broker with the least load (not already a replica, no fewer racks), keeping the
+    replication factor; a moved leader stays leader. Then, if a remaining broker is outside the band, leader
+    moves as in :func:`plan_rebalance` (a replica the drain adds counts as in sync: it is by the time the
+    reassignment completes); no other replica moves. ``brokers`` restricts the receivers. The predicted
+    load after is over the remaining brokers. ValueError: unknown broker, a partition of it being
+    reassigned, a replication factor the remaining brokers cannot hold, no broker a replica may go to."""
+    model, report, warnings = build_model(snapshot, load, weights, rated_deviation, partition_weights)
+    index = {b: i for i, b in enumerate(model.broker_ids)}
+    if broker_id not in index:
+        raise ValueError(f"broker {broker_id} is not registered and holds no replica")
+    drained = index[broker_id]
+    if brokers is not None and broker_id in set(brokers):
+        raise ValueError(f"broker {broker_id} cannot be both drained and a target")
+    targets = [i for i in _target_indices(snapshot, model, brokers) if i != drained]
+    remaining = [i for i in range(model.n_model) if i != drained]
+    if not remaining:
+        raise ValueError(f"broker {broker_id} is the only registered broker: no broker would remain")
+    deleting = _deleting(snapshot)
+    rows, skipped = _drain_rows(snapshot, model, drained, deleting, len(targets))
+    balancer = Balancer(model, targets, report.rated_deviation, active=remaining)
+    rows.sort(key=lambda r: (-model.weight(r), r))
+    for r in rows:
+        receivers = [c for c in targets if balancer.can_host(r, c)]
+        if not receivers:
+            tp = model.tps[model.rep_part[r]]
+            raise ValueError(
+                f"no broker can take partition {tp}'s replica from broker {broker_id}: every remaining "
+                "target already holds it or would put it on a rack it already uses"
+            )
+        balancer.move_replica(r, min(receivers, key=lambda c: (balancer.db[c], c)))
+    balancer.set_band()
+    if leader_moves and balancer.out_of_band():
+        drained_parts = {model.rep_part[r] for r in rows}
+        balancer.set_movable(
+            p
+            for p, info in enumerate(model.infos)
+            if (reason := _fixed_reason(snapshot, info, deleting)) is None
+            or (reason == SKIP_DEAD_REPLICA and p in drained_parts and max(model.members[p]) < model.n_model)
+        )
+        balancer.build_leader_pools()
+        balancer.sweeps(balancer.leader_step)
+    topics = sorted({model.tps[model.rep_part[r]].topic for r in rows})
+    generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
+    after_brokers = [model.broker_ids[i] for i in remaining]
+    return _finish(
+        "drain", model, report, balancer, len(rows), generate, skipped, warnings, after_brokers=after_brokers
+    )
+
+
+def _drain_rows(
+    snapshot: ClusterSnapshot, model: Model, drained: int, deleting: set[str], n_targets: int
+) -> tuple[list[int], list[tuple[TopicPartition, str]]]:
+    rows: list[int] = []
+    skipped: list[tuple[TopicPartition, str]] = []
+    reassigning: list[TopicPartition] = []
+    too_wide: list[TopicPartition] = []
+    for p, members in enumerate(model.members):
+        if drained not in members:
+            continue
+        info = model.infos[p]
+        if info.tp.topic in deleting:
+            skipped.append((info.tp, SKIP_DELETING))
+            continue
+        if info.tp in snapshot.pending.reassignments or info.assignment.is_being_reassigned:
+            reassigning.append(info.tp)
+        if len(members) > n_targets:
+            too_wide.append(info.tp)
+        rows.append(model.rep_of[p][members.index(drained)])
+    if reassigning:
+        raise ValueError(
+            f"partition(s) {listed_partitions(reassigning)} of the broker are being reassigned: wait for them"
+        )
+    if too_wide:
+        raise ValueError(
+            f"partition(s) {listed_partitions(too_wide)} have more replicas than the {n_targets} "
+            "broker(s) that would remain"
+        )
+    return rows, skipped
+
+
+def _finish(
+    kind: Literal["rebalance", "drain"],
+    model: Model,
+    report: LoadReport,
+    balancer: Balancer,
+    lower_bound: int,
+    generate: int | None,
+    skipped: list[tuple[TopicPartition, str]],
+    warnings: list[str],
+    after_brokers: list[int] | None,
+) -> RebalancePlan:
+    moves, leader_moves = _changes(model)
+    after = predicted_report(model, report, after_brokers)
+    after_summary = LoadSummary.from_report(after)
+    return RebalancePlan(
+        kind=kind,
+        moves=tuple(moves),
+        leader_moves=tuple(leader_moves),
+        replica_moves=sum(len(m.added) for m in moves),
+        lower_bound_moves=lower_bound,
+        kafka_generate_moves=generate,
+        before=LoadSummary.from_report(report),
+        after=after_summary,
+        rated_deviation=report.rated_deviation,
+        leader_factors=dict(model.leader_factors),
+        unresolved=after_summary.imbalanced_brokers,
+        skipped=tuple(skipped),
+        warnings=tuple(warnings),
+    )
+
+
+def _changes(model: Model) -> tuple[list[ReplicaMove], list[LeaderMove]]:
+    moves: list[ReplicaMove] = []
+    leader_moves: list[LeaderMove] = []
+    ids = model.broker_ids
+    for p, info in enumerate(model.infos):
+        members, leader, old_leader = model.members[p], model.leader[p], model.leader_origin[p]
+        new_set = [ids[b] for b in members]
+        old = info.assignment.replicas
+        if list(old) == new_set and leader == old_leader:
+            continue
+        front = ids[leader] if leader >= 0 else new_set[0]
+        new = (front, *(b for b in new_set if b != front))
+        old_id = ids[old_leader] if old_leader >= 0 else info.leader
+        if set(new) == set(old):
+            leader_moves.append(LeaderMove(info.tp, new, old_id, front))
+        else:
+            moves.append(ReplicaMove(info.tp, old, new, old_id, front))
+    return moves, leader_moves
