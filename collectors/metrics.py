@@ -26,22 +26,22 @@ Decisions:
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import http.client
 import logging
 import math
 import re
+import ssl
 import string
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -360,44 +360,123 @@ class MetricsFetcher(Protocol):
 
 ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 """The classic text format: an exporter that can also speak OpenMetrics keeps to the format we parse."""
-_CHUNK_BYTES = 64 * 1024
+
+
+KEEPALIVE_S = 25.0
+"""How long an idle connection to a broker is kept for the next scrape: longer than the sampler's default
+10 s interval, shorter than the 30 s after which the JDK's built-in HTTP server (jmx_exporter's) closes an
+idle connection, so that the scraper lets go first and never sends on a connection the server is closing."""
+_MAX_REDIRECTS = 10
+"""As many redirects as urllib, the scraper's HTTP client before httpx, followed."""
+
+
+@dataclass(slots=True)
+class _Broker:
+    """One broker endpoint's client (one keep-alive connection), when it was last used, how many fetches
+    are using it now."""
+
+    client: httpx.Client
+    used: float
+    fetching: int = 0
 
 
 class HttpFetcher:
-    """:class:`MetricsFetcher` over urllib. Proxies from the environment are ignored: a scraper talks to
-    the brokers directly. ``timeout`` bounds connecting, each read and the whole body."""
+    """:class:`MetricsFetcher` over httpx, keeping one long-lived client per broker endpoint (scheme, host
+    and port) so that each broker's connection is reused from one scrape to the next (HTTP keep-alive, as
+    Prometheus scrapes).
+
+    One client per endpoint rather than one for all: httpx's connection pool re-examines every connection
+    it holds on each request, which made one shared client cost 22 ms of CPU per scrape at 200 brokers
+    against 0.8 ms this way (docs/benchmarks.md). A client unused for :data:`KEEPALIVE_S` (a broker that
+    went away) is closed.
+
+    As a scraper talks to the brokers directly, nothing is taken from the environment (``trust_env=False``:
+    no proxies, no ``.netrc``) and certificates are verified against the system's trust store (what
+    :func:`ssl.create_default_context` loads, as before). ``timeout`` bounds connecting, each read and the
+    whole body; a body over ``max_bytes`` is refused. Bodies are asked for uncompressed, as they always
+    were. Clients are made on first use (the constructor does no I/O) and closed by :meth:`close`.
+    """
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, user_agent: str = "kafka-health") -> None:
         self.max_bytes = max_bytes
         self.user_agent = user_agent
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._brokers: dict[tuple[str, str, int | None], _Broker] = {}
+        self._tls: ssl.SSLContext | None = None
+        self._swept = time.monotonic()
+        self._lock = threading.Lock()
 
     def fetch(self, url: str, timeout: float) -> str:
         deadline = time.monotonic() + timeout
-        request = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": self.user_agent})
         try:
-            with self._opener.open(request, timeout=timeout) as response:
+            with self._checkout(url) as client, client.stream("GET", url, timeout=timeout) as response:
+                if not response.is_success:
+                    raise FetchError(f"HTTP {response.status_code} {response.reason_phrase}")
                 body = self._read(response, deadline, timeout)
-                charset = response.headers.get_content_charset() or "utf-8"
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            raise FetchError(f"HTTP {exc.code} {exc.reason}") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise FetchTimeoutError(f"no answer within {timeout:g} s") from None
-            raise FetchError(f"cannot connect: {_os_reason(exc.reason)}") from None
-        except TimeoutError:
+                charset = response.charset_encoding or "utf-8"
+        except httpx.TimeoutException:
             raise FetchTimeoutError(f"no answer within {timeout:g} s") from None
-        except (OSError, http.client.HTTPException) as exc:
+        except httpx.ConnectError as exc:
+            raise FetchError(f"cannot connect: {_os_reason(exc)}") from None
+        except httpx.HTTPError as exc:
             raise FetchError(f"{type(exc).__name__}: {exc}") from None
         try:
             return body.decode(charset, errors="replace")
         except LookupError:
             return body.decode("utf-8", errors="replace")
 
-    def _read(self, response: Any, deadline: float, timeout: float) -> bytes:
+    def close(self) -> None:
+        """Close every kept connection; a later :meth:`fetch` connects afresh."""
+        with self._lock:
+            brokers, self._brokers = list(self._brokers.values()), {}
+        for broker in brokers:
+            broker.client.close()
+
+    @contextlib.contextmanager
+    def _checkout(self, url: str) -> Iterator[httpx.Client]:
+        """The endpoint's client, made on first use, counted as in use until the fetch is done."""
+        parts = urllib.parse.urlsplit(url)
+        endpoint = (parts.scheme, parts.hostname or "", parts.port)
+        now = time.monotonic()
+        with self._lock:
+            idle = self._idle(now)
+            broker = self._brokers.get(endpoint)
+            if broker is None:
+                broker = self._brokers[endpoint] = _Broker(self._new_client(), now)
+            broker.used = now
+            broker.fetching += 1
+        for client in idle:
+            client.close()
+        try:
+            yield broker.client
+        finally:
+            with self._lock:
+                broker.fetching -= 1
+                broker.used = time.monotonic()
+
+    def _idle(self, now: float) -> list[httpx.Client]:
+        """Take out the clients no fetch has used for KEEPALIVE_S (their connection has expired anyway: a
+        broker that went away); looked for at most once per KEEPALIVE_S. Called under the lock."""
+        if now - self._swept < KEEPALIVE_S:
+            return []
+        self._swept = now
+        idle = [e for e, b in self._brokers.items() if not b.fetching and now - b.used > KEEPALIVE_S]
+        return [self._brokers.pop(e).client for e in idle]
+
+    def _new_client(self) -> httpx.Client:
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return httpx.Client(
+            headers={"Accept": ACCEPT, "Accept-Encoding": "identity", "User-Agent": self.user_agent},
+            verify=self._tls,
+            trust_env=False,
+            follow_redirects=True,
+            max_redirects=_MAX_REDIRECTS,
+            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S),
+        )
+
+    def _read(self, response: httpx.Response, deadline: float, timeout: float) -> bytes:
         chunks, size = [], 0
-        while chunk := response.read(_CHUNK_BYTES):
+        for chunk in response.iter_bytes():
             size += len(chunk)
             if size > self.max_bytes:
                 raise FetchError(f"response larger than {self.max_bytes} bytes")
@@ -407,10 +486,15 @@ class HttpFetcher:
         return b"".join(chunks)
 
 
-def _os_reason(reason: object) -> str:
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror
-    return str(reason)
+def _os_reason(exc: BaseException) -> str:
+    """The operating system's words for a failed connection ("Connection refused", "Name or service not
+    known"): httpx wraps the socket's error, which is found down the chain of causes."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        cause = cause.__cause__ or cause.__context__
+    return str(exc)
 
 
 # --- parsing and evaluation (pure) -------------------------------------------------------------------
@@ -610,7 +694,10 @@ class MetricsCollector:
         self.endpoints = MetricsEndpoints(settings.url_template, settings.urls, settings.listener)
         self.table = settings.name_table
         self._wanted = selectors_of(self.table)
-        self._fetcher = fetcher if fetcher is not None else HttpFetcher(settings.max_response_bytes)
+        self._own_fetcher: HttpFetcher | None = None
+        if fetcher is None:
+            fetcher = self._own_fetcher = HttpFetcher(settings.max_response_bytes)
+        self._fetcher = fetcher
         self._clock = clock
         self._previous: dict[int, tuple[str, CounterState]] = {}
         self._lock = threading.Lock()
@@ -624,11 +711,14 @@ class MetricsCollector:
         self.close()
 
     def close(self) -> None:
-        """Stop the pool; requests still running are left to finish on their own and ignored."""
+        """Stop the pool and close the connections of the HTTP fetcher the collector made (a fetcher handed
+        in is its owner's); requests still running are left to end on their own and ignored."""
         self._closed = True
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        if self._own_fetcher is not None:
+            self._own_fetcher.close()
 
     def scrape(self, brokers: Mapping[int, BrokerRegistration]) -> MetricsScrape:
         """Scrape every broker in ``brokers`` (id -> registration) once."""

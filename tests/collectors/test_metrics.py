@@ -5,10 +5,12 @@ plus one contract suite run against the fake and the real HTTP fetcher, so that 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from string import Template
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from collectors import metrics
 from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
 from collectors.metrics import (
     DEFAULT_NAME_TABLE,
@@ -726,11 +729,13 @@ def http_target() -> Iterator[ContractTarget]:
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     port = server.server_address[1]
+    fetcher = HttpFetcher()
     try:
         yield ContractTarget(
-            HttpFetcher(), f"http://127.0.0.1:{port}", f"http://127.0.0.1:{_refusing_port()}/metrics"
+            fetcher, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{_refusing_port()}/metrics"
         )
     finally:
+        fetcher.close()
         release.set()
         server.shutdown()
         server.server_close()
@@ -793,3 +798,203 @@ def test_contract_the_collector_reads_through_either(target: ContractTarget, clo
 
     assert scrape.scrapes[7].values == {"urp": 0.0}
     assert scrape.failures[8].startswith("HTTP 503")
+
+
+# --- the real HTTP fetcher: size cap, whole-body deadline, charsets, proxies, connections --------------
+
+
+class _KeepAliveHandler(BaseHTTPRequestHandler):
+    """An HTTP/1.1 endpoint that keeps connections open, as jmx_exporter's does, and counts them."""
+
+    protocol_version = "HTTP/1.1"
+    stats: _ServerStats
+
+    def setup(self) -> None:
+        super().setup()
+        with self.stats.lock:
+            self.stats.opened += 1
+            self.stats.open += 1
+
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionResetError):  # a client that gave up mid-body
+            super().handle()
+
+    def finish(self) -> None:
+        with self.stats.lock:
+            self.stats.open -= 1
+        super().finish()
+
+    def do_GET(self) -> None:
+        if self.path == "/trickle":
+            self._trickle()
+            return
+        body, charset = BODY.encode(), "utf-8"
+        if self.path == "/big":
+            body = b"# padding\n" * (BIG_BYTES // 10)
+        elif self.path.startswith("/charset/"):
+            charset = self.path.removeprefix("/charset/")
+            body = BODY.encode("latin-1") if charset == "iso-8859-1" else body
+        self.send_response(200)
+        self.send_header("Content-Type", f"text/plain; version=0.0.4; charset={charset}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        with contextlib.suppress(OSError):  # the client gave up
+            self.wfile.write(body)
+
+    def _trickle(self) -> None:
+        """One byte every TRICKLE_GAP_S: every read answers well within the timeout, the body does not."""
+        body = BODY.encode()[:TRICKLE_BYTES]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for byte in body:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(TRICKLE_GAP_S)
+        except OSError:
+            self.close_connection = True  # the client gave up
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@dataclass
+class _ServerStats:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    opened: int = 0
+    open: int = 0
+
+
+BIG_BYTES = 200_000
+TRICKLE_BYTES = 40
+TRICKLE_GAP_S = 0.05
+
+
+@dataclass
+class KeepAliveServer:
+    base: str
+    stats: _ServerStats
+
+
+@pytest.fixture
+def make_keep_alive_server() -> Iterator[Callable[[], KeepAliveServer]]:
+    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+
+    def make() -> KeepAliveServer:
+        stats = _ServerStats()
+        handler = type("Handler", (_KeepAliveHandler,), {"stats": stats})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        return KeepAliveServer(f"http://127.0.0.1:{server.server_address[1]}", stats)
+
+    yield make
+    for server, thread in servers:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture
+def keep_alive_server(make_keep_alive_server: Callable[[], KeepAliveServer]) -> KeepAliveServer:
+    return make_keep_alive_server()
+
+
+@pytest.fixture
+def http_fetcher() -> Iterator[HttpFetcher]:
+    fetcher = HttpFetcher(max_bytes=100_000)
+    yield fetcher
+    fetcher.close()
+
+
+@pytest.mark.integration
+def test_http_a_body_over_the_size_cap_is_a_fetch_error(
+    keep_alive_server: KeepAliveServer, http_fetcher: HttpFetcher
+) -> None:
+    with pytest.raises(FetchError, match=r"^response larger than 100000 bytes$") as raised:
+        http_fetcher.fetch(f"{keep_alive_server.base}/big", 2.0)
+    assert not isinstance(raised.value, FetchTimeoutError)
+
+
+@pytest.mark.integration
+def test_http_the_timeout_bounds_the_whole_body_not_only_each_read(
+    keep_alive_server: KeepAliveServer, http_fetcher: HttpFetcher
+) -> None:
+    trickle_s = TRICKLE_BYTES * TRICKLE_GAP_S
+    started = time.monotonic()
+    with pytest.raises(FetchTimeoutError, match=r"^body not complete within 0\.3 s$"):
+        http_fetcher.fetch(f"{keep_alive_server.base}/trickle", 0.3)
+    assert time.monotonic() - started < trickle_s / 2
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("charset", ["iso-8859-1", "utf-8", "no-such-charset"])
+def test_http_the_body_is_decoded_with_its_declared_charset_else_utf_8(
+    keep_alive_server: KeepAliveServer, http_fetcher: HttpFetcher, charset: str
+) -> None:
+    assert http_fetcher.fetch(f"{keep_alive_server.base}/charset/{charset}", 2.0) == BODY
+
+
+@pytest.mark.integration
+def test_http_proxies_from_the_environment_are_ignored(
+    keep_alive_server: KeepAliveServer, http_fetcher: HttpFetcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = f"http://127.0.0.1:{_refusing_port()}"
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    assert http_fetcher.fetch(f"{keep_alive_server.base}/metrics", 2.0) == BODY
+
+
+@pytest.mark.integration
+def test_http_one_connection_per_broker_is_kept_across_fetches(
+    keep_alive_server: KeepAliveServer, http_fetcher: HttpFetcher
+) -> None:
+    for _ in range(3):
+        assert http_fetcher.fetch(f"{keep_alive_server.base}/metrics", 2.0) == BODY
+
+    assert keep_alive_server.stats.opened == 1
+
+
+@pytest.mark.integration
+def test_http_closing_the_collector_closes_the_connections_of_the_fetcher_it_made(
+    keep_alive_server: KeepAliveServer, clock: Clock
+) -> None:
+    collector = MetricsCollector(urls={1: f"{keep_alive_server.base}/metrics"}, timeout_s=2.0, clock=clock)
+    assert collector.scrape(brokers(1)).failures == {}
+    collector.scrape(brokers(1))
+    assert (keep_alive_server.stats.opened, keep_alive_server.stats.open) == (1, 1)
+
+    collector.close()
+    deadline = time.monotonic() + 5.0
+    while keep_alive_server.stats.open and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert keep_alive_server.stats.open == 0
+
+
+@pytest.mark.integration
+def test_http_the_client_of_a_broker_gone_quiet_is_closed_but_never_one_in_use(
+    make_keep_alive_server: Callable[[], KeepAliveServer],
+    http_fetcher: HttpFetcher,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(metrics, "KEEPALIVE_S", 0.2)
+    quiet, busy, other = (make_keep_alive_server() for _ in range(3))
+    assert http_fetcher.fetch(f"{quiet.base}/metrics", 2.0) == BODY
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(http_fetcher.fetch, f"{busy.base}/trickle", 5.0)
+        time.sleep(0.5)
+
+        assert http_fetcher.fetch(f"{other.base}/metrics", 2.0) == BODY
+        assert slow.result(timeout=10) == BODY[:TRICKLE_BYTES]
+    deadline = time.monotonic() + 5.0
+    while quiet.stats.open and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [s.stats.opened for s in (quiet, busy, other)] == [1, 1, 1]
+    assert [s.stats.open for s in (quiet, busy, other)] == [0, 1, 1], "only the quiet broker's is closed"
