@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import httpx
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -233,10 +233,12 @@ class Scrape:
 
 
 def scrape(url: str, timeout: float = 5.0) -> Scrape:
-    """GET a broker's ``/metrics`` and parse it; raises URLError when the endpoint refuses."""
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        content_type = response.headers.get("Content-Type", "")
-        text = response.read().decode()
+    """GET a broker's ``/metrics`` and parse it; raises ``httpx.ConnectError`` when the endpoint refuses,
+    ``httpx.HTTPStatusError`` for a status other than 2xx."""
+    response = httpx.get(url, timeout=timeout, trust_env=False)
+    response.raise_for_status()
+    content_type = response.headers.get("Content-Type", "")
+    text = response.content.decode()
     types: dict[str, str] = {}
     samples: dict[str, list[Sample]] = {}
     for family in text_string_to_metric_families(text):

@@ -1,4 +1,4 @@
-"""The control port over real HTTP (urllib): the cluster's state as JSON and fault injection.
+"""The control port over real HTTP (httpx): the cluster's state as JSON and fault injection.
 
 Effects are checked in ZooKeeper through a separate session (``zk_client``) and on the brokers' ``/metrics``,
 not in the simulation's memory; error answers must carry ``{"error": message}`` and change nothing.
@@ -7,12 +7,11 @@ not in the simulation's memory; error answers must carry ``{"error": message}`` 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from kazoo.client import KazooClient
 
@@ -51,15 +50,11 @@ class Control:
 
     def call(self, method: str, path: str, body: Body | None = None) -> Response:
         data = json.dumps(body).encode() if isinstance(body, dict | list) else body
-        request = urllib.request.Request(f"{self.server.url}{path}", data=data, method=method)
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return Response(response.status, response.headers.get("Content-Type", ""), response.read())
-        except urllib.error.HTTPError as error:
-            with error:
-                return Response(error.code, error.headers.get("Content-Type", ""), error.read())
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        response = httpx.request(
+            method, f"{self.server.url}{path}", content=data, headers=headers, timeout=30, trust_env=False
+        )
+        return Response(response.status_code, response.headers.get("Content-Type", ""), response.content)
 
     def get(self) -> dict[str, Any]:
         return self.call("GET", "/").state()

@@ -1,17 +1,17 @@
 """Each simulated broker's ``/metrics`` over real HTTP: jmx_exporter's Kafka names (docs/kafka-reference.md
 §5), node_exporter's host names, and values that agree with what ZooKeeper shows (§3).
 
-Every scrape goes through urllib and prometheus_client's parser; every cross-check reads ZooKeeper through
+Every scrape goes through httpx and prometheus_client's parser; every cross-check reads ZooKeeper through
 a separate kazoo session (``zk_client``), as a collector would.
 """
 
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from kazoo.client import KazooClient
 
@@ -326,6 +326,14 @@ def test_urp_after_a_broker_crash_is_counted_by_the_live_leaders(
     assert offline == 0
 
 
+def causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and the exceptions it was raised from (httpx wraps the socket's error)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        yield cause
+        cause = cause.__cause__ or cause.__context__
+
+
 # --- the endpoint's lifecycle ----------------------------------------------------------------------------
 
 
@@ -335,16 +343,15 @@ def test_a_stopped_broker_refuses_scrapes_and_comes_back_on_the_same_port(
     cluster = start(make_cluster)
     url = url_of(cluster, 1)
     assert scrape(url).unlabelled("kafka_server_kafkaserver_brokerstate") == 3
-    with pytest.raises(urllib.error.HTTPError) as not_found:
-        urllib.request.urlopen(url.replace("/metrics", "/other"), timeout=5)
-    not_found.value.close()
-    assert not_found.value.code == 404
+    with pytest.raises(httpx.HTTPStatusError) as not_found:
+        scrape(url.replace("/metrics", "/other"))
+    assert not_found.value.response.status_code == 404
 
     cluster.stop_broker(1)
     assert cluster.metrics_url(1) == url
-    with pytest.raises(urllib.error.URLError) as refused:
+    with pytest.raises(httpx.ConnectError) as refused:
         scrape(url)
-    assert isinstance(refused.value.reason, ConnectionRefusedError), refused.value
+    assert any(isinstance(e, ConnectionRefusedError) for e in causes(refused.value)), refused.value
     assert all(scrape(url_of(cluster, b)).unlabelled(URP) >= 0 for b in (0, 2))
 
     cluster.start_broker(1)
