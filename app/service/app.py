@@ -19,7 +19,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from analytics.store import Store
 from app.actions.executor import KazooAdmin
-from app.actions.state import ActionLog, ActionState, MemoryActionLog, StoreActionLog
+from app.actions.runner import interrupted
+from app.actions.state import ActionLog, MemoryActionLog, StoreActionLog
 from app.embedded.reference_cluster.control import ControlApi
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
@@ -43,19 +44,6 @@ def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
             {"location": location, "message": error.get("msg", "invalid"), "type": error.get("type")}
         )
     return problems
-
-
-def interrupted(actions: ActionLog) -> None:
-    """Actions a previous run of the service left PENDING or RUNNING: no thread runs them any more, so they
-    are FAILED with the reason (what they wrote to ZooKeeper is left to the controller, as on a cancel)."""
-    for state in (ActionState.PENDING, ActionState.RUNNING):
-        for record in actions.records(state=state.value, limit=10_000):
-            actions.save(
-                record.moved_to(
-                    ActionState.FAILED,
-                    error="interrupted: the service stopped while the action ran; check its partitions",
-                )
-            )
 
 
 def token_store(settings: ServiceSettings) -> TokenStore:
