@@ -1,5 +1,6 @@
 """pytest plugin: ``kafka-health serve`` over real HTTP (uvicorn on a free port) on a reference cluster,
-with an analytics store, and tokens for each role."""
+with an analytics store, and tokens for each role; the reference cluster's fault controls are handed to
+the service as the demo does."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pydantic import SecretStr
 from analytics.store import Store
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.control import ControlApi
+from app.embedded.reference_cluster.routes import reference_router
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
@@ -27,6 +29,7 @@ from tests.support.reference_cluster import ClusterFactory, wait_for
 TOKENS = "grafana:viewer:viewer-token-1,oncall:operator:operator-token-1,root:admin:admin-token-1"
 VIEWER = {"Authorization": "Bearer viewer-token-1"}
 OPERATOR = {"Authorization": "Bearer operator-token-1"}
+ADMIN = {"Authorization": "Bearer admin-token-1"}
 
 
 @dataclass
@@ -69,7 +72,7 @@ def service(
         zookeeper=zk_connect,
         metrics=MetricsSettings(urls=urls),
         store_url=store_url,
-        reference=ControlApi(cluster),
+        extra_routers=[reference_router(ControlApi(cluster))],
     )
     port = pick_free_port()
     server, thread = run_server(app, port)
@@ -78,6 +81,3 @@ def service(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
-
-
-ADMIN = {"Authorization": "Bearer admin-token-1"}
