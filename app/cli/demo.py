@@ -33,6 +33,7 @@ from app.cli.reference_cluster import stop_signals
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlApi
+from app.embedded.reference_cluster.routes import reference_router
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError, pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
@@ -251,7 +252,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 metrics=MetricsSettings(urls=urls, timeout_s=2.0),
                 store_url=analytics.store_url,
                 collector_factory=lambda _: collector,
-                reference=ControlApi(cluster),
+                extra_routers=[reference_router(ControlApi(cluster))],
             )
             stack.enter_context(_running_server(app, port))
             base = f"http://127.0.0.1:{port}"

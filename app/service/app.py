@@ -1,34 +1,35 @@
-"""The FastAPI application: settings, lifespan (collectors up in order, down in reverse), error bodies.
+"""The FastAPI application: lifespan, error bodies, routers.
 
-``create_app(settings)`` builds it; ``kafka-health serve`` runs it under uvicorn. Every error is a JSON
-body ``{"detail": ..., "problems": [...]}`` with a 4xx/5xx status: bad JSON and invalid parameters are 422
-naming each problem, unknown things 404, conflicts 409, missing tokens 401, too low a role 403.
+``create_app(settings)`` builds it; ``kafka-health serve`` runs it under uvicorn. The lifespan starts the
+service's components (:func:`~app.service.container.service_components`) and installs them on
+``app.state.container``. Every error is a JSON body ``{"detail": ..., "problems": [...]}`` with a 4xx/5xx
+status: bad JSON and invalid parameters are 422 naming each problem, unknown things 404, conflicts 409,
+missing tokens 401, too low a role 403; the action runner's refusals map the same way.
+
+Routers beyond the service's own (``extra_routers``) come from the composition root: the demo and the
+tests hand in the embedded reference cluster's fault controls, which the product never imports.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from analytics.store import Store
-from app.actions.state import ActionLog, ActionState, MemoryActionLog, StoreActionLog
-from app.embedded.reference_cluster.control import ControlApi
+from app.actions.reassignment import Problem
+from app.actions.runner import ActionError, ConflictError, InvalidRequestError, NotFoundError
+from app.actions.state import ActionLog
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
-from app.service.state import ClusterView, SnapshotCollector
-from app.webhooks.notifier import service_notifier
-from collectors.kafka.admin import KazooAdmin
-from collectors.metrics import MetricsCollector, MetricsSettings
-from collectors.zookeeper.collector import ZooKeeperCollector
-
-log = logging.getLogger(__name__)
+from app.service.container import service_components
+from app.service.routes import ROUTERS
+from app.service.state import SnapshotCollector
+from collectors.metrics import MetricsSettings
 
 
 def _problem(status: int, detail: str, problems: list[dict[str, Any]] | None = None) -> JSONResponse:
@@ -45,17 +46,22 @@ def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
     return problems
 
 
-def interrupted(actions: ActionLog) -> None:
-    """Actions a previous run of the service left PENDING or RUNNING: no thread runs them any more, so they
-    are FAILED with the reason (what they wrote to ZooKeeper is left to the controller, as on a cancel)."""
-    for state in (ActionState.PENDING, ActionState.RUNNING):
-        for record in actions.records(state=state.value, limit=10_000):
-            actions.save(
-                record.moved_to(
-                    ActionState.FAILED,
-                    error="interrupted: the service stopped while the action ran; check its partitions",
-                )
-            )
+def _action_problem(problem: Problem) -> dict[str, Any]:
+    return {
+        "code": problem.code,
+        "message": problem.message,
+        "topic": problem.topic,
+        "partition": problem.partition,
+        "brokers": list(problem.brokers),
+    }
+
+
+def _action_status(exc: ActionError) -> int:
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, ConflictError):
+        return 409
+    return 422
 
 
 def token_store(settings: ServiceSettings) -> TokenStore:
@@ -76,7 +82,7 @@ def create_app(
     session_timeout_s: float = 18.0,
     start_timeout_s: float = 60.0,
     actions: ActionLog | None = None,
-    reference: ControlApi | None = None,
+    extra_routers: Sequence[APIRouter] = (),
 ) -> FastAPI:
     """The service for the cluster at ``zookeeper``; the lifespan starts the ZooKeeper collector (first full
     scan), the metrics scraper and the store, and stops them in reverse order."""
@@ -84,42 +90,19 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            if collector_factory is not None:
-                collector = collector_factory(zookeeper)
-            else:
-                zk = ZooKeeperCollector(
-                    zookeeper, connections=connections, session_timeout_s=session_timeout_s
-                )
-                zk.start(timeout=start_timeout_s)
-                stack.callback(zk.stop)
-                collector = zk
-            scraper = MetricsCollector(metrics) if metrics is not None else None
-            if scraper is not None:
-                stack.callback(scraper.close)
-            view = ClusterView(collector, scraper, settings.view)
-            view.start()
-            stack.callback(view.stop)
-            store = Store.open(store_url) if store_url is not None else None
-            if store is not None:
-                stack.callback(store.close)
-            app.state.notifier = stack.enter_context(service_notifier(store, zookeeper, settings.webhooks))
-            admin = KazooAdmin(zookeeper)
-            stack.callback(admin.close)
-            app.state.view = view
-            app.state.store = store
-            app.state.tokens = tokens
-            app.state.admin = admin
-            if actions is not None:
-                app.state.actions = actions
-            elif store is not None:
-                app.state.actions = StoreActionLog(store)
-                interrupted(app.state.actions)
-            else:
-                app.state.actions = MemoryActionLog()
-            app.state.action_threads = []
-            app.state.plans = {}
-            app.state.reference = reference
+        with service_components(
+            settings,
+            tokens,
+            zookeeper=zookeeper,
+            metrics=metrics,
+            store_url=store_url,
+            collector_factory=collector_factory,
+            connections=connections,
+            session_timeout_s=session_timeout_s,
+            start_timeout_s=start_timeout_s,
+            actions=actions,
+        ) as container:
+            container.install(app)
             yield
 
     app = FastAPI(
@@ -142,16 +125,11 @@ def create_app(
             response.headers[name] = value
         return response
 
-    from app.service.actions_api import router as actions_router
-    from app.service.api import api, root
-    from app.webhooks.routes import router as webhooks_router
+    @app.exception_handler(ActionError)
+    async def action_refused(request: Request, exc: ActionError) -> JSONResponse:
+        problems = exc.problems if isinstance(exc, InvalidRequestError) else ()
+        return _problem(_action_status(exc), exc.message, [_action_problem(p) for p in problems])
 
-    app.include_router(root)
-    app.include_router(api)
-    app.include_router(actions_router)
-    app.include_router(webhooks_router)
-    if reference is not None:
-        from app.embedded.reference_cluster.routes import router as reference_router
-
-        app.include_router(reference_router)
+    for router in (*ROUTERS, *extra_routers):
+        app.include_router(router)
     return app

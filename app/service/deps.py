@@ -1,22 +1,42 @@
-"""FastAPI dependencies: the caller's identity and role, and the service's components (set up by the
-lifespan on ``app.state``)."""
+"""The routes' dependencies, as ``Annotated`` types: who calls (``Viewer``, ``Operator``, ``Admin``) and the
+service's components (``View``, ``StoreDep``, ``Runner``, ...), all read from the one
+:class:`~app.service.container.ServiceContainer` the lifespan installed.
+
+Every dependency reads the request only (no header, query or body parameter of its own), so none of them
+shows in the OpenAPI document.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated
 
-from fastapi import HTTPException, Request
+from fastapi import Depends, HTTPException, Request
 
 from analytics.store import Store
-from app.service.auth import Principal, Role, TokenStore
+from app.actions.runner import ActionRunner
+from app.actions.state import ActionLog
+from app.service.auth import Principal, Role
+from app.service.container import ServiceContainer
 from app.service.state import ClusterView
+from app.webhooks.notifier import Notifier
 
 BEARER = {"WWW-Authenticate": "Bearer"}
 
 
+def container_of(request: Request) -> ServiceContainer:
+    return ServiceContainer.of(request.app)
+
+
+Container = Annotated[ServiceContainer, Depends(container_of)]
+
+
 def require(role: Role) -> Callable[[Request], Principal]:
+    """The caller's principal from ``Authorization: Bearer <token>``: 401 without a known token, 403 when
+    its role is below ``role``."""
+
     def check(request: Request) -> Principal:
-        tokens: TokenStore = request.app.state.tokens
+        tokens = container_of(request).tokens
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if not header:
@@ -41,15 +61,43 @@ def require(role: Role) -> Callable[[Request], Principal]:
     return check
 
 
-def view_of(request: Request) -> ClusterView:
-    view: ClusterView = request.app.state.view
-    return view
+Viewer = Annotated[Principal, Depends(require(Role.viewer))]
+Operator = Annotated[Principal, Depends(require(Role.operator))]
+Admin = Annotated[Principal, Depends(require(Role.admin))]
 
 
-def store_of(request: Request) -> Store:
-    store: Store | None = request.app.state.store
-    if store is None:
+def view_of(container: Container) -> ClusterView:
+    return container.view
+
+
+def store_of(container: Container) -> Store:
+    """The analytics store; 503 when the service runs without one."""
+    if container.store is None:
         raise HTTPException(
             503, "no store is configured (load and alerts come from the analytics job's store)"
         )
-    return store
+    return container.store
+
+
+def optional_store_of(container: Container) -> Store | None:
+    return container.store
+
+
+def actions_of(container: Container) -> ActionLog:
+    return container.actions
+
+
+def runner_of(container: Container) -> ActionRunner:
+    return container.runner
+
+
+def notifier_of(container: Container) -> Notifier | None:
+    return container.notifier
+
+
+View = Annotated[ClusterView, Depends(view_of)]
+StoreDep = Annotated[Store, Depends(store_of)]
+OptionalStore = Annotated[Store | None, Depends(optional_store_of)]
+Actions = Annotated[ActionLog, Depends(actions_of)]
+Runner = Annotated[ActionRunner, Depends(runner_of)]
+NotifierDep = Annotated[Notifier | None, Depends(notifier_of)]

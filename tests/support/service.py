@@ -1,9 +1,12 @@
 """pytest plugin: ``kafka-health serve`` over real HTTP (uvicorn on a free port) on a reference cluster,
-with an analytics store, and tokens for each role."""
+with an analytics store, and tokens for each role; the reference cluster's fault controls are handed to
+the service as the demo does. :func:`fill_store` writes an alert and a load window the way the analytics
+job does."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,19 +17,27 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
+from analytics.model import BrokerLoad, LoadWindow, Window
+from analytics.pipeline import HealthSample, WindowInput, process_batch
+from analytics.rules import RuleSettings
 from analytics.store import Store
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.control import ControlApi
+from app.embedded.reference_cluster.routes import reference_router
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
+from collectors.health import assess
 from collectors.metrics import MetricsSettings
+from collectors.samples import health_document
+from collectors.zookeeper.collector import scan
 from tests.support.reference_cluster import ClusterFactory, wait_for
 
 TOKENS = "grafana:viewer:viewer-token-1,oncall:operator:operator-token-1,root:admin:admin-token-1"
 VIEWER = {"Authorization": "Bearer viewer-token-1"}
 OPERATOR = {"Authorization": "Bearer operator-token-1"}
+ADMIN = {"Authorization": "Bearer admin-token-1"}
 
 
 @dataclass
@@ -69,7 +80,7 @@ def service(
         zookeeper=zk_connect,
         metrics=MetricsSettings(urls=urls),
         store_url=store_url,
-        reference=ControlApi(cluster),
+        extra_routers=[reference_router(ControlApi(cluster))],
     )
     port = pick_free_port()
     server, thread = run_server(app, port)
@@ -80,4 +91,29 @@ def service(
         thread.join(timeout=30)
 
 
-ADMIN = {"Authorization": "Bearer admin-token-1"}
+def fill_store(service: Service, offline_topic: str = "orders") -> str:
+    """One window whose health shows 2 offline partitions of ``offline_topic`` and a load window, through
+    the analytics pipeline; returns the cluster id."""
+    snapshot = scan(service.zk_connect)
+    doc = health_document(snapshot, assess(snapshot))
+    doc["offline"] = {"count": 2, "by_topic": {offline_topic: 2}, "examples": {offline_topic: [0, 1]}}
+    cluster_id = snapshot.cluster_id or "unknown"
+    now = time.time()
+    doc["snapshot"]["last_good_at"] = now
+    window = Window(cluster_id, now - 10, now)
+    load = LoadWindow(
+        window,
+        tuple(BrokerLoad(b, {"partitions": 4.0}, {"partitions": 1 / 3}, 1 / 3, 1 / 3, 0.0) for b in range(3)),
+        0.0,
+        0.1 / 3,
+        0.1,
+    )
+    with Store.open(service.store_url) as store:
+        process_batch(
+            store,
+            "test",
+            0,
+            [WindowInput(window, load, None, HealthSample("c", now, doc))],
+            RuleSettings(open_after=1, resolve_after=1),
+        )
+    return cluster_id

@@ -111,7 +111,7 @@ def test_the_store_log_survives_a_reopen(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_actions_a_previous_run_left_running_are_failed_at_start_up(log: ActionLog) -> None:
-    from app.service.app import interrupted
+    from app.actions.runner import interrupted
 
     log.save(record("a1").moved_to(ActionState.RUNNING))
     log.save(record("a2"))

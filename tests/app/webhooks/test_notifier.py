@@ -25,6 +25,7 @@ from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.container import ServiceContainer
 from app.webhooks.notifier import (
     AlwaysLeader,
     Leadership,
@@ -190,7 +191,8 @@ def test_open_and_resolve_reach_the_receiver_signed_within_seconds(
             headers=ADMIN,
         )
         assert created.status_code == 201, created.text
-        notifier: Notifier = app.state.notifier
+        notifier = ServiceContainer.of(app).notifier
+        assert notifier is not None
         with Store.open(store_url) as store:
             wait_for(lambda: notifier.stats().leader, message="the notifier elected")
             snapshot = scan(zk_connect)

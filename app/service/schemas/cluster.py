@@ -1,28 +1,8 @@
-"""Response models of the REST API (every route declares one; they are the OpenAPI schema at ``/docs``)."""
+"""The live cluster: ``/cluster``, ``/brokers``, ``/topics``, ``/partitions``."""
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
-
-from pydantic import BaseModel, Field
-
-T = TypeVar("T")
-
-
-class Problem(BaseModel):
-    """Every 4xx/5xx body: what went wrong, and for validation errors each problem found."""
-
-    detail: str
-    problems: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class Healthz(BaseModel):
-    status: str
-
-
-class Readyz(BaseModel):
-    ready: bool
-    reason: str
+from pydantic import BaseModel
 
 
 class SnapshotInfo(BaseModel):
@@ -161,76 +141,3 @@ class TopicOut(BaseModel):
 
 class TopicDetail(TopicOut):
     partition_details: list[PartitionOut]
-
-
-class Page(BaseModel, Generic[T]):
-    items: list[T]
-    total: int
-    offset: int
-    limit: int
-
-
-class BrokerLoadOut(BaseModel):
-    broker: int
-    normalized_load: float
-    deviation_rate: float
-    weighted_load: float
-    shares: dict[str, float]
-    metrics: dict[str, float]
-
-
-class LoadWindowOut(BaseModel):
-    cluster: str
-    window_start: float
-    window_end: float
-    stddev: float
-    stddev_threshold: float
-    rated_deviation: float
-    imbalanced: bool
-    brokers: list[BrokerLoadOut]
-
-
-class LoadOut(BaseModel):
-    latest: LoadWindowOut | None
-    history: list[LoadWindowOut]
-
-
-class ActionOut(BaseModel):
-    method: str
-    path: str
-    body: dict[str, Any]
-
-
-class AlertOut(BaseModel):
-    fingerprint: str
-    cluster: str
-    rule: int
-    subject: str
-    severity: str
-    state: str
-    summary: str
-    evidence: dict[str, Any]
-    suggested_action: ActionOut | None
-    first_seen: float
-    last_seen: float
-    opened_at: float | None
-    resolved_at: float | None
-    acknowledged_by: str | None
-    acknowledged_at: float | None
-
-
-class AlertEventOut(BaseModel):
-    sequence: int
-    kind: str
-    at: float
-    severity: str
-    summary: str
-    evidence: dict[str, Any]
-
-
-class AlertDetail(AlertOut):
-    events: list[AlertEventOut]
-
-
-class AckIn(BaseModel):
-    comment: str | None = Field(default=None, max_length=1000)

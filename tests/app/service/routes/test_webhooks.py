@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.container import ServiceContainer
 from app.webhooks.notifier import Notifier, NotifierSettings
 from tests.support.reference_cluster import wait_for
 
@@ -281,7 +282,8 @@ def test_the_test_event_is_sent_signed_and_reported(service: Service, receiver: 
 
     receiver.respond_with(404)
     with Store.open(service.store_url) as store, Notifier(store, settings=FAST) as notifier:
-        service.app.state.notifier = notifier  # as the service's lifespan sets it
+        container = ServiceContainer.of(service.app)
+        replace(container, notifier=notifier).install(service.app)  # as if the lifespan had started it
         failed = service.call("POST", path).json()
     assert (failed["delivered"], failed["outcome"], failed["status"]) == (False, "permanent", 404)
     assert failed["error"].startswith("HTTP 404 Not Found")

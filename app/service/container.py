@@ -1,0 +1,113 @@
+"""The service's components, built and started together, stopped in reverse order.
+
+:func:`service_components` is what ``create_app``'s lifespan runs: the ZooKeeper collector (first full
+scan), the metrics scraper, the :class:`~app.service.state.ClusterView`, the analytics store, the webhook
+notifier, the ZooKeeper admin session of the runbook actions, the action log and the
+:class:`~app.actions.runner.ActionRunner`. It yields them as one frozen :class:`ServiceContainer`,
+installed as the one attribute ``app.state.container`` that :mod:`app.service.deps` reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+
+from analytics.store import Store
+from app.actions.runner import ActionRunner, interrupted
+from app.actions.state import ActionLog, MemoryActionLog, StoreActionLog
+from app.service.auth import TokenStore
+from app.service.config import ServiceSettings
+from app.service.state import ClusterView, SnapshotCollector
+from app.webhooks.notifier import Notifier, service_notifier
+from collectors.health import HealthReport
+from collectors.kafka.admin import KazooAdmin
+from collectors.kafka.model import ClusterSnapshot
+from collectors.metrics import MetricsCollector, MetricsSettings
+from collectors.zookeeper.collector import ZooKeeperCollector
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceContainer:
+    view: ClusterView
+    """The live snapshot, its health report and the brokers' scrape."""
+    tokens: TokenStore
+    store: Store | None
+    """The analytics store (load, alerts, webhooks, actions); None when the service runs without one."""
+    actions: ActionLog
+    """Actions and the audit trail: in the store, else in memory."""
+    runner: ActionRunner
+    notifier: Notifier | None
+    """The webhook notifier (None without a store)."""
+
+    def install(self, app: Starlette) -> None:
+        app.state.container = self
+
+    @staticmethod
+    def of(app: Starlette) -> ServiceContainer:
+        """The container the lifespan installed (AttributeError before it started)."""
+        container: ServiceContainer = app.state.container
+        return container
+
+
+@contextmanager
+def service_components(
+    settings: ServiceSettings,
+    tokens: TokenStore,
+    *,
+    zookeeper: str,
+    metrics: MetricsSettings | None = None,
+    store_url: str | None = None,
+    collector_factory: Callable[[str], SnapshotCollector] | None = None,
+    connections: int = 4,
+    session_timeout_s: float = 18.0,
+    start_timeout_s: float = 60.0,
+    actions: ActionLog | None = None,
+) -> Iterator[ServiceContainer]:
+    """Start every component for the cluster at ``zookeeper`` (``collector_factory`` instead of a
+    ZooKeeper collector of its own: tests, ``serve`` which started it to fail early); stop them in reverse
+    order when the block ends."""
+    with ExitStack() as stack:
+        if collector_factory is not None:
+            collector = collector_factory(zookeeper)
+        else:
+            zk = ZooKeeperCollector(zookeeper, connections=connections, session_timeout_s=session_timeout_s)
+            zk.start(timeout=start_timeout_s)
+            stack.callback(zk.stop)
+            collector = zk
+        scraper = MetricsCollector(metrics) if metrics is not None else None
+        if scraper is not None:
+            stack.callback(scraper.close)
+        view = ClusterView(collector, scraper, settings.view)
+        view.start()
+        stack.callback(view.stop)
+        store = Store.open(store_url) if store_url is not None else None
+        if store is not None:
+            stack.callback(store.close)
+        notifier = stack.enter_context(service_notifier(store, zookeeper, settings.webhooks))
+        admin = KazooAdmin(zookeeper)
+        stack.callback(admin.close)
+        actions = _action_log(store, actions)
+
+        def cluster() -> tuple[ClusterSnapshot, HealthReport]:
+            state = view.state
+            return state.snapshot, state.report
+
+        runner = ActionRunner(
+            actions, admin, cluster, latest_load=None if store is None else store.latest_load
+        )
+        stack.callback(runner.shutdown)
+        yield ServiceContainer(view, tokens, store, actions, runner, notifier)
+
+
+def _action_log(store: Store | None, given: ActionLog | None) -> ActionLog:
+    """``given``, else the store's (failing what a previous run left running), else one in memory."""
+    if given is not None:
+        return given
+    if store is None:
+        return MemoryActionLog()
+    log = StoreActionLog(store)
+    interrupted(log)
+    return log

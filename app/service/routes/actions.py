@@ -1,0 +1,84 @@
+"""Runbook actions over REST (operator role to run, viewer to read): ``/api/v1/actions``.
+
+Every request is audited, dry runs and refusals included (by the
+:class:`~app.actions.runner.ActionRunner`). An execution answers 202 with the action's id at once and runs
+in the background; ``GET /api/v1/actions/{id}`` follows it to a terminal state.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from app.actions.state import ActionState
+from app.service.deps import Actions, Operator, Runner, Viewer
+from app.service.schemas.actions import (
+    ActionOut,
+    ElectionIn,
+    ElectionPlanOut,
+    ReassignmentIn,
+    ReassignmentPlanOut,
+)
+
+router = APIRouter(prefix="/api/v1", tags=["actions"])
+
+Plan = TypeVar("Plan", ElectionPlanOut, ReassignmentPlanOut)
+
+
+@router.post(
+    "/actions/preferred-replica-election",
+    response_model=ElectionPlanOut,
+    status_code=200,
+    responses={202: {"model": ElectionPlanOut}, 409: {}, 422: {}},
+)
+def preferred_replica_election(
+    body: ElectionIn, runner: Runner, who: Operator
+) -> ElectionPlanOut | JSONResponse:
+    """Dry run (default): which partitions would change leader, which cannot and why, leaders per broker
+    before and after. ``"dry_run": false`` runs it in chunks under ``budget_bytes`` (202 + action id)."""
+    outcome = runner.elect_preferred_leaders(who, body.order())
+    return _accepted_or_dry_run(ElectionPlanOut.of(outcome, body.dry_run), outcome.action is not None)
+
+
+@router.post(
+    "/actions/reassignments",
+    response_model=ReassignmentPlanOut,
+    responses={202: {"model": ReassignmentPlanOut}, 409: {}, 422: {}},
+)
+def reassignments(body: ReassignmentIn, runner: Runner, who: Operator) -> ReassignmentPlanOut | JSONResponse:
+    """Validate (every problem named at once, 422), dry run by default (the batches and throttles), or run
+    in the background (202 + action id): throttles set, batches one after another, never while a partition
+    is under min ISR or offline, throttles removed at the end whatever happened."""
+    outcome = runner.reassign(who, body.order())
+    return _accepted_or_dry_run(ReassignmentPlanOut.of(outcome), outcome.action is not None)
+
+
+@router.get("/actions", response_model=list[ActionOut])
+def actions(
+    log: Actions,
+    _: Viewer,
+    state: Annotated[ActionState | None, Query()] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[ActionOut]:
+    return [ActionOut.of(r) for r in log.records(state=state, limit=limit, offset=offset)]
+
+
+@router.get("/actions/{action_id}", response_model=ActionOut, responses={404: {}})
+def action(action_id: str, runner: Runner, _: Viewer) -> ActionOut:
+    return ActionOut.of(runner.action(action_id))
+
+
+@router.post("/actions/{action_id}/cancel", response_model=ActionOut, responses={404: {}, 409: {}})
+def cancel(action_id: str, runner: Runner, who: Operator) -> ActionOut:
+    """Stop further chunks or batches; what is already written to ZooKeeper is left to the controller."""
+    return ActionOut.of(runner.cancel(who, action_id))
+
+
+def _accepted_or_dry_run(out: Plan, accepted: bool) -> Plan | JSONResponse:
+    """The plan; with 202 when an execution started."""
+    if not accepted:
+        return out
+    return JSONResponse(out.model_dump(mode="json"), status_code=202)

@@ -1,0 +1,127 @@
+"""``/api/v1/alerts``: alerts that opened (viewer role), their events, and acknowledgement (operator)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from analytics.model import AlertEvent, AlertState
+from analytics.store import Acknowledgement, Store
+from app.service.deps import Operator, Runner, StoreDep, Viewer
+from app.service.schemas.alerts import AckIn, AlertDetail, AlertEventOut, AlertOut
+from app.service.schemas.common import Page, Problem
+
+router = APIRouter(prefix="/api/v1", tags=["alerts"])
+
+STATES = ("open", "resolved")
+SEVERITIES = ("critical", "warning", "info")
+
+
+@router.get("/alerts", response_model=Page[AlertOut])
+def alerts(
+    store: StoreDep,
+    _: Viewer,
+    state: Annotated[list[str] | None, Query(description="open, resolved")] = None,
+    rule: Annotated[int | None, Query(ge=1, le=11)] = None,
+    severity: Annotated[list[str] | None, Query(description="critical, warning, info")] = None,
+    cluster: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Page[AlertOut]:
+    """Alerts that opened at least once (pending ones, still inside their hysteresis, are not shown)."""
+    _check_filters(state or [], severity or [])
+    found = [
+        a
+        for a in store.alerts(
+            cluster=cluster, state=state or STATES, rule=rule, severity=severity, limit=100_000
+        )
+        if a.event_sequence > 0
+    ]
+    page = found[offset : offset + limit]
+    acks = store.acknowledgements([a.fingerprint for a in page])
+    return Page[AlertOut](
+        items=[AlertOut(**_alert_out(a, acks.get(a.fingerprint))) for a in page],
+        total=len(found),
+        offset=offset,
+        limit=limit,
+    )
+
+
+@router.get("/alerts/{fingerprint}", response_model=AlertDetail, responses={404: {"model": Problem}})
+def alert(fingerprint: str, store: StoreDep, _: Viewer) -> AlertDetail:
+    found = _alert_or_404(store, fingerprint)
+    ack = store.acknowledgements([fingerprint]).get(fingerprint)
+    events = [_event_out(e) for e in store.alert_events(fingerprint)]
+    return AlertDetail(**_alert_out(found, ack), events=events)
+
+
+@router.post(
+    "/alerts/{fingerprint}/ack",
+    response_model=AlertOut,
+    responses={404: {"model": Problem}, 409: {"model": Problem}},
+)
+def acknowledge(
+    fingerprint: str, store: StoreDep, who: Operator, runner: Runner, body: AckIn | None = None
+) -> AlertOut:
+    """Acknowledge an open alert (operator); the acknowledgement lasts until the alert opens anew."""
+    found = _alert_or_404(store, fingerprint)
+    if found.state != "open":
+        runner.audit(who, "ack", dry_run=False, outcome="refused", detail={"alert": fingerprint})
+        raise HTTPException(
+            409, f"alert {fingerprint} is {found.state}, only an open alert can be acknowledged"
+        )
+    store.acknowledge(fingerprint, who.name, time.time())
+    comment = None if body is None else body.comment
+    detail = {"alert": fingerprint, "comment": comment}
+    runner.audit(who, "ack", dry_run=False, outcome="accepted", detail=detail)
+    ack = store.acknowledgements([fingerprint]).get(fingerprint)
+    return AlertOut(**_alert_out(found, ack))
+
+
+def _check_filters(states: list[str], severities: list[str]) -> None:
+    for value in states:
+        if value not in STATES:
+            raise HTTPException(422, f"state must be open or resolved, got {value!r}")
+    for value in severities:
+        if value not in SEVERITIES:
+            raise HTTPException(422, f"severity must be critical, warning or info, got {value!r}")
+
+
+def _alert_or_404(store: Store, fingerprint: str) -> AlertState:
+    alert = store.alert(fingerprint)
+    if alert is None or alert.event_sequence == 0:
+        raise HTTPException(404, f"no alert with fingerprint {fingerprint!r}")
+    return alert
+
+
+def _alert_out(alert: AlertState, ack: Acknowledgement | None) -> dict[str, Any]:
+    return {
+        "fingerprint": alert.fingerprint,
+        "cluster": alert.cluster,
+        "rule": alert.rule,
+        "subject": alert.subject,
+        "severity": alert.severity,
+        "state": alert.state,
+        "summary": alert.summary,
+        "evidence": dict(alert.evidence),
+        "suggested_action": None if alert.action is None else alert.action.to_json(),
+        "first_seen": alert.first_seen,
+        "last_seen": alert.last_seen,
+        "opened_at": alert.opened_at,
+        "resolved_at": alert.resolved_at,
+        "acknowledged_by": None if ack is None else ack.by,
+        "acknowledged_at": None if ack is None else ack.at,
+    }
+
+
+def _event_out(event: AlertEvent) -> AlertEventOut:
+    return AlertEventOut(
+        sequence=event.sequence,
+        kind=event.kind,
+        at=event.at,
+        severity=event.severity,
+        summary=event.summary,
+        evidence=dict(event.evidence),
+    )

@@ -1,0 +1,314 @@
+"""The live cluster (viewer role): ``/api/v1/cluster``, ``/brokers``, ``/topics``, ``/partitions``.
+
+Answers come from the live snapshot (:class:`~app.service.state.ClusterView`, no I/O per request).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
+
+from app.service.deps import View, Viewer
+from app.service.schemas.cluster import (
+    BrokerOut,
+    BrokerScrapeOut,
+    ClusterOut,
+    ControllerOut,
+    PartitionOut,
+    PendingOut,
+    PendingPartition,
+    PendingReassignment,
+    SnapshotInfo,
+    Summary,
+    SuspectOut,
+    TopicDetail,
+    TopicOut,
+    UrpCrossCheckOut,
+    ZnodeErrorOut,
+)
+from app.service.schemas.common import MAX_PAGE, Page, Problem
+from app.service.state import ClusterState, ClusterView
+from collectors.health import PartitionHealth
+from collectors.kafka.model import NO_LEADER, PartitionInfo, TopicPartition
+
+router = APIRouter(prefix="/api/v1", tags=["cluster"])
+
+
+MAX_SUSPECTS = 20
+
+
+@router.get("/cluster", response_model=ClusterOut)
+def cluster(view: View, _: Viewer) -> JSONResponse:
+    """The cluster's state and health summary (cached per snapshot version and scrape)."""
+    body: dict[str, Any] = view.memo("cluster", lambda state: _cluster(view, state).model_dump(mode="json"))
+    state = view.state
+    snapshot = dict(body["snapshot"])
+    snapshot["last_good_at"] = state.last_good_at
+    snapshot["age_s"] = None if state.last_good_at is None else max(0.0, time.time() - state.last_good_at)
+    return JSONResponse({**body, "snapshot": snapshot})
+
+
+def _cluster(view: ClusterView, state: ClusterState) -> ClusterOut:
+    snapshot, report = state.snapshot, state.report
+    summary = report.summary
+    scan = view.collector.last_scan
+    cross = report.urp_cross_check
+    return ClusterOut(
+        cluster_id=snapshot.cluster_id,
+        snapshot=SnapshotInfo(
+            version=snapshot.version,
+            taken_at=snapshot.taken_at,
+            last_good_at=state.last_good_at,
+            age_s=None if state.last_good_at is None else max(0.0, time.time() - state.last_good_at),
+            stale=snapshot.stale,
+            scan_seconds=None if scan is None else scan.seconds,
+            scan_reads=None if scan is None else scan.reads,
+        ),
+        controller=ControllerOut(
+            broker_id=snapshot.controller.broker_id,
+            epoch=snapshot.controller.epoch,
+            active=report.controller.active,
+        ),
+        summary=Summary(
+            brokers=summary.brokers,
+            topics=summary.topics,
+            partitions=summary.partitions,
+            under_replicated=summary.under_replicated,
+            under_min_isr=summary.under_min_isr,
+            at_min_isr=summary.at_min_isr,
+            offline=summary.offline,
+            preferred_replica_imbalance=summary.preferred_replica_imbalance,
+            brokers_down=list(summary.brokers_down),
+        ),
+        suspect_brokers=[
+            SuspectOut(broker_id=s.broker_id, missing_from=s.missing_from, share=s.share)
+            for s in sorted(report.suspects, key=lambda s: (-s.share, s.broker_id))[:MAX_SUSPECTS]
+        ],
+        suspect_brokers_total=len(report.suspects),
+        urp_cross_check=None
+        if cross is None
+        else UrpCrossCheckOut(
+            zookeeper=cross.zookeeper,
+            gauges=cross.gauges,
+            reporting=list(cross.reporting),
+            missing=list(cross.missing),
+            agrees=cross.agrees,
+            offline_not_counted=cross.offline_not_counted,
+        ),
+        pending=PendingOut(
+            preferred_election=[
+                PendingPartition(topic=tp.topic, partition=tp.partition)
+                for tp in snapshot.pending.preferred_election
+            ],
+            reassignments=[
+                PendingReassignment(topic=tp.topic, partition=tp.partition, replicas=list(r))
+                for tp, r in sorted(snapshot.pending.reassignments.items())
+            ],
+            deletions=list(snapshot.pending.deletions),
+        ),
+        errors=[ZnodeErrorOut(path=e.path, reason=e.reason) for e in snapshot.errors],
+    )
+
+
+def _brokers(state: ClusterState) -> list[BrokerOut]:
+    snapshot, report = state.snapshot, state.report
+    replicas: Counter[int] = Counter()
+    leaders: Counter[int] = Counter()
+    for info in snapshot.partitions.values():
+        replicas.update(info.assignment.replicas)
+        if info.state is not None and info.state.leader != NO_LEADER:
+            leaders[info.state.leader] += 1
+    ids = sorted(set(snapshot.brokers) | set(report.brokers_down))
+    out = []
+    for broker_id in ids:
+        registration = snapshot.brokers.get(broker_id)
+        imbalance = report.imbalance.get(broker_id)
+        scrape = None if state.scrape is None else state.scrape.scrapes.get(broker_id)
+        out.append(
+            BrokerOut(
+                id=broker_id,
+                registered=registration is not None,
+                host=None if registration is None else registration.host,
+                port=None if registration is None else registration.port,
+                rack=None if registration is None else registration.rack,
+                endpoints=[]
+                if registration is None
+                else [e.connection_string() for e in registration.endpoints],
+                replicas=replicas[broker_id],
+                leaders=leaders[broker_id],
+                preferred_partitions=0 if imbalance is None else imbalance.preferred_partitions,
+                led_by_others=0 if imbalance is None else imbalance.led_by_others,
+                imbalance_ratio=0.0 if imbalance is None else imbalance.ratio,
+                controller=snapshot.controller.broker_id == broker_id,
+                scrape=None
+                if scrape is None
+                else BrokerScrapeOut(
+                    url=scrape.url,
+                    ok=scrape.ok,
+                    error=scrape.error,
+                    scraped_at=scrape.scraped_at,
+                    metrics=dict(scrape.values),
+                ),
+            )
+        )
+    return out
+
+
+@router.get("/brokers", response_model=list[BrokerOut])
+def brokers(view: View, _: Viewer) -> list[BrokerOut]:
+    """Registered brokers and brokers that hold replicas but are not registered (``registered: false``)."""
+    return _brokers(view.state)
+
+
+@router.get(
+    "/brokers/{broker_id}",
+    response_model=BrokerOut,
+    responses={404: {"model": Problem}},
+)
+def broker(broker_id: int, view: View, _: Viewer) -> BrokerOut:
+    for item in _brokers(view.state):
+        if item.id == broker_id:
+            return item
+    raise HTTPException(404, f"broker {broker_id} is neither registered nor assigned any replica")
+
+
+def partition_out(info: PartitionInfo, health: PartitionHealth) -> PartitionOut:
+    state = info.state
+    return PartitionOut(
+        topic=info.tp.topic,
+        partition=info.tp.partition,
+        replicas=list(info.assignment.replicas),
+        isr=list(info.isr),
+        leader=info.leader,
+        leader_epoch=None if state is None else state.leader_epoch,
+        controller_epoch=None if state is None else state.controller_epoch,
+        leader_recovery_state=None if state is None else state.leader_recovery_state,
+        adding_replicas=list(info.assignment.adding_replicas),
+        removing_replicas=list(info.assignment.removing_replicas),
+        under_replicated=health.under_replicated,
+        under_min_isr=health.under_min_isr,
+        at_min_isr=health.at_min_isr,
+        offline=health.offline,
+        preferred_leader=health.preferred_leader,
+        min_isr=health.min_isr,
+    )
+
+
+def _topic_partitions(state: ClusterState, topic: str) -> list[TopicPartition]:
+    return sorted(tp for tp in state.snapshot.partitions if tp.topic == topic)
+
+
+def _topic_out(state: ClusterState, name: str, tps: list[TopicPartition]) -> TopicOut:
+    snapshot, report = state.snapshot, state.report
+    info = snapshot.topics.get(name)
+    healths = [report.partitions[tp] for tp in tps]
+    rf = len(snapshot.partitions[tps[0]].assignment.target_replicas) if tps else 0
+    return TopicOut(
+        name=name,
+        topic_id=None if info is None else info.topic_id,
+        partitions=len(tps),
+        replication_factor=rf,
+        config={} if info is None else dict(info.config),
+        marked_for_deletion=False if info is None else info.marked_for_deletion,
+        under_replicated=sum(h.under_replicated for h in healths),
+        under_min_isr=sum(h.under_min_isr for h in healths),
+        offline=sum(h.offline for h in healths),
+    )
+
+
+@router.get("/topics", response_model=list[TopicOut])
+def topics(view: View, _: Viewer) -> list[TopicOut]:
+    state = view.state
+    by_topic: dict[str, list[TopicPartition]] = {name: [] for name in state.snapshot.topics}
+    for tp in state.snapshot.partitions:
+        by_topic.setdefault(tp.topic, []).append(tp)
+    return [_topic_out(state, name, sorted(tps)) for name, tps in sorted(by_topic.items())]
+
+
+@router.get(
+    "/topics/{name}",
+    response_model=TopicDetail,
+    responses={404: {"model": Problem}},
+)
+def topic(name: str, view: View, _: Viewer) -> TopicDetail:
+    state = view.state
+    tps = _topic_partitions(state, name)
+    if not tps and name not in state.snapshot.topics:
+        raise HTTPException(404, f"unknown topic {name!r}")
+    summary = _topic_out(state, name, tps)
+    details = [partition_out(state.snapshot.partitions[tp], state.report.partitions[tp]) for tp in tps]
+    return TopicDetail(**summary.model_dump(), partition_details=details)
+
+
+@router.get(
+    "/partitions",
+    response_model=Page[PartitionOut],
+    responses={404: {"model": Problem}},
+)
+def partitions(
+    view: View,
+    _: Viewer,
+    under_replicated: bool | None = None,
+    under_min_isr: bool | None = None,
+    at_min_isr: bool | None = None,
+    offline: bool | None = None,
+    non_preferred: bool | None = None,
+    topic: str | None = None,
+    broker: int | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 500,
+) -> Page[PartitionOut]:
+    """Partitions in (topic, partition) order; every filter given must hold (``broker``: a replica on it)."""
+    state = view.state
+    if topic is not None and topic not in state.snapshot.topics and not _topic_partitions(state, topic):
+        raise HTTPException(404, f"unknown topic {topic!r}")
+    flags = {
+        "under_replicated": under_replicated,
+        "under_min_isr": under_min_isr,
+        "at_min_isr": at_min_isr,
+        "offline": offline,
+    }
+    wanted = {k: v for k, v in flags.items() if v is not None}
+    matched = _matching(state, wanted, non_preferred, topic, broker)
+    page = matched[offset : offset + limit]
+    return Page[PartitionOut](
+        items=[partition_out(state.snapshot.partitions[tp], state.report.partitions[tp]) for tp in page],
+        total=len(matched),
+        offset=offset,
+        limit=limit,
+    )
+
+
+def _matching(
+    state: ClusterState,
+    wanted: dict[str, bool],
+    non_preferred: bool | None,
+    topic: str | None,
+    broker: int | None,
+) -> list[TopicPartition]:
+    """The partitions (sorted) whose health has every ``wanted`` flag, of ``topic``, with a replica on
+    ``broker``, and led (``non_preferred=False``) or not (``True``) by their preferred replica."""
+    snapshot, report = state.snapshot, state.report
+    candidates: Iterable[TopicPartition] = snapshot.partitions
+    if topic is not None:
+        candidates = _topic_partitions(state, topic)
+    matched = []
+    for tp in sorted(candidates):
+        info = snapshot.partitions[tp]
+        if broker is not None and broker not in info.assignment.replicas:
+            continue
+        health = report.partitions[tp]
+        if any(getattr(health, k) != v for k, v in wanted.items()):
+            continue
+        if (
+            non_preferred is not None
+            and (not health.preferred_leader and not health.offline) != non_preferred
+        ):
+            continue
+        matched.append(tp)
+    return matched

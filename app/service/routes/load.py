@@ -1,0 +1,71 @@
+"""``/api/v1/load`` (viewer role): the analytics job's load windows, from the store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from analytics.model import LoadWindow
+from analytics.store import Store
+from app.service.deps import StoreDep, View, Viewer
+from app.service.schemas.common import MAX_PAGE
+from app.service.schemas.load import BrokerLoadOut, LoadOut, LoadWindowOut
+from app.service.state import ClusterView
+
+router = APIRouter(prefix="/api/v1", tags=["load"])
+
+
+@router.get("/load", response_model=LoadOut)
+def load(
+    view: View,
+    store: StoreDep,
+    _: Viewer,
+    since: float | None = None,
+    cluster: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1000,
+) -> LoadOut:
+    """The latest load window (Db, r_n and D per metric per broker, σ and its threshold) and, with
+    ``since`` (epoch seconds), the windows from then on."""
+    key = _cluster_key(view, store, cluster)
+    if key is None:
+        return LoadOut(latest=None, history=[])
+    latest = store.latest_load(key)
+    history = [] if since is None else store.load_history(key, since=since, limit=limit)
+    return LoadOut(
+        latest=None if latest is None else _load_out(latest), history=[_load_out(w) for w in history]
+    )
+
+
+def _load_out(window: LoadWindow) -> LoadWindowOut:
+    return LoadWindowOut(
+        cluster=window.window.cluster,
+        window_start=window.window.start,
+        window_end=window.window.end,
+        stddev=window.stddev,
+        stddev_threshold=window.stddev_threshold,
+        rated_deviation=window.rated_deviation,
+        imbalanced=window.imbalanced,
+        brokers=[
+            BrokerLoadOut(
+                broker=b.broker,
+                normalized_load=b.normalized_load,
+                deviation_rate=b.deviation_rate,
+                weighted_load=b.weighted_load,
+                shares=dict(b.shares),
+                metrics=dict(b.metrics),
+            )
+            for b in window.brokers
+        ],
+    )
+
+
+def _cluster_key(view: ClusterView, store: Store, cluster: str | None) -> str | None:
+    """The store's name for the cluster: the given one, this snapshot's cluster id, or the only one."""
+    if cluster is not None:
+        return cluster
+    known = store.clusters()
+    own = view.state.snapshot.cluster_id
+    if own is not None and own in known:
+        return own
+    return known[0] if len(known) == 1 else own

@@ -1,0 +1,161 @@
+"""``/actions``: runbook actions (preferred replica election, reassignment) and their records.
+
+No ``from __future__ import annotations`` here: :class:`ActionOut` declares its published module (see
+:mod:`app.service.schemas.common`).
+"""
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from app.actions.reassignment import ReassignmentRequest
+from app.actions.runner import ElectionOrder, ElectionOutcome, ReassignmentOrder, ReassignmentOutcome
+from app.actions.state import ActionRecord
+from app.service.schemas.common import PUBLISHED_ACTIONS
+from collectors.kafka.model import TopicPartition
+
+
+class PartitionRef(BaseModel):
+    topic: str = Field(min_length=1)
+    partition: int = Field(ge=0)
+
+
+class ElectionIn(BaseModel):
+    scope: Literal["all", "topics", "partitions"] = "all"
+    topics: list[str] = Field(default_factory=list)
+    partitions: list[PartitionRef] = Field(default_factory=list)
+    dry_run: bool = True
+    """Dry run by default: say ``"dry_run": false`` to change leaders."""
+    budget_bytes: int = Field(default=512 * 1024, ge=1024, le=1024 * 1024 - 1024)
+
+    def order(self) -> ElectionOrder:
+        return ElectionOrder(
+            scope=self.scope,
+            topics=tuple(self.topics),
+            partitions=tuple(TopicPartition(p.topic, p.partition) for p in self.partitions),
+            dry_run=self.dry_run,
+            budget_bytes=self.budget_bytes,
+        )
+
+
+class IneligibleOut(BaseModel):
+    topic: str
+    partition: int
+    reason: str
+
+
+class ElectionPlanOut(BaseModel):
+    dry_run: bool
+    to_elect: list[PartitionRef]
+    ineligible: list[IneligibleOut]
+    current_leaders: dict[str, int]
+    predicted_leaders: dict[str, int]
+    chunks: int
+    action_id: str | None = None
+
+    @classmethod
+    def of(cls, outcome: ElectionOutcome, dry_run: bool) -> "ElectionPlanOut":
+        plan = outcome.plan
+        return cls(
+            dry_run=dry_run,
+            to_elect=[PartitionRef(topic=tp.topic, partition=tp.partition) for tp in plan.to_elect],
+            ineligible=[
+                IneligibleOut(topic=tp.topic, partition=tp.partition, reason=r) for tp, r in plan.ineligible
+            ],
+            current_leaders={str(b): n for b, n in sorted(plan.current_leaders.items())},
+            predicted_leaders=outcome.predicted_leaders,
+            chunks=outcome.chunks,
+            action_id=None if outcome.action is None else outcome.action.id,
+        )
+
+
+class ActionOut(BaseModel):
+    __module__ = PUBLISHED_ACTIONS
+
+    id: str
+    kind: str
+    state: str
+    requested_by: str
+    requested_at: float
+    started_at: float | None
+    finished_at: float | None
+    cancel_requested: bool
+    request: dict[str, Any]
+    plan: dict[str, Any]
+    progress: dict[str, Any]
+    result: dict[str, Any]
+    error: str | None
+
+    @classmethod
+    def of(cls, record: ActionRecord) -> "ActionOut":
+        return cls(
+            id=record.id,
+            kind=record.kind,
+            state=record.state.value,
+            requested_by=record.requested_by,
+            requested_at=record.requested_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            cancel_requested=record.cancel_requested,
+            request=dict(record.request),
+            plan=dict(record.plan),
+            progress=dict(record.progress),
+            result=dict(record.result),
+            error=record.error,
+        )
+
+
+class ReassignmentItem(BaseModel):
+    topic: str
+    partition: int
+    replicas: list[int]
+
+    @classmethod
+    def of(cls, item: ReassignmentRequest) -> "ReassignmentItem":
+        return cls(topic=item.topic, partition=item.partition, replicas=list(item.replicas))
+
+
+class ReassignmentIn(BaseModel):
+    partitions: list[ReassignmentItem]
+    throttle_bytes_per_sec: int | None = Field(default=None, ge=1)
+    """Replication throttle while it runs (set before, always removed after); None: no throttle."""
+    max_concurrent_moves: int = Field(default=10, ge=1, le=100_000)
+    """Replicas added per batch: a batch is written only when the previous one completed."""
+    allow_replication_factor_change: bool = False
+    dry_run: bool = True
+
+    def order(self) -> ReassignmentOrder:
+        return ReassignmentOrder(
+            tuple(ReassignmentRequest(i.topic, i.partition, tuple(i.replicas)) for i in self.partitions),
+            throttle_bytes_per_sec=self.throttle_bytes_per_sec,
+            max_concurrent_moves=self.max_concurrent_moves,
+            allow_replication_factor_change=self.allow_replication_factor_change,
+            dry_run=self.dry_run,
+        )
+
+
+class ReassignmentPlanOut(BaseModel):
+    dry_run: bool
+    partitions: int
+    replicas_added: int
+    batches: list[list[ReassignmentItem]]
+    throttle_brokers: dict[str, dict[str, str]]
+    throttle_topics: dict[str, dict[str, str]]
+    action_id: str | None = None
+
+    @classmethod
+    def of(cls, outcome: ReassignmentOutcome) -> "ReassignmentPlanOut":
+        throttles = outcome.throttles
+        return cls(
+            dry_run=outcome.order.dry_run,
+            partitions=len(outcome.order.items),
+            replicas_added=outcome.replicas_added,
+            batches=[[ReassignmentItem.of(item) for item in batch] for batch in outcome.batches],
+            throttle_brokers={}
+            if throttles is None
+            else {str(b): dict(c) for b, c in throttles.broker_configs.items()},
+            throttle_topics={}
+            if throttles is None
+            else {t: dict(c) for t, c in throttles.topic_configs.items()},
+            action_id=None if outcome.action is None else outcome.action.id,
+        )

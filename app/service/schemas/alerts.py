@@ -1,0 +1,54 @@
+"""``/alerts``: alerts, their events and acknowledgements.
+
+No ``from __future__ import annotations`` here: :class:`ActionOut` declares its published module (see
+:mod:`app.service.schemas.common`).
+"""
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from app.service.schemas.common import PUBLISHED_SCHEMAS
+
+
+class ActionOut(BaseModel):
+    __module__ = PUBLISHED_SCHEMAS
+
+    method: str
+    path: str
+    body: dict[str, Any]
+
+
+class AlertOut(BaseModel):
+    fingerprint: str
+    cluster: str
+    rule: int
+    subject: str
+    severity: str
+    state: str
+    summary: str
+    evidence: dict[str, Any]
+    suggested_action: ActionOut | None
+    first_seen: float
+    last_seen: float
+    opened_at: float | None
+    resolved_at: float | None
+    acknowledged_by: str | None
+    acknowledged_at: float | None
+
+
+class AlertEventOut(BaseModel):
+    sequence: int
+    kind: str
+    at: float
+    severity: str
+    summary: str
+    evidence: dict[str, Any]
+
+
+class AlertDetail(AlertOut):
+    events: list[AlertEventOut]
+
+
+class AckIn(BaseModel):
+    comment: str | None = Field(default=None, max_length=1000)

@@ -1,0 +1,110 @@
+"""``/plans``: rebalance and drain plans, and their submission as a reassignment.
+
+No ``from __future__ import annotations`` here: :class:`LoadOut` declares its published module (see
+:mod:`app.service.schemas.common`).
+"""
+
+from pydantic import BaseModel, Field
+
+from app.actions.rebalance import LoadSummary, RebalancePlan
+from app.actions.runner import DrainOrder, PlanOutcome, RebalanceOrder
+from app.service.schemas.common import PUBLISHED_ACTIONS
+
+
+class RebalanceIn(BaseModel):
+    exclude_topics: list[str] = Field(default_factory=list)
+    rated_deviation: float = Field(default=0.10, gt=0, le=1)
+    brokers: list[int] | None = None
+    """Brokers replicas and leadership may go to (default: every registered broker)."""
+    leader_moves: bool = True
+
+    def order(self) -> RebalanceOrder:
+        return RebalanceOrder(
+            exclude_topics=tuple(self.exclude_topics),
+            rated_deviation=self.rated_deviation,
+            brokers=None if self.brokers is None else tuple(self.brokers),
+            leader_moves=self.leader_moves,
+        )
+
+
+class DrainIn(BaseModel):
+    brokers: list[int] | None = None
+    rated_deviation: float = Field(default=0.10, gt=0, le=1)
+
+    def order(self, broker_id: int) -> DrainOrder:
+        brokers = None if self.brokers is None else tuple(self.brokers)
+        return DrainOrder(broker_id, brokers=brokers, rated_deviation=self.rated_deviation)
+
+
+class MoveOut(BaseModel):
+    topic: str
+    partition: int
+    old_replicas: list[int]
+    new_replicas: list[int]
+
+
+class LoadOut(BaseModel):
+    __module__ = PUBLISHED_ACTIONS
+
+    normalized_load: dict[str, float]
+    deviation_rate: dict[str, float]
+    stddev: float
+    stddev_threshold: float
+    imbalanced_brokers: list[int]
+
+    @classmethod
+    def of(cls, summary: LoadSummary) -> "LoadOut":
+        return cls(
+            normalized_load={str(b): v for b, v in sorted(summary.normalized_load.items())},
+            deviation_rate={str(b): v for b, v in sorted(summary.deviation_rate.items())},
+            stddev=summary.stddev,
+            stddev_threshold=summary.stddev_threshold,
+            imbalanced_brokers=list(summary.imbalanced_brokers),
+        )
+
+
+class PlanOut(BaseModel):
+    id: str
+    kind: str
+    replica_moves: int
+    leader_moves: int
+    lower_bound_moves: int
+    kafka_generate_moves: int | None
+    moves: list[MoveOut]
+    before: LoadOut
+    after: LoadOut
+    unresolved: list[int]
+    warnings: list[str]
+    load_source: str
+    """``load window <start>-<end>`` from the store, or ``replica and leader counts`` when none."""
+
+    @classmethod
+    def of(cls, outcome: PlanOutcome) -> "PlanOut":
+        plan: RebalancePlan = outcome.plan
+        return cls(
+            id=outcome.id,
+            kind=plan.kind,
+            replica_moves=plan.replica_moves,
+            leader_moves=len(plan.leader_moves),
+            lower_bound_moves=plan.lower_bound_moves,
+            kafka_generate_moves=plan.kafka_generate_moves,
+            moves=[
+                MoveOut(
+                    topic=m.tp.topic,
+                    partition=m.tp.partition,
+                    old_replicas=list(m.old_replicas),
+                    new_replicas=list(m.new_replicas),
+                )
+                for m in plan.moves
+            ],
+            before=LoadOut.of(plan.before),
+            after=LoadOut.of(plan.after),
+            unresolved=list(plan.unresolved),
+            warnings=list(plan.warnings),
+            load_source=outcome.load_source,
+        )
+
+
+class SubmitIn(BaseModel):
+    throttle_bytes_per_sec: int | None = Field(default=None, ge=1)
+    max_concurrent_moves: int = Field(default=10, ge=1, le=100_000)

@@ -1,0 +1,410 @@
+"""The action runner without HTTP: its refusals (invalid, conflict, not found) and their audit entries, the
+records it writes, executions on its bounded pool, and the plan cache. ZooKeeper is a small fake behind
+:class:`~app.actions.executor.AdminZooKeeper` whose "controller" elects every partition's preferred replica
+as soon as an election is written; the log is the in-memory one."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import pytest
+from kazoo.exceptions import NodeExistsError
+
+from analytics.model import BrokerLoad, LoadWindow, Window
+from app.actions.reassignment import ReassignmentRequest
+from app.actions.runner import (
+    ActionPool,
+    ActionRunner,
+    ConflictError,
+    DrainOrder,
+    ElectionOrder,
+    InvalidRequestError,
+    NotFoundError,
+    ReassignmentOrder,
+    RebalanceOrder,
+)
+from app.actions.state import ActionRecord, ActionState, AuditEntry, MemoryActionLog
+from collectors.health import HealthReport, assess
+from collectors.kafka import zkdata
+from collectors.kafka.model import ClusterSnapshot, PendingOperations, TopicPartition
+from tests.support import snapshots
+
+pytestmark = pytest.mark.unit
+
+ORDERS_0 = TopicPartition("orders", 0)
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+
+
+@dataclass(frozen=True)
+class Who:
+    """The requester, as the service's principal reads: a name and a role with a name."""
+
+    name: str = "oncall"
+    role: Role = Role("operator")
+
+
+@dataclass
+class Cluster:
+    """The snapshot the runner reads, and a controller stand-in: it elects every partition's preferred
+    replica, or completes a reassignment, at once (the leader is then the first replica)."""
+
+    snapshot: ClusterSnapshot
+
+    def read(self) -> tuple[ClusterSnapshot, HealthReport]:
+        return self.snapshot, assess(self.snapshot)
+
+    def take(self, path: str, data: bytes) -> None:
+        targets: dict[TopicPartition, tuple[int, ...]] = {}
+        if path == zkdata.REASSIGN_PARTITIONS_PATH:
+            targets = zkdata.decode_reassignment(path, data)
+        partitions = [
+            snapshots.partition(tp.topic, tp.partition, targets.get(tp, info.assignment.replicas))
+            for tp, info in self.snapshot.partitions.items()
+        ]
+        version = self.snapshot.version + 1
+        self.snapshot = snapshots.cluster(*partitions, brokers=self.snapshot.brokers, version=version)
+
+
+@dataclass
+class FakeAdmin:
+    """ZooKeeper's admin znodes and configs; an election or reassignment written is taken (deleted) at once
+    by ``cluster``'s controller; ``znodes`` are someone else's, never taken."""
+
+    cluster: Cluster
+    znodes: dict[str, bytes] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+
+    def exists(self, path: str) -> bool:
+        return path in self.znodes
+
+    def create(self, path: str, data: bytes) -> None:
+        if path in self.znodes:
+            raise NodeExistsError()
+        self.written.append(path)
+        self.cluster.take(path, data)
+
+    def wait_deleted(self, path: str, timeout_s: float) -> bool:
+        return path not in self.znodes
+
+    def get_config(self, entity_type: str, entity: str) -> dict[str, str]:
+        return {}
+
+    def set_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
+        self.written.append(f"config {entity_type}/{entity}")
+
+
+@dataclass
+class Runner:
+    runner: ActionRunner
+    log: MemoryActionLog
+    admin: FakeAdmin
+    cluster: Cluster
+
+    def audit(self) -> list[AuditEntry]:
+        return self.log.audit_entries()
+
+
+def make_runner(
+    snapshot: ClusterSnapshot | None = None,
+    latest_load: Callable[[str | None], LoadWindow | None] | None = None,
+    plans_kept: int = 100,
+) -> Runner:
+    cluster = Cluster(snapshot or not_preferred())
+    log = MemoryActionLog()
+    admin = FakeAdmin(cluster)
+    runner = ActionRunner(log, admin, cluster.read, latest_load=latest_load, plans_kept=plans_kept)
+    return Runner(runner, log, admin, cluster)
+
+
+def not_preferred(**options: object) -> ClusterSnapshot:
+    """``orders`` 0-1 on brokers 1-3, partition 0 led by broker 2 instead of its preferred replica 1."""
+    return snapshots.cluster(
+        snapshots.partition("orders", 0, (1, 2, 3), leader=2),
+        snapshots.partition("orders", 1, (2, 3, 1)),
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def wait_until_done(log: MemoryActionLog, action_id: str) -> ActionRecord:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        record = log.get(action_id)
+        if record is not None and record.state not in (ActionState.PENDING, ActionState.RUNNING):
+            return record
+        time.sleep(0.02)
+    raise AssertionError(f"action {action_id} still running: {log.get(action_id)}")
+
+
+# --- election --------------------------------------------------------------------------------------------
+
+
+def test_a_dry_run_is_audited_and_writes_nothing() -> None:
+    r = make_runner()
+    outcome = r.runner.elect_preferred_leaders(Who(), ElectionOrder())
+    assert outcome.action is None
+    assert outcome.plan.to_elect == (ORDERS_0,)
+    assert (outcome.chunks, outcome.predicted_leaders) == (1, {"1": 1, "2": 1, "3": 0})
+    (entry,) = r.audit()
+    assert (entry.who, entry.role, entry.action, entry.dry_run, entry.outcome, entry.action_id) == (
+        "oncall",
+        "operator",
+        "preferred-replica-election",
+        True,
+        "dry-run",
+        None,
+    )
+    assert entry.detail == {"scope": "all", "to_elect": 1, "ineligible": 1}
+    assert r.admin.written == []
+    assert r.log.records() == []
+
+
+def test_an_election_is_recorded_audited_and_run_in_the_background() -> None:
+    r = make_runner()
+    order = ElectionOrder(scope="topics", topics=("orders",), dry_run=False, budget_bytes=2048)
+    outcome = r.runner.elect_preferred_leaders(Who(), order)
+    assert outcome.action is not None
+    assert outcome.action.state is ActionState.PENDING
+    assert outcome.action.request == {
+        "scope": "topics",
+        "topics": ["orders"],
+        "partitions": [],
+        "dry_run": False,
+        "budget_bytes": 2048,
+    }
+    assert outcome.action.plan == {
+        "scope": "topics",
+        "to_elect": 1,
+        "ineligible": 1,
+        "chunks": 1,
+        "predicted_leaders": {"1": 1, "2": 1, "3": 0},
+    }
+    (entry,) = r.audit()
+    assert (entry.outcome, entry.dry_run, entry.action_id) == ("accepted", False, outcome.action.id)
+    assert entry.detail == {"scope": "topics", "to_elect": 1, "ineligible": 1}
+    done = wait_until_done(r.log, outcome.action.id)
+    assert done.state is ActionState.SUCCEEDED, done
+    assert done.result["elected"] == 1
+    assert r.admin.written == [zkdata.PREFERRED_REPLICA_ELECTION_PATH]
+    r.runner.shutdown()
+
+
+@pytest.mark.parametrize("where", ["znode", "snapshot"])
+def test_someone_elses_election_is_a_conflict(where: str) -> None:
+    if where == "znode":
+        r = make_runner()
+        r.admin.znodes[zkdata.PREFERRED_REPLICA_ELECTION_PATH] = b"{}"
+    else:
+        r = make_runner(not_preferred(pending=PendingOperations(preferred_election=(ORDERS_0,))))
+    with pytest.raises(ConflictError, match="that this service did not start") as refused:
+        r.runner.elect_preferred_leaders(Who(), ElectionOrder(dry_run=False))
+    (entry,) = r.audit()
+    assert (entry.outcome, entry.dry_run) == ("refused", False)
+    assert entry.detail["reason"] == refused.value.message
+    assert r.log.records() == []
+    assert r.admin.written == []
+
+
+def test_an_invalid_scope_names_every_problem() -> None:
+    r = make_runner()
+    order = ElectionOrder(scope="topics", topics=("nope", "orders", "nope"), dry_run=False)
+    with pytest.raises(InvalidRequestError) as refused:
+        r.runner.elect_preferred_leaders(Who(), order)
+    problems = refused.value.problems
+    assert len(problems) >= 2
+    assert refused.value.message == "invalid request: " + "; ".join(p.message for p in problems)
+    assert "nope" in refused.value.message
+    (entry,) = r.audit()
+    assert (entry.outcome, entry.detail) == ("refused", {"problems": [p.message for p in problems]})
+
+
+# --- reassignment ----------------------------------------------------------------------------------------
+
+
+def test_a_reassignment_dry_run_has_batches_and_throttles() -> None:
+    r = make_runner(not_preferred(brokers=(1, 2, 3, 4)))
+    items = (ReassignmentRequest("orders", 0, (1, 2, 4)), ReassignmentRequest("orders", 1, (2, 4, 1)))
+    outcome = r.runner.reassign(
+        Who(), ReassignmentOrder(items, throttle_bytes_per_sec=1000, max_concurrent_moves=1)
+    )
+    assert outcome.action is None
+    assert outcome.replicas_added == 2
+    assert [len(batch) for batch in outcome.batches] == [1, 1]
+    assert outcome.throttles is not None
+    assert set(outcome.throttles.broker_configs) == {1, 2, 3, 4}
+    (entry,) = r.audit()
+    assert (entry.action, entry.outcome, entry.detail) == (
+        "reassignment",
+        "dry-run",
+        {"partitions": 2, "throttle": 1000},
+    )
+
+
+def test_a_reassignment_in_progress_is_refused_before_the_request_is_validated() -> None:
+    r = make_runner()
+    r.admin.znodes[zkdata.REASSIGN_PARTITIONS_PATH] = b"{}"
+    invalid = ReassignmentOrder((ReassignmentRequest("nope", 0, (1, 2, 3)),))
+    with pytest.raises(ConflictError, match="a reassignment is already in progress"):
+        r.runner.reassign(Who(), invalid)
+    (entry,) = r.audit()
+    assert entry.outcome == "refused"
+    assert (entry.detail["partitions"], entry.detail["throttle"]) == (1, None)
+
+
+def test_an_executed_reassignment_is_recorded_and_runs_in_the_background() -> None:
+    r = make_runner(not_preferred(brokers=(1, 2, 3, 4)))
+    items = (ReassignmentRequest("orders", 0, (1, 2, 4)),)
+    outcome = r.runner.reassign(Who(), ReassignmentOrder(items, dry_run=False))
+    assert outcome.action is not None
+    assert outcome.action.request == {
+        "partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2, 4]}],
+        "throttle_bytes_per_sec": None,
+        "max_concurrent_moves": 10,
+        "allow_replication_factor_change": False,
+        "dry_run": False,
+    }
+    assert outcome.action.plan == {"batches": 1, "replicas_added": 1}
+    assert [(e.outcome, e.action_id) for e in r.audit()] == [("accepted", outcome.action.id)]
+    done = wait_until_done(r.log, outcome.action.id)
+    assert done.state is ActionState.SUCCEEDED, done
+    assert r.cluster.snapshot.partitions[ORDERS_0].assignment.replicas == (1, 2, 4)
+    r.runner.shutdown()
+
+
+# --- the actions -----------------------------------------------------------------------------------------
+
+
+def test_cancel() -> None:
+    r = make_runner()
+    with pytest.raises(NotFoundError, match="no action 'nope'"):
+        r.runner.cancel(Who(), "nope")
+    pending = ActionRecord("a1", "reassignment", ActionState.PENDING, "oncall", 1.0, {})
+    r.log.save(pending)
+    cancelled = r.runner.cancel(Who(), "a1")
+    assert (cancelled.state, cancelled.cancel_requested) == (ActionState.CANCELLED, True)
+    assert r.log.get("a1") == cancelled
+    with pytest.raises(ConflictError, match="cannot become CANCELLED"):
+        r.runner.cancel(Who(), "a1")
+    refused, accepted = r.audit()
+    assert (accepted.action, accepted.outcome, accepted.action_id, accepted.detail) == (
+        "cancel",
+        "accepted",
+        "a1",
+        {},
+    )
+    assert (refused.outcome, refused.action_id, refused.detail) == ("refused", "a1", {"state": "CANCELLED"})
+
+
+# --- plans -----------------------------------------------------------------------------------------------
+
+
+def test_plans_are_kept_for_submission_the_oldest_dropped_first() -> None:
+    r = make_runner(plans_kept=2)
+    order = RebalanceOrder(rated_deviation=0.5, leader_moves=False)
+    first, second, third = (r.runner.plan_rebalance(Who(), order) for _ in range(3))
+    assert first.load_source == "replica and leader counts (no store)"
+    with pytest.raises(NotFoundError, match=f"no plan '{first.id}'"):
+        r.runner.submit_plan(Who(), first.id, None, 10)
+    assert third.plan.replica_moves == 0
+    with pytest.raises(InvalidRequestError, match=f"plan {third.id} moves nothing"):
+        r.runner.submit_plan(Who(), third.id, None, 10)
+    entries = r.audit()
+    assert [(e.action, e.outcome) for e in entries] == [("plan-rebalance", "dry-run")] * 3
+    assert entries[0].detail == {"plan_id": third.id, "replica_moves": 0}
+    assert second.id not in (first.id, third.id)
+
+
+def test_a_plan_that_cannot_be_made_is_refused() -> None:
+    r = make_runner()
+    with pytest.raises(InvalidRequestError, match="not registered"):
+        r.runner.plan_drain(Who(), DrainOrder(42))
+    (entry,) = r.audit()
+    assert (entry.action, entry.outcome, entry.dry_run, entry.detail["broker"]) == (
+        "plan-drain",
+        "refused",
+        True,
+        42,
+    )
+
+
+def test_plans_use_the_latest_load_of_this_cluster_else_of_any() -> None:
+    asked: list[str | None] = []
+    window = Window("other", 100.0, 160.0)
+    load = LoadWindow(
+        window,
+        tuple(
+            BrokerLoad(b, {"partitions": 1.0}, {"partitions": 1 / 3}, 1 / 3, 1 / 3, 0.0) for b in (1, 2, 3)
+        ),
+        0.0,
+        0.1 / 3,
+        0.1,
+    )
+
+    def latest_load(cluster: str | None) -> LoadWindow | None:
+        asked.append(cluster)
+        return None if cluster is not None else load
+
+    r = make_runner(latest_load=latest_load)
+    outcome = r.runner.plan_rebalance(Who(), RebalanceOrder(rated_deviation=0.5))
+    assert outcome.load_source == "load window 100-160"
+    assert asked == [snapshots.DEFAULT_CLUSTER_ID, None]
+    empty = make_runner(latest_load=lambda _: None).runner.plan_rebalance(Who(), RebalanceOrder())
+    assert empty.load_source == "replica and leader counts (no load window yet)"
+
+
+# --- the pool --------------------------------------------------------------------------------------------
+
+
+def test_the_pool_runs_at_most_its_workers_at_once() -> None:
+    pool = ActionPool(workers=2)
+    release = threading.Event()
+    lock = threading.Lock()
+    running, most, done = [0], [0], []
+
+    def work(n: int) -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        release.wait(10)
+        with lock:
+            running[0] -= 1
+            done.append(n)
+
+    for n in range(5):
+        pool.submit(functools.partial(work, n))
+    time.sleep(0.2)
+    assert (running[0], pool.threads) == (2, 2)
+    release.set()
+    deadline = time.monotonic() + 10
+    while len(done) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(done) == [0, 1, 2, 3, 4]
+    assert most[0] == 2
+    pool.shutdown()
+
+
+def test_shutdown_drops_what_waits_and_takes_nothing_more() -> None:
+    pool = ActionPool(workers=1)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def first() -> None:
+        release.wait(10)
+        ran.append("first")
+
+    pool.submit(first)
+    pool.submit(lambda: ran.append("queued"))
+    time.sleep(0.1)
+    pool.shutdown()
+    release.set()
+    time.sleep(0.2)
+    assert ran == ["first"]
+    with pytest.raises(RuntimeError, match="shut down"):
+        pool.submit(lambda: None)

@@ -1,0 +1,95 @@
+"""The cluster, broker, topic and partition routes over real HTTP on the reference cluster: auth, every read,
+and the 4xx paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.reference_cluster import LAG_MS, wait_for
+from tests.support.service import Service
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "message"),
+    [
+        ({}, 401, "missing bearer token"),
+        ({"Authorization": "Basic dXNlcjpwYXNz"}, 401, "malformed Authorization header"),
+        ({"Authorization": "Bearer not-a-token"}, 401, "unknown or revoked token"),
+    ],
+)
+def test_reads_need_a_valid_token(
+    service: Service, headers: dict[str, str], status: int, message: str
+) -> None:
+    response = service.get("/api/v1/cluster", headers=headers)
+    assert response.status_code == status
+    assert message in response.json()["detail"]
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_cluster_summary_agrees_with_zookeeper(service: Service) -> None:
+    body = service.get("/api/v1/cluster").json()
+    assert body["summary"]["brokers"] == 3
+    assert body["summary"]["partitions"] == 4
+    assert body["summary"]["under_replicated"] == 0
+    assert body["controller"]["active"] is True
+    assert body["snapshot"]["stale"] is False
+    assert body["snapshot"]["scan_reads"] > 0
+    wait_for(
+        lambda: (service.get("/api/v1/cluster").json()["urp_cross_check"] or {}).get("agrees"),
+        message="the URP gauges scraped and agreeing",
+    )
+
+
+def test_brokers_and_a_stopped_one(service: Service) -> None:
+    brokers = service.get("/api/v1/brokers").json()
+    assert [b["id"] for b in brokers] == [0, 1, 2]
+    assert sum(b["replicas"] for b in brokers) == 12
+    assert sum(b["controller"] for b in brokers) == 1
+    service.cluster.stop_broker(2)
+    wait_for(lambda: service.get("/api/v1/brokers/2").json()["registered"] is False, message="broker 2 down")
+    assert service.get("/api/v1/cluster").json()["summary"]["brokers_down"] == [2]
+    missing = service.get("/api/v1/brokers/9")
+    assert missing.status_code == 404
+    assert "broker 9" in missing.json()["detail"]
+
+
+def test_topics_and_partitions_with_filters_and_pages(service: Service) -> None:
+    (topic,) = service.get("/api/v1/topics").json()
+    assert (topic["name"], topic["partitions"], topic["replication_factor"]) == ("orders", 4, 3)
+    detail = service.get("/api/v1/topics/orders").json()
+    assert [p["partition"] for p in detail["partition_details"]] == [0, 1, 2, 3]
+    assert service.get("/api/v1/topics/nope").status_code == 404
+
+    page = service.get("/api/v1/partitions", limit=3, offset=2).json()
+    assert (page["total"], len(page["items"]), page["items"][0]["partition"]) == (4, 2, 2)
+    assert service.get("/api/v1/partitions", topic="nope").status_code == 404
+
+    service.cluster.stall_follower(1)
+    wait_for(
+        lambda: service.get("/api/v1/partitions", under_replicated="true").json()["total"] > 0,
+        timeout=LAG_MS / 1000 * 6,
+        message="under-replicated partitions",
+    )
+    urps = service.get("/api/v1/partitions", under_replicated="true", broker=1).json()["items"]
+    assert urps
+    assert all(1 not in p["isr"] and 1 in p["replicas"] for p in urps)
+    healthy = service.get("/api/v1/partitions", under_replicated="false").json()["items"]
+    assert all(not p["under_replicated"] for p in healthy)
+
+
+@pytest.mark.parametrize(
+    ("params", "location"),
+    [({"limit": 0}, "query.limit"), ({"offset": -1}, "query.offset"), ({"broker": "x"}, "query.broker")],
+)
+def test_bad_query_parameters_are_422_naming_each(
+    service: Service, params: dict[str, Any], location: str
+) -> None:
+    response = service.get("/api/v1/partitions", **params)
+    assert response.status_code == 422
+    body = response.json()
+    assert [p["location"] for p in body["problems"]] == [location]
+    assert body["detail"].startswith("invalid request: ")

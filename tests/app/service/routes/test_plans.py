@@ -1,0 +1,47 @@
+"""Rebalance and drain plans through the API on the reference cluster: a drain plan submitted as a
+reassignment empties its broker; a balanced cluster's rebalance plan moves nothing and cannot be
+submitted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.reference_cluster import wait_for
+from tests.support.service import Service
+
+pytestmark = pytest.mark.integration
+
+FOUR_BROKERS = pytest.mark.parametrize("service", [{"brokers": 4}], indirect=True)
+
+
+@FOUR_BROKERS
+def test_a_drain_plan_submitted_as_a_reassignment_empties_the_broker(service: Service) -> None:
+    plan = service.post("/api/v1/plans/drain-broker/3")
+    assert plan.status_code == 200, plan.text
+    body = plan.json()
+    assert body["replica_moves"] == service.get("/api/v1/brokers/3").json()["replicas"]
+    assert all(3 in m["old_replicas"] and 3 not in m["new_replicas"] for m in body["moves"])
+    assert body["load_source"].startswith("replica and leader counts")
+    assert service.post("/api/v1/plans/drain-broker/42").status_code == 422
+    assert service.post("/api/v1/plans/nope/submit").status_code == 404
+
+    run = service.post(f"/api/v1/plans/{body['id']}/submit", json={"max_concurrent_moves": 1})
+    assert run.status_code == 202, run.text
+
+    def done() -> dict[str, Any] | None:
+        action: dict[str, Any] = service.get(f"/api/v1/actions/{run.json()['action_id']}").json()
+        return action if action["state"] not in ("PENDING", "RUNNING") else None
+
+    action = wait_for(done, timeout=90, message="the drain done")
+    assert action["state"] == "SUCCEEDED", (action["result"], action["error"], action["progress"])
+    assert service.get("/api/v1/brokers/3").json()["replicas"] == 0
+
+
+def test_a_rebalance_plan_of_a_balanced_cluster_moves_nothing(service: Service) -> None:
+    body = service.post("/api/v1/plans/rebalance", json={"rated_deviation": 0.5}).json()
+    assert body["replica_moves"] == 0
+    assert body["kafka_generate_moves"] is not None
+    assert service.post(f"/api/v1/plans/{body['id']}/submit").status_code == 422
+    assert service.post("/api/v1/plans/rebalance", json={"rated_deviation": 0}).status_code == 422
