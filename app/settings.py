@@ -25,6 +25,7 @@ from pydantic_settings import (
 from analytics.config import AnalyticsSettings
 from app.embedded.reference_cluster.config import ReferenceClusterSettings
 from app.service.config import ServiceSettings
+from app.validation import format_validation_error
 from collectors.metrics import MetricsSettings
 from collectors.sampler import SamplerSettings
 
@@ -89,11 +90,6 @@ def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment with ``overrides`` (from flags) on top; raises pydantic's
     ValidationError, whose message names each bad field."""
     return Settings(**overrides)
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """``field.path: message; ...`` for a command line's error line."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
 
 
 def settings_or_error(build: Callable[[], T], err: TextIO) -> T | None:

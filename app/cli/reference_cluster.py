@@ -16,7 +16,8 @@ from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlServer
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
-from app.settings import format_validation_error, load_settings
+from app.settings import load_settings
+from app.validation import format_validation_error
 from collectors.kafka.zkdata import parse_connect_string
 
 

@@ -16,7 +16,8 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from app.service.auth import TokenConfigError, hash_token
-from app.settings import NO_ZOOKEEPER, Settings, format_validation_error, load_settings
+from app.settings import NO_ZOOKEEPER, Settings, load_settings
+from app.validation import format_validation_error
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
