@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 
@@ -31,7 +32,11 @@ class Subcommand(Protocol):
 
 
 def subcommands() -> Mapping[str, Subcommand]:
-    """The subcommands by name, in the order ``--help`` lists them."""
+    """The subcommands by name, in the order ``--help`` lists them.
+
+    Imported when called rather than with this module, so that running this file as a script (see the end
+    of it) can fix ``sys.path`` first.
+    """
     from app.cli import analytics, collect, demo, describe, reference_cluster, serve, zookeeper
 
     ordered: tuple[Subcommand, ...] = (
@@ -59,11 +64,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from app.cli.common import configure_logging
+    from app.cli.common import configure_logging  # on use, like the subcommands (see subcommands())
 
     configure_logging()
     return subcommands()[args.command].run(args)
 
 
+def _drop_script_directory() -> None:
+    """``spark-submit app/cli/main.py analytics ...`` (docs/analytics.md) runs this file as a script, which
+    puts ``app/cli`` first on ``sys.path``: there ``analytics.py`` would shadow the ``analytics`` package."""
+    if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+        del sys.path[0]
+
+
 if __name__ == "__main__":
+    _drop_script_directory()
     sys.exit(main())

@@ -1,5 +1,5 @@
-"""``kafka-health``'s parser and dispatch: one subcommand per module; ``python -m app.cli`` runs the same
-command as the console script (``app.cli.main:main``)."""
+"""``kafka-health``'s parser and dispatch: one subcommand per module, the three ways to start it (the console
+script's ``app.cli.main:main``, ``python -m app.cli`` and ``spark-submit app/cli/main.py``)."""
 
 from __future__ import annotations
 
@@ -49,3 +49,12 @@ def test_python_dash_m_runs_the_command_line(module: str) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: kafka-health [-h] COMMAND ...")
     assert result.stderr == ""
+
+
+@pytest.mark.integration
+def test_main_py_runs_as_a_script_as_spark_submit_runs_it() -> None:
+    """``spark-submit ... app/cli/main.py analytics`` (docs/analytics.md): the script's own folder first on
+    sys.path must not let ``app/cli/analytics.py`` stand in for the ``analytics`` package."""
+    result = run_python(str(REPO / "app" / "cli" / "main.py"), "analytics", "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: kafka-health analytics")
