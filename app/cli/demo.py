@@ -8,8 +8,8 @@ under-replicated partitions, then recovery), and a preferred replica election (d
 With ``--once`` it stops after the story; otherwise everything keeps running until Ctrl-C, which stops it
 all cleanly (no JVM or thread left).
 
-Exit codes: 0 the story was told (and, without ``--once``, Ctrl-C or SIGTERM stopped it), 1 something did
-not start or a step of the story did not happen in time.
+Exit codes: 0 the story was told (``--once``) or Ctrl-C/SIGTERM stopped it, 1 something did not start or a
+step of the story did not happen in time.
 """
 
 from __future__ import annotations
