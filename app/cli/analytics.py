@@ -17,7 +17,6 @@ from analytics.store import StoreError
 from app.cli.common import ExitCode, duration, settings_or_error, stop_signals
 from app.settings import load_settings
 
-NAME = "analytics"
 HELP = "run the PySpark streaming job: samples -> load model -> alert rules -> store"
 DESCRIPTION = "Exit codes: 0 stopped, 1 the job failed, 2 bad input."
 

@@ -21,7 +21,6 @@ from collectors.samples import SampleNumbering, new_collector_id
 from collectors.transport import TransportError, open_sink, parse_transport
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
-NAME = "collect"
 HELP = "run the collectors and write samples (spool directory or Kafka topic) for the analytics job"
 DESCRIPTION = "Exit codes: 0 stopped (or --once done), 1 cannot reach the cluster or the sink, 2 bad input."
 

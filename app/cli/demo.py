@@ -46,7 +46,6 @@ from collectors.samples import SampleNumbering, new_collector_id
 from collectors.transport import SpoolDirectorySink
 from collectors.zookeeper.collector import ZooKeeperCollector
 
-NAME = "demo"
 HELP = "everything on the embedded default (ZooKeeper, brokers, collectors, Spark, service), a story"
 DESCRIPTION = None
 

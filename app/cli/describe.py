@@ -23,7 +23,6 @@ from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsCollector
 from collectors.zookeeper.collector import scan
 
-NAME = "describe"
 HELP = "read a cluster once and print its state and health (text or JSON)"
 DESCRIPTION = (
     "Exit codes: 0 read (even with problems), 1 cannot read the cluster, 2 bad input, "

@@ -1,27 +1,39 @@
 """``kafka-health``: one command line, a subcommand per process.
 
-Each subcommand is a module of this package that names itself (``NAME``, ``HELP``, ``DESCRIPTION``),
-defines its flags (``add_arguments``) and runs (``run``); this module builds the parser from them and
-dispatches. What they share (exit codes, stop signals, settings errors, logging) is in ``common``.
+Each subcommand is a module of this package that describes itself (``HELP``, ``DESCRIPTION``), defines its
+flags (``add_arguments``) and runs (``run``); this module builds the parser from them and dispatches. What
+they share (exit codes, stop signals, settings errors, logging) is in ``common``.
+
+Only the chosen subcommand's module is imported (all of them for the top-level ``--help``): ``describe``
+need not load FastAPI, Spark's helpers and the simulator to read a cluster once.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
+
+SUBCOMMANDS = {
+    "zookeeper": "app.cli.zookeeper",
+    "reference-cluster": "app.cli.reference_cluster",
+    "describe": "app.cli.describe",
+    "collect": "app.cli.collect",
+    "analytics": "app.cli.analytics",
+    "serve": "app.cli.serve",
+    "demo": "app.cli.demo",
+}
+"""Each subcommand's module, in the order ``--help`` lists them."""
 
 
 class Subcommand(Protocol):
     """What ``main`` needs of a subcommand's module."""
 
     @property
-    def NAME(self) -> str: ...  # noqa: N802 (a module constant)
-
-    @property
-    def HELP(self) -> str: ...  # noqa: N802
+    def HELP(self) -> str: ...  # noqa: N802 (a module constant)
 
     @property
     def DESCRIPTION(self) -> str | None: ...  # noqa: N802
@@ -31,43 +43,40 @@ class Subcommand(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-def subcommands() -> Mapping[str, Subcommand]:
-    """The subcommands by name, in the order ``--help`` lists them.
-
-    Imported when called rather than with this module, so that running this file as a script (see the end
-    of it) can fix ``sys.path`` first.
-    """
-    from app.cli import analytics, collect, demo, describe, reference_cluster, serve, zookeeper
-
-    ordered: tuple[Subcommand, ...] = (
-        zookeeper,
-        reference_cluster,
-        describe,
-        collect,
-        analytics,
-        serve,
-        demo,
-    )
-    return {command.NAME: command for command in ordered}
+def load(name: str) -> Subcommand:
+    """The subcommand's module, imported on first use."""
+    return cast(Subcommand, importlib.import_module(SUBCOMMANDS[name]))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or, given ``command``, one where only that subcommand has its flags
+    (the others are still known by name)."""
     parser = argparse.ArgumentParser(
         prog="kafka-health",
         description="Cluster health for ZooKeeper-mode Apache Kafka.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, command in subcommands().items():
-        command.add_arguments(sub.add_parser(name, help=command.HELP, description=command.DESCRIPTION))
+    for name in SUBCOMMANDS:
+        if command is None or name == command:
+            subcommand = load(name)
+            subcommand.add_arguments(
+                sub.add_parser(name, help=subcommand.HELP, description=subcommand.DESCRIPTION)
+            )
+        else:
+            sub.add_parser(name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from app.cli.common import configure_logging  # on use, like the subcommands (see subcommands())
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The command comes first (the top-level parser has no other options); anything else, such as a lone
+    # --help or a mistyped command, gets the whole parser and its full message.
+    command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    args = build_parser(command).parse_args(argv)
+    from app.cli.common import configure_logging  # imported on use, like the subcommands (see the end)
 
     configure_logging()
-    return subcommands()[args.command].run(args)
+    return load(args.command).run(args)
 
 
 def _drop_script_directory() -> None:

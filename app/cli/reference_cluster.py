@@ -18,7 +18,6 @@ from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
 from app.settings import load_settings
 from collectors.kafka.zkdata import parse_connect_string
 
-NAME = "reference-cluster"
 HELP = "run simulated ZK-mode Kafka brokers (with an embedded ZooKeeper unless --zookeeper)"
 DESCRIPTION = None
 

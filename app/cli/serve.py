@@ -17,7 +17,6 @@ from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
-NAME = "serve"
 HELP = "the REST service: cluster state, load, alerts, /metrics and runbook actions"
 DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start, 2 bad input."
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from app.cli.common import ExitCode, stop_signals, tcp_port
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperConfigError, ZooKeeperServerError
 
-NAME = "zookeeper"
 HELP = "run a real ZooKeeper server from the jars in the pyspark wheel"
 DESCRIPTION = None
 

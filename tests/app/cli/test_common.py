@@ -9,6 +9,7 @@ import logging
 import signal
 import threading
 from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
 from pydantic import BaseModel, Field
@@ -49,8 +50,8 @@ def test_argparse_rejects_flags_with_the_bad_input_code() -> None:
     assert exited.value.code == ExitCode.BAD_INPUT
 
 
-@pytest.mark.parametrize("module", SUBCOMMAND_MODULES, ids=lambda m: m.NAME)
-def test_every_subcommand_documents_its_exit_codes(module: object) -> None:
+@pytest.mark.parametrize("module", SUBCOMMAND_MODULES, ids=lambda m: m.__name__)
+def test_every_subcommand_documents_its_exit_codes(module: ModuleType) -> None:
     assert "Exit codes: 0 " in (module.__doc__ or "")
 
 

@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from app.cli import analytics, collect, demo, describe, reference_cluster, serve, zookeeper
-from app.cli.main import build_parser, main, subcommands
+from app.cli.main import SUBCOMMANDS, Subcommand, build_parser, load, main
 from tests.support.cli import REPO
 
-SUBCOMMANDS = ["zookeeper", "reference-cluster", "describe", "collect", "analytics", "serve", "demo"]
+NAMES = ["zookeeper", "reference-cluster", "describe", "collect", "analytics", "serve", "demo"]
 
 
 def run_python(*args: str) -> subprocess.CompletedProcess[str]:
@@ -24,11 +24,11 @@ def run_python(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.unit
 def test_one_subcommand_per_module_in_the_order_help_lists_them() -> None:
-    assert list(subcommands()) == SUBCOMMANDS
-    modules = [zookeeper, reference_cluster, describe, collect, analytics, serve, demo]
-    assert list(subcommands().values()) == modules
+    modules: list[Subcommand] = [zookeeper, reference_cluster, describe, collect, analytics, serve, demo]
+    assert list(SUBCOMMANDS) == NAMES
+    assert [load(name) for name in NAMES] == modules
     listed = re.findall(r"^    (\S+)", build_parser().format_help(), flags=re.MULTILINE)
-    assert listed == SUBCOMMANDS
+    assert listed == NAMES
 
 
 @pytest.mark.unit
@@ -40,6 +40,20 @@ def test_bad_flags_exit_2_before_anything_runs(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit) as exited:
         main(["no-such-command"])
     assert exited.value.code == 2
+
+
+@pytest.mark.integration
+def test_a_subcommand_loads_only_its_own_module() -> None:
+    """``kafka-health describe`` reads a cluster without importing the service, Spark's helpers or the
+    simulator."""
+    probe = (
+        "import sys; from app.cli.main import build_parser; "
+        "build_parser('describe').parse_args(['describe', '--zookeeper', 'zk:2181']); "
+        "print(sorted(m for m in sys.modules if m.startswith('app.cli.') or m in ('fastapi', 'pyspark')))"
+    )
+    result = run_python("-c", probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['app.cli.common', 'app.cli.describe', 'app.cli.main']"
 
 
 @pytest.mark.integration
