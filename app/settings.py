@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TextIO, TypeVar
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -27,8 +26,6 @@ from app.embedded.reference_cluster.config import ReferenceClusterSettings
 from app.service.config import ServiceSettings
 from collectors.metrics import MetricsSettings
 from collectors.sampler import SamplerSettings
-
-T = TypeVar("T")
 
 NO_ZOOKEEPER = "no ZooKeeper: give --zookeeper HOST:PORT[/chroot] or KAFKA_HEALTH_ZOOKEEPER__CONNECT"
 
@@ -89,20 +86,3 @@ def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment with ``overrides`` (from flags) on top; raises pydantic's
     ValidationError, whose message names each bad field."""
     return Settings(**overrides)
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """``field.path: message; ...`` for a command line's error line."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
-
-
-def settings_or_error(build: Callable[[], T], err: TextIO) -> T | None:
-    """``build()``; on bad input (a ValidationError or ValueError) writes ``error: ...`` to ``err`` and
-    returns None, so that every command reports bad settings the same way (and exits 2)."""
-    try:
-        return build()
-    except ValidationError as exc:
-        err.write(f"error: {format_validation_error(exc)}\n")
-    except ValueError as exc:
-        err.write(f"error: {exc}\n")
-    return None

@@ -6,7 +6,6 @@ Exit codes: 0 stopped, 1 the job failed (Spark, the store), 2 bad input.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import threading
 import time
@@ -15,36 +14,23 @@ from typing import Any, TextIO
 from analytics.config import AnalyticsSettings
 from analytics.pipeline import BatchOutcome
 from analytics.store import StoreError
-from app.settings import load_settings, settings_or_error
+from app.cli.common import ExitCode, duration, settings_or_error, stop_signals
+from app.settings import load_settings
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+HELP = "run the PySpark streaming job: samples -> load model -> alert rules -> store"
+DESCRIPTION = "Exit codes: 0 stopped, 1 the job failed, 2 bad input."
 
 
-def parse_duration(text: str) -> float:
-    """``500ms``, ``2s``, ``1.5m``, ``1h`` or plain seconds, to seconds."""
-    match = _DURATION.match(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 500ms, 2s, 1m)")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
-
-
-def add_analytics_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", help="Spark master (default local[2]; spark://HOST:7077 for a cluster)")
     parser.add_argument(
         "--source",
         metavar="spool:DIR|kafka:BOOTSTRAP/TOPIC",
         help="where the samples are (the collectors' sink)",
     )
-    parser.add_argument(
-        "--trigger", type=parse_duration, metavar="DURATION", help="micro-batch interval (2s)"
-    )
-    parser.add_argument("--window", type=parse_duration, metavar="DURATION", help="event-time window (30s)")
-    parser.add_argument("--watermark", type=parse_duration, metavar="DURATION", help="allowed lateness (10s)")
+    parser.add_argument("--trigger", type=duration, metavar="DURATION", help="micro-batch interval (2s)")
+    parser.add_argument("--window", type=duration, metavar="DURATION", help="event-time window (30s)")
+    parser.add_argument("--watermark", type=duration, metavar="DURATION", help="allowed lateness (10s)")
     parser.add_argument("--checkpoint", metavar="DIR", help="Spark checkpoint directory")
     parser.add_argument(
         "--store-url", metavar="URL", help="sqlite:///FILE (default) or postgresql+psycopg://..."
@@ -86,7 +72,7 @@ def format_batch(batch_id: int, outcome: BatchOutcome) -> str:
     return line
 
 
-def run_analytics(
+def run(
     args: argparse.Namespace,
     out: TextIO | None = None,
     err: TextIO | None = None,
@@ -96,7 +82,7 @@ def run_analytics(
     err = err or sys.stderr
     settings = settings_or_error(lambda: settings_from_args(args), err)
     if settings is None:
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     from analytics.spark.job import running_job
 
     def report(batch_id: int, outcome: BatchOutcome) -> None:
@@ -112,19 +98,17 @@ def run_analytics(
     try:
         with running_job(settings, on_batch=report) as query:
             if stop is None:
-                from app.cli.reference_cluster import stop_signals
-
                 with stop_signals() as signalled:
                     _wait(query, signalled)
             else:
                 _wait(query, stop)
     except StoreError as exc:
         err.write(f"error: {exc}\n")
-        return EXIT_FAILED
+        return ExitCode.FAILED
     except Exception as exc:
         err.write(f"error: the analytics job failed: {exc}\n")
-        return EXIT_FAILED
-    return EXIT_OK
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 def _wait(query: Any, stop: threading.Event) -> None:

@@ -12,7 +12,8 @@ import threading
 import time
 from typing import Any, TextIO
 
-from app.settings import NO_ZOOKEEPER, Settings, load_settings, settings_or_error
+from app.cli.common import ExitCode, settings_or_error, stop_signals
+from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsCollector
 from collectors.sampler import Round, Sampler
@@ -20,12 +21,11 @@ from collectors.samples import SampleNumbering, new_collector_id
 from collectors.transport import TransportError, open_sink, parse_transport
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
-EXIT_OK = 0
-EXIT_UNREACHABLE = 1
-EXIT_BAD_INPUT = 2
+HELP = "run the collectors and write samples (spool directory or Kafka topic) for the analytics job"
+DESCRIPTION = "Exit codes: 0 stopped (or --once done), 1 cannot reach the cluster or the sink, 2 bad input."
 
 
-def add_collect_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--zookeeper",
         metavar="HOST:PORT[/chroot]",
@@ -90,7 +90,7 @@ def _print(out: TextIO, line: str) -> None:
     out.flush()
 
 
-def run_collect(
+def run(
     args: argparse.Namespace,
     out: TextIO | None = None,
     err: TextIO | None = None,
@@ -100,7 +100,7 @@ def run_collect(
     err = err or sys.stderr
     settings = settings_or_error(lambda: settings_from_args(args), err)
     if settings is None:
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     zk = settings.zookeeper
     assert zk.connect is not None
     spec = parse_transport(settings.sampler.sink)
@@ -108,10 +108,10 @@ def run_collect(
         sink = open_sink(spec, settings.sampler.spool_retention_s)
     except (OSError, TransportError, ValueError) as exc:
         err.write(f"error: cannot open the sink {spec}: {exc}\n")
-        return EXIT_UNREACHABLE
+        return ExitCode.FAILED
     except Exception as exc:  # kafka-python raises its own NoBrokersAvailable etc.
         err.write(f"error: cannot open the sink {spec}: {exc}\n")
-        return EXIT_UNREACHABLE
+        return ExitCode.FAILED
     collector = ZooKeeperCollector(
         zk.connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s
     )
@@ -121,7 +121,7 @@ def run_collect(
             collector.start(timeout=zk.start_timeout_s)
         except ZooKeeperCollectorError as exc:
             err.write(f"error: cannot read the cluster at {zk.connect}: {exc}\n")
-            return EXIT_UNREACHABLE
+            return ExitCode.FAILED
         numbering = SampleNumbering(new_collector_id(settings.sampler.collector_name))
         sampler = Sampler(
             collector,
@@ -133,18 +133,16 @@ def run_collect(
         )
         if args.once:
             result = sampler.sample_once()
-            return EXIT_OK if result.error is None else EXIT_UNREACHABLE
+            return ExitCode.OK if result.error is None else ExitCode.FAILED
         out.write(
             f"collector {numbering.collector_id}: {zk.connect} every {settings.sampler.interval_s:g}s\n"
         )
         if stop is not None:
             sampler.run(stop)
         else:
-            from app.cli.reference_cluster import stop_signals
-
             with stop_signals() as signalled:
                 sampler.run(signalled)
-        return EXIT_OK
+        return ExitCode.OK
     finally:
         if metrics is not None:
             metrics.close()

@@ -7,6 +7,9 @@ onto one broker (the load alerts open, then resolve), a broker stopped and resta
 under-replicated partitions, then recovery), and a preferred replica election (dry run, then executed).
 With ``--once`` it stops after the story; otherwise everything keeps running until Ctrl-C, which stops it
 all cleanly (no JVM or thread left).
+
+Exit codes: 0 the story was told (``--once``) or Ctrl-C/SIGTERM stopped it, 1 something did not start or a
+step of the story did not happen in time.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pydantic import SecretStr
 
 from analytics.config import AnalyticsSettings
 from analytics.rules import RuleSettings
-from app.cli.reference_cluster import stop_signals
+from app.cli.common import ExitCode, stop_signals, tcp_port
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlApi
@@ -43,6 +46,9 @@ from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import SampleNumbering, new_collector_id
 from collectors.transport import SpoolDirectorySink
 from collectors.zookeeper.collector import ZooKeeperCollector
+
+HELP = "everything on the embedded default (ZooKeeper, brokers, collectors, Spark, service), a story"
+DESCRIPTION = None
 
 LAG_MS = 4000
 WINDOW_S = 5.0
@@ -184,7 +190,15 @@ def _running_server(app: Any, port: int) -> Iterator[uvicorn.Server]:
         thread.join(timeout=30)
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--brokers", type=int, default=5, help="number of brokers (default 5)")
+    parser.add_argument("--port", type=tcp_port, help="the service's port (default: a free one)")
+    parser.add_argument(
+        "--once", action="store_true", help="play the story once and exit (instead of running until Ctrl-C)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     workdir = Path(tempfile.mkdtemp(prefix="kafka-health-demo-"))
     token = secrets.token_urlsafe(16)
@@ -210,7 +224,7 @@ def run_demo(args: argparse.Namespace) -> int:
         store_url=f"sqlite:///{workdir / 'kafka-health.db'}",
         rules=RuleSettings(open_after=2, resolve_after=2, urp_for_s=10.0),
     )
-    code = 0
+    code = ExitCode.OK
     with stop_signals() as stop, contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
         try:
@@ -283,7 +297,7 @@ def run_demo(args: argparse.Namespace) -> int:
             pass  # Spark's context installs its own SIGINT handler, which raises this: a stop, not an error
         except (StoryError, ZooKeeperServerError, RuntimeError) as exc:
             sys.stderr.write(f"error: {exc}\n")
-            code = 1
+            code = ExitCode.FAILED
         out.write("stopping...\n")
         out.flush()
     return code

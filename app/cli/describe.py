@@ -16,18 +16,40 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
+from app.cli.common import ExitCode
 from collectors.health import HealthReport, PartitionHealth, assess
 from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsCollector
 from collectors.zookeeper.collector import scan
 
-EXIT_OK = 0
-EXIT_UNREADABLE = 1
-EXIT_BAD_INPUT = 2
-EXIT_UNHEALTHY = 3
+HELP = "read a cluster once and print its state and health (text or JSON)"
+DESCRIPTION = (
+    "Exit codes: 0 read (even with problems), 1 cannot read the cluster, 2 bad input, "
+    "3 unhealthy with --fail-on-unhealthy."
+)
 
 FILTERS = ("under_replicated", "under_min_isr", "unavailable", "non_preferred")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zookeeper", required=True, metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper"
+    )
+    parser.add_argument(
+        "--metrics-url-template",
+        metavar="T",
+        help="brokers' metrics, e.g. http://{host}:7071/metrics: adds the URP gauge cross-check",
+    )
+    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument("--under-replicated", action="store_true", help="only under-replicated partitions")
+    parser.add_argument("--under-min-isr", action="store_true", help="only partitions under min ISR")
+    parser.add_argument("--unavailable", action="store_true", help="only offline partitions")
+    parser.add_argument("--non-preferred", action="store_true", help="only partitions not led by replicas[0]")
+    parser.add_argument("--fail-on-unhealthy", action="store_true", help="exit 3 when anything is unhealthy")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to read the cluster (default 30)"
+    )
 
 
 def selected(health: PartitionHealth, args: argparse.Namespace) -> bool:
@@ -271,26 +293,26 @@ def _write_summary(snapshot: ClusterSnapshot, report: HealthReport, out: TextIO)
 # --- the command -----------------------------------------------------------------------------------------
 
 
-def run_describe(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
         parse_connect_string(args.zookeeper)
     except ValueError as exc:
         err.write(f"error: {exc}\n")
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     gauges: Mapping[int, float] | None = None
     try:
         snapshot = scan(args.zookeeper, timeout=args.timeout)
     except Exception as exc:
         err.write(f"error: cannot read the cluster at {args.zookeeper}: {exc}\n")
-        return EXIT_UNREADABLE
+        return ExitCode.FAILED
     if args.metrics_url_template:
         try:
             gauges = scrape_urp_gauges(snapshot, args.metrics_url_template, args.timeout)
         except ValueError as exc:
             err.write(f"error: {exc}\n")
-            return EXIT_BAD_INPUT
+            return ExitCode.BAD_INPUT
     report = assess(snapshot, urp_gauges=gauges)
     partitions = [tp for tp in sorted(snapshot.partitions) if selected(report.partitions[tp], args)]
     if args.format == "json":
@@ -298,7 +320,7 @@ def run_describe(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         out.write("\n")
     else:
         describe_text(snapshot, report, partitions, out)
-    return EXIT_UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else EXIT_OK
+    return ExitCode.UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else ExitCode.OK
 
 
 def scrape_urp_gauges(snapshot: ClusterSnapshot, template: str, timeout: float) -> dict[int, float]:

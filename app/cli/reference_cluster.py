@@ -1,23 +1,55 @@
-"""``kafka-health reference-cluster``: run the simulated cluster in the foreground until SIGINT/SIGTERM."""
+"""``kafka-health reference-cluster``: run the simulated cluster in the foreground until SIGINT/SIGTERM.
+
+Exit codes: 0 stopped, 1 the cluster could not start (its ZooKeeper failed or did not answer in time),
+2 bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from pydantic import ValidationError
-
+from app.cli.common import ExitCode, settings_or_error, stop_signals, tcp_port
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlServer
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
-from app.settings import format_validation_error, load_settings
+from app.settings import load_settings
 from collectors.kafka.zkdata import parse_connect_string
+
+HELP = "run simulated ZK-mode Kafka brokers (with an embedded ZooKeeper unless --zookeeper)"
+DESCRIPTION = None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="use this ZooKeeper")
+    parser.add_argument("--brokers", type=int, default=3, help="number of brokers, ids 0..N-1 (default 3)")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS:RF",
+        help="a topic to create at start-up (repeatable)",
+    )
+    parser.add_argument(
+        "--control-port", type=tcp_port, help="control port on 127.0.0.1 (default: a free one)"
+    )
+    parser.add_argument("--rack", action="append", default=[], help="racks given to brokers in turn")
+    parser.add_argument(
+        "--inter-broker-protocol-version", default=None, help="what the brokers write, e.g. 2.6 or 3.9"
+    )
+    parser.add_argument("--replica-lag-time-max-ms", type=int, default=None)
+    parser.add_argument(
+        "--auto-leader-rebalance", choices=["true", "false"], default=None, help="Kafka's default: true"
+    )
+    parser.add_argument("--placement-seed", type=int, default=None, help="reproducible replica placement")
+    parser.add_argument(
+        "--address-per-broker",
+        action="store_true",
+        help="broker i on 127.0.0.(i+1) with one common metrics port, so http://{host}:PORT/metrics works",
+    )
+    parser.add_argument("--metrics-port", type=tcp_port, default=None, help="with --address-per-broker")
 
 
 def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
@@ -45,27 +77,10 @@ def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
     return ReferenceClusterSettings.model_validate(base | overrides)
 
 
-@contextmanager
-def stop_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT or SIGTERM; the previous handlers come back afterwards."""
-    stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def run_reference_cluster(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_from_args(args)
-    except ValidationError as exc:
-        print(f"error: {format_validation_error(exc)}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+def run(args: argparse.Namespace) -> int:
+    settings = settings_or_error(lambda: settings_from_args(args), sys.stderr)
+    if settings is None:
+        return ExitCode.BAD_INPUT
     with stop_signals() as stop:
         zookeeper: EmbeddedZooKeeper | None = None
         cluster: ReferenceCluster | None = None
@@ -85,10 +100,10 @@ def run_reference_cluster(args: argparse.Namespace) -> int:
             print("stopping...", flush=True)
         except ZooKeeperServerError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return ExitCode.FAILED
         except TimeoutError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return ExitCode.FAILED
         finally:
             if control is not None:
                 control.close()
@@ -96,7 +111,7 @@ def run_reference_cluster(args: argparse.Namespace) -> int:
                 cluster.stop()
             if zookeeper is not None:
                 zookeeper.stop()
-    return 0
+    return ExitCode.OK
 
 
 def print_banner(cluster: ReferenceCluster, control: ControlServer) -> None:

@@ -7,25 +7,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
-from app.service.auth import TokenConfigError, hash_token
-from app.settings import NO_ZOOKEEPER, Settings, format_validation_error, load_settings
+from app.cli.common import ExitCode, on_stop_signals, settings_or_error
+from app.service.auth import hash_token
+from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
+HELP = "the REST service: cluster state, load, alerts, /metrics and runbook actions"
+DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start, 2 bad input."
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper")
     parser.add_argument(
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
@@ -62,37 +58,33 @@ def _server(config: Any) -> Any:
     class Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
-            if threading.current_thread() is not threading.main_thread():
+            with on_stop_signals(lambda: setattr(self, "should_exit", True)):
                 yield
-                return
-            stop = lambda *_: setattr(self, "should_exit", True)  # noqa: E731
-            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                yield
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
 
     return Server(config)
 
 
-def run_serve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def settings_and_tokens(args: argparse.Namespace) -> Settings:
+    """The settings, with the tokens checked too: a bad token is bad input, reported before the cluster is
+    read (raises ValueError / ValidationError with a message)."""
+    settings = settings_from_args(args)
+    from app.service.app import token_store
+
+    token_store(settings.service)
+    return settings
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     if args.hash_token is not None:
         out.write(hash_token(args.hash_token) + "\n")
-        return EXIT_OK
-    try:
-        settings = settings_from_args(args)
-        from app.service.app import create_app, token_store
+        return ExitCode.OK
+    settings = settings_or_error(lambda: settings_and_tokens(args), err)
+    if settings is None:
+        return ExitCode.BAD_INPUT
+    from app.service.app import create_app
 
-        token_store(settings.service)
-    except ValidationError as exc:
-        err.write(f"error: {format_validation_error(exc)}\n")
-        return EXIT_BAD_INPUT
-    except (ValueError, TokenConfigError) as exc:
-        err.write(f"error: {exc}\n")
-        return EXIT_BAD_INPUT
     zk = settings.zookeeper
     connect = zk.connect or ""
     # Read the cluster before listening: an unreachable ZooKeeper is a clear error, not a traceback.
@@ -103,7 +95,7 @@ def run_serve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO |
         collector.start(timeout=zk.start_timeout_s)
     except ZooKeeperCollectorError as exc:
         err.write(f"error: cannot read the cluster at {connect}: {exc}\n")
-        return EXIT_FAILED
+        return ExitCode.FAILED
     try:
         app = create_app(
             settings.service,
@@ -123,10 +115,10 @@ def run_serve(args: argparse.Namespace, out: TextIO | None = None, err: TextIO |
         except SystemExit as exc:  # uvicorn exits when it cannot bind the port or the lifespan fails
             if exc.code:
                 err.write(f"error: the service could not start on {host}:{port} (see above)\n")
-                return EXIT_FAILED
+                return ExitCode.FAILED
         if not server.started:
             err.write(f"error: the service could not start on {host}:{port} (see above)\n")
-            return EXIT_FAILED
-        return EXIT_OK
+            return ExitCode.FAILED
+        return ExitCode.OK
     finally:
         collector.stop()

@@ -1,4 +1,4 @@
-"""A real ZooKeeper server in a child JVM, for the demo, the CLI and the integration tests.
+"""A real ZooKeeper server in a child JVM, for the demo, the command line and the integration tests.
 
 The ZooKeeper server classes ship inside the ``pyspark`` wheel (``pyspark/jars/zookeeper-*.jar``), so
 ``java -cp "<pyspark>/jars/*" org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg`` gives us a real
@@ -16,8 +16,8 @@ Leaving no JVM behind is the main concern of this module:
   (SIGKILL, or SIGTERM without a handler) takes the JVM with it. The kernel fires that signal when the
   *thread* that forked the child exits, so every JVM is forked by one long-lived daemon "spawner" thread
   rather than by whichever short-lived thread happened to call ``start()``.
-* ``run_zookeeper_cli`` (``kafka-health zookeeper``) installs SIGINT and SIGTERM handlers, so both lead to
-  the clean SIGTERM-then-wait shutdown rather than to the death-signal path.
+* ``kafka-health zookeeper`` (``app/cli/zookeeper.py``) routes SIGINT and SIGTERM to ``stop()``, so both
+  lead to the clean SIGTERM-then-wait shutdown rather than to the death-signal path.
 """
 
 from __future__ import annotations
@@ -27,19 +27,18 @@ import importlib.util
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import SimpleQueue
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import IO, Self
 
 
@@ -572,47 +571,3 @@ def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
         logger.warning("ZooKeeper JVM pid %s ignored SIGTERM for %ss; killing it", process.pid, timeout)
         process.kill()
         process.wait()
-
-
-# --- command line -----------------------------------------------------------------------------------
-
-
-def run_zookeeper_cli(port: int | None, data_dir: Path | None) -> int:
-    """``kafka-health zookeeper``: serve until SIGINT or SIGTERM, then stop cleanly.
-
-    Both signals only set an event, so the shutdown always runs the SIGTERM-wait-SIGKILL path and removes
-    a private data dir. Returns 0 on a clean stop, 1 when the server fails, 2 for bad input.
-    """
-    stop_requested = threading.Event()
-    previous = _install_stop_handlers(stop_requested)
-    try:
-        with EmbeddedZooKeeper(port, data_dir) as server:
-            where = f"data dir {server.data_dir}, pid {server.pid}"
-            print(f"ZooKeeper serving at {server.connect_string} ({where})", flush=True)
-            while not stop_requested.wait(0.5):
-                if not server.is_running:
-                    raise ZooKeeperServerError(f"the ZooKeeper JVM exited unexpectedly\n{server.log_tail()}")
-    except ZooKeeperConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ZooKeeperServerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    return 0
-
-
-_SignalHandler = Callable[[int, FrameType | None], object] | int | None
-
-
-def _install_stop_handlers(stop_requested: threading.Event) -> dict[int, _SignalHandler]:
-    """Route SIGINT and SIGTERM to ``stop_requested``; only the main thread may install handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop_requested.set()
-
-    return {signum: signal.signal(signum, request_stop) for signum in (signal.SIGINT, signal.SIGTERM)}

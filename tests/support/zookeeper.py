@@ -2,7 +2,8 @@
 
 Modelled on kazoo's own test harness (``kazoo/testing/harness.py``): tests never share znodes because each
 gets its own chroot, and sessions are broken for real, on a real server, by ``expire_session()`` and
-``lose_connection()``. Enable it with ``pytest_plugins = ["tests.support.zookeeper"]`` in a conftest.
+``lose_connection()``; ``jvm_gone()`` waits for a server's JVM to exit. Enable it with
+``pytest_plugins = ["tests.support.zookeeper"]`` in a conftest.
 
 Set ``KAFKA_HEALTH_TEST_ZOOKEEPER=host:port`` to run against an existing server instead of starting one.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import psutil
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, NotEmptyError
@@ -154,6 +156,20 @@ def lose_connection(client: KazooClient, timeout: float = 10.0) -> None:
     finally:
         client.remove_listener(listener)
     client.retry(client.exists, "/")
+
+
+def jvm_gone(pid: int, within: float = 5.0) -> bool:
+    """True once ``pid`` no longer runs; a zombie counts as gone (PID 1 may not reap in a container)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def _state_watcher(

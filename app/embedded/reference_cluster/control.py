@@ -21,7 +21,7 @@ from app.embedded.reference_cluster.admin import AdminError
 from app.embedded.reference_cluster.cluster import ClusterError, ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec
 from app.embedded.reference_cluster.traffic import SkewError
-from app.settings import format_validation_error
+from app.validation import format_validation_error
 
 MAX_BODY_BYTES = 64 * 1024
 

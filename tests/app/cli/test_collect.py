@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli.collect import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, run_collect
+from app.cli import collect as collect_command
+from app.cli.common import ExitCode
 from app.cli.main import build_parser
 from app.embedded.zookeeper import pick_free_port
 from tests.support.reference_cluster import ClusterFactory, wait_for
@@ -28,7 +29,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def collect(*argv: str, stop: threading.Event | None = None) -> tuple[int, str, str]:
     args = build_parser().parse_args(["collect", *argv])
     out, err = io.StringIO(), io.StringIO()
-    code = run_collect(args, out, err, stop=stop)
+    code = collect_command.run(args, out, err, stop=stop)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -37,7 +38,7 @@ def test_once_writes_a_round_to_the_spool(
 ) -> None:
     make_cluster()
     code, out, err = collect("--zookeeper", zk_connect, "--sink", f"spool:{tmp_path}", "--once")
-    assert (code, err) == (EXIT_OK, "")
+    assert (code, err) == (ExitCode.OK, "")
     assert "4 samples (3 brokers)" in out
     (path,) = tmp_path.glob("*.ndjson")
     kinds = [json.loads(line)["kind"] for line in path.read_text().splitlines()]
@@ -63,7 +64,7 @@ def test_run_writes_rounds_until_stopped(
     finally:
         stop.set()
         thread.join(timeout=30)
-    assert result == [EXIT_OK]
+    assert result == [ExitCode.OK]
 
 
 @pytest.mark.parametrize(
@@ -78,7 +79,7 @@ def test_run_writes_rounds_until_stopped(
 )
 def test_bad_input_exits_2_with_a_message(argv: list[str], message: str) -> None:
     code, _, err = collect(*argv)
-    assert code == EXIT_BAD_INPUT
+    assert code == ExitCode.BAD_INPUT
     assert err.startswith("error: ")
     assert message in err
 
@@ -89,6 +90,6 @@ def test_an_unreachable_zookeeper_exits_1(tmp_path: Path, monkeypatch: pytest.Mo
     code, _, err = collect(
         "--zookeeper", f"127.0.0.1:{pick_free_port()}", "--sink", f"spool:{tmp_path}", "--once"
     )
-    assert code == EXIT_UNREACHABLE
+    assert code == ExitCode.FAILED
     assert "cannot read the cluster" in err
     assert time.monotonic() - started < 30

@@ -15,15 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.cli import serve as serve_command
+from app.cli.common import ExitCode
 from app.cli.main import build_parser
-from app.cli.serve import EXIT_BAD_INPUT, EXIT_OK, run_serve
 from app.embedded.zookeeper import pick_free_port
 from app.service.auth import hash_token
+from tests.support.cli import REPO
 from tests.support.reference_cluster import ClusterFactory, wait_for
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 TOKENS = "KAFKA_HEALTH_SERVICE__TOKENS"
 
 
@@ -35,7 +36,7 @@ def env(**extra: str) -> dict[str, str]:
 def serve(*argv: str) -> tuple[int, str, str]:
     args = build_parser().parse_args(["serve", *argv])
     out, err = io.StringIO(), io.StringIO()
-    return run_serve(args, out, err), out.getvalue(), err.getvalue()
+    return serve_command.run(args, out, err), out.getvalue(), err.getvalue()
 
 
 def test_the_command_serves_the_cluster_and_stops_on_sigterm(
@@ -70,13 +71,13 @@ def test_the_command_serves_the_cluster_and_stops_on_sigterm(
     finally:
         child.send_signal(signal.SIGTERM)
         out, err = child.communicate(timeout=30)
-    assert child.returncode == EXIT_OK, err
+    assert child.returncode == ExitCode.OK, err
     assert f"on http://127.0.0.1:{port}" in out
 
 
 def test_hash_token_prints_the_token_file_digest() -> None:
     code, out, _ = serve("--hash-token", "s3cret-token")
-    assert code == EXIT_OK
+    assert code == ExitCode.OK
     assert out.strip() == hash_token("s3cret-token")
 
 
@@ -106,7 +107,7 @@ def test_bad_input_exits_2(
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     code, _, err = serve(*argv)
-    assert code == EXIT_BAD_INPUT
+    assert code == ExitCode.BAD_INPUT
     assert err.startswith("error: ")
     assert message in err
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -29,13 +28,12 @@ from app.embedded.zookeeper import (
     find_java,
     find_zookeeper_classpath,
     pick_free_port,
-    run_zookeeper_cli,
 )
+from tests.support.zookeeper import jvm_gone
 
 pytestmark = pytest.mark.integration
 
 HEAP = "256m"
-SERVING_LINE = re.compile(r"ZooKeeper serving at 127\.0\.0\.1:(\d+) \(data dir (.+), pid (\d+)\)")
 
 CHILD_STARTS_SERVER = """
 import sys, time
@@ -45,12 +43,6 @@ server = EmbeddedZooKeeper(data_dir=Path(sys.argv[1]), heap="256m")
 server.start()
 print(server.pid, flush=True)
 time.sleep(600)
-"""
-
-CHILD_RUNS_CLI = """
-import sys
-from app.embedded.zookeeper import run_zookeeper_cli
-sys.exit(run_zookeeper_cli(None, None))
 """
 
 
@@ -63,20 +55,6 @@ def kazoo(connect_string: str) -> Iterator[KazooClient]:
     finally:
         client.stop()
         client.close()
-
-
-def jvm_gone(pid: int, within: float = 5.0) -> bool:
-    """True once ``pid`` no longer runs; a zombie counts as gone (PID 1 may not reap in a container)."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
 
 
 # --- lifecycle --------------------------------------------------------------------------------------
@@ -172,42 +150,6 @@ def test_exec_wrapper_sets_the_death_signal_and_refuses_an_orphaned_start() -> N
     wrong_parent = zookeeper_server._with_death_signal(read_death_signal, parent_pid=1)
     orphan = subprocess.run(wrong_parent, capture_output=True, text=True, check=False)
     assert (orphan.returncode, orphan.stdout) == (1, "")
-
-
-# --- the CLI ----------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_cli_serves_until_signalled_then_stops_cleanly(signum: signal.Signals) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD_RUNS_CLI], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as cli:
-        assert cli.stdout is not None
-        line = cli.stdout.readline().strip()
-        match = SERVING_LINE.fullmatch(line)
-        assert match, line
-        port, data_dir, jvm_pid = int(match[1]), Path(match[2]), int(match[3])
-        assert zookeeper_server.send_four_letter_word("127.0.0.1", port, "ruok") == "imok"
-        cli.send_signal(signum)
-        _, stderr = cli.communicate(timeout=30)
-    assert cli.returncode == 0, stderr
-    assert stderr == ""
-    assert jvm_gone(jvm_pid, within=0)
-    assert not data_dir.exists()
-
-
-def test_cli_rejects_a_bad_port_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_zookeeper_cli(70000, None) == 2
-    assert capsys.readouterr().err.startswith("error: port must be between 1 and 65535")
-
-
-def test_cli_reports_a_startup_failure_with_exit_code_1(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("JAVA_HOME", "/nonexistent-jdk")
-    monkeypatch.setenv("PATH", "/nonexistent-bin")
-    assert run_zookeeper_cli(None, None) == 1
-    assert capsys.readouterr().err.startswith("error: no java found")
 
 
 # --- failures ---------------------------------------------------------------------------------------

@@ -1,0 +1,15 @@
+"""How a pydantic ``ValidationError`` reads on one line.
+
+Shared by the command line (``error: ...`` for bad settings, ``app/cli/common.py``) and the reference
+cluster's control port (its 422 bodies), which is why it lives here rather than in either: the settings tree
+imports the reference cluster's settings, so the tooling cannot import the settings module back.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """``field.path: message; ...``: every bad field named by its dotted path."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())

@@ -1,0 +1,182 @@
+"""What the subcommands share: the exit-code table, stop signals, the settings-error report, logging and the
+argparse value types."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+from pydantic import BaseModel, Field
+
+from app.cli import analytics, collect, demo, describe, reference_cluster, serve, zookeeper
+from app.cli.common import (
+    STOP_SIGNALS,
+    ExitCode,
+    configure_logging,
+    duration,
+    on_stop_signals,
+    settings_or_error,
+    stop_signals,
+    tcp_port,
+)
+from app.cli.main import build_parser
+
+pytestmark = pytest.mark.unit
+
+SUBCOMMAND_MODULES = [zookeeper, reference_cluster, describe, collect, analytics, serve, demo]
+
+
+# --- exit codes ----------------------------------------------------------------------------------------
+
+
+def test_the_exit_code_table() -> None:
+    assert {code.name: code.value for code in ExitCode} == {
+        "OK": 0,
+        "FAILED": 1,
+        "BAD_INPUT": 2,
+        "UNHEALTHY": 3,
+    }
+
+
+def test_argparse_rejects_flags_with_the_bad_input_code() -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["describe"])  # --zookeeper is required
+    assert exited.value.code == ExitCode.BAD_INPUT
+
+
+@pytest.mark.parametrize("module", SUBCOMMAND_MODULES, ids=lambda m: m.__name__)
+def test_every_subcommand_documents_its_exit_codes(module: ModuleType) -> None:
+    assert "Exit codes: 0 " in (module.__doc__ or "")
+
+
+# --- stop signals --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def handlers_before() -> Iterator[dict[int, object]]:
+    before: dict[int, object] = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    yield before
+    assert {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} == before, "handlers not restored"
+
+
+@pytest.mark.parametrize("signum", STOP_SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_sets_the_event_and_nothing_else(
+    signum: signal.Signals, handlers_before: dict[int, object]
+) -> None:
+    with stop_signals() as stop:
+        assert not stop.is_set()
+        signal.raise_signal(signum)  # neither KeyboardInterrupt nor death: the handler runs here, now
+        assert stop.wait(5)
+    assert {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} == handlers_before
+
+
+def test_the_previous_handlers_come_back_after_an_exception(handlers_before: dict[int, object]) -> None:
+    def interrupted() -> None:
+        with stop_signals():
+            assert signal.getsignal(signal.SIGTERM) != handlers_before[signal.SIGTERM]
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        interrupted()
+
+
+def test_on_stop_signals_calls_back_once_per_signal(handlers_before: dict[int, object]) -> None:
+    calls: list[str] = []
+    with on_stop_signals(lambda: calls.append("stop")):
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGINT)
+    assert calls == ["stop", "stop"]
+
+
+def test_off_the_main_thread_nothing_is_installed(handlers_before: dict[int, object]) -> None:
+    seen: list[object] = []
+
+    def in_a_thread() -> None:
+        with stop_signals() as stop:
+            seen.append(stop.is_set())
+            seen.append({sig: signal.getsignal(sig) for sig in STOP_SIGNALS})
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join(10)
+    assert seen == [False, handlers_before]
+
+
+# --- settings errors -----------------------------------------------------------------------------------
+
+
+class _Section(BaseModel):
+    interval_s: float = Field(gt=0)
+
+
+class _Tree(BaseModel):
+    sampler: _Section
+
+
+def test_a_validation_error_is_one_line_naming_the_field() -> None:
+    err = io.StringIO()
+    assert settings_or_error(lambda: _Tree.model_validate({"sampler": {"interval_s": 0}}), err) is None
+    assert err.getvalue() == "error: sampler.interval_s: Input should be greater than 0\n"
+
+
+def test_a_value_error_is_its_message() -> None:
+    def build() -> _Tree:
+        raise ValueError("no ZooKeeper: give --zookeeper")
+
+    err = io.StringIO()
+    assert settings_or_error(build, err) is None
+    assert err.getvalue() == "error: no ZooKeeper: give --zookeeper\n"
+
+
+def test_good_settings_are_returned_and_nothing_is_written() -> None:
+    err = io.StringIO()
+    tree = settings_or_error(lambda: _Tree.model_validate({"sampler": {"interval_s": 2}}), err)
+    assert tree == _Tree(sampler=_Section(interval_s=2))
+    assert err.getvalue() == ""
+
+
+# --- logging -------------------------------------------------------------------------------------------
+
+
+def test_kazoo_logs_only_its_errors() -> None:
+    kazoo = logging.getLogger("kazoo")
+    level = kazoo.level
+    try:
+        configure_logging()
+        assert kazoo.level == logging.ERROR
+    finally:
+        kazoo.setLevel(level)
+
+
+# --- argparse value types ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "port"), [("1", 1), ("9092", 9092), ("65535", 65535)])
+def test_tcp_port(text: str, port: int) -> None:
+    assert tcp_port(text) == port
+
+
+@pytest.mark.parametrize("text", ["0", "65536", "-1", "x", "80.5", ""])
+def test_not_a_tcp_port(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=r"is not a TCP port \(1-65535\)"):
+        tcp_port(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("500ms", 0.5), ("2s", 2.0), ("1.5m", 90.0), ("1h", 3600.0), ("3", 3.0), (" 10 s ", 10.0), (".5s", 0.5)],
+)
+def test_duration(text: str, seconds: float) -> None:
+    assert duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "s", "2d", "-1s", "1.2.3s", "two"])
+def test_not_a_duration(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=r"is not a duration \(e\.g\. 500ms, 2s, 1m\)"):
+        duration(text)
