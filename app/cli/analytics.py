@@ -16,6 +16,7 @@ from analytics.config import AnalyticsSettings
 from analytics.pipeline import BatchOutcome
 from analytics.store import StoreError
 from app.settings import load_settings, settings_or_error
+from app.storage import MIGRATIONS
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -110,7 +111,7 @@ def run_analytics(
     )
     out.flush()
     try:
-        with running_job(settings, on_batch=report) as query:
+        with running_job(settings, on_batch=report, migrations=MIGRATIONS) as query:
             if stop is None:
                 from app.cli.reference_cluster import stop_signals
 

@@ -69,7 +69,7 @@ def metrics(request: Request, view: View) -> PlainTextResponse:
     """``kafka_health_*`` in Prometheus text format, rendered at scrape time (no token needed)."""
     from app.service.exposition import render
 
-    body = render(view, request.app.state.store, request.app.state.actions)
+    body = render(view, request.app.state.store, request.app.state.webhooks, request.app.state.actions)
     return PlainTextResponse(body, media_type=CONTENT_TYPE_LATEST)
 
 

@@ -17,13 +17,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from analytics.store import Store
 from app.actions.executor import KazooAdmin
-from app.actions.state import ActionLog, ActionState, MemoryActionLog, StoreActionLog
+from app.actions.state import ActionLog, ActionState, MemoryActionLog
 from app.embedded.reference_cluster.control import ControlApi
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
+from app.storage import Storage
 from app.webhooks.notifier import service_notifier
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.zookeeper.collector import ZooKeeperCollector
@@ -100,20 +100,22 @@ def create_app(
             view = ClusterView(collector, scraper, settings.view)
             view.start()
             stack.callback(view.stop)
-            store = Store.open(store_url) if store_url is not None else None
-            if store is not None:
-                stack.callback(store.close)
-            app.state.notifier = stack.enter_context(service_notifier(store, zookeeper, settings.webhooks))
+            storage = Storage.open(store_url) if store_url is not None else None
+            if storage is not None:
+                stack.callback(storage.close)
+            webhooks = None if storage is None else storage.webhooks
+            app.state.notifier = stack.enter_context(service_notifier(webhooks, zookeeper, settings.webhooks))
             admin = KazooAdmin(zookeeper)
             stack.callback(admin.close)
             app.state.view = view
-            app.state.store = store
+            app.state.store = None if storage is None else storage.analytics
+            app.state.webhooks = webhooks
             app.state.tokens = tokens
             app.state.admin = admin
             if actions is not None:
                 app.state.actions = actions
-            elif store is not None:
-                app.state.actions = StoreActionLog(store)
+            elif storage is not None:
+                app.state.actions = storage.actions
                 interrupted(app.state.actions)
             else:
                 app.state.actions = MemoryActionLog()

@@ -10,8 +10,10 @@ from fastapi import HTTPException, Request
 from analytics.store import Store
 from app.service.auth import Principal, Role, TokenStore
 from app.service.state import ClusterView
+from app.webhooks.store import WebhookStore
 
 BEARER = {"WWW-Authenticate": "Bearer"}
+NO_STORE = "no store is configured (load and alerts come from the analytics job's store)"
 
 
 def require(role: Role) -> Callable[[Request], Principal]:
@@ -49,7 +51,12 @@ def view_of(request: Request) -> ClusterView:
 def store_of(request: Request) -> Store:
     store: Store | None = request.app.state.store
     if store is None:
-        raise HTTPException(
-            503, "no store is configured (load and alerts come from the analytics job's store)"
-        )
+        raise HTTPException(503, NO_STORE)
     return store
+
+
+def webhooks_of(request: Request) -> WebhookStore:
+    webhooks: WebhookStore | None = request.app.state.webhooks
+    if webhooks is None:
+        raise HTTPException(503, NO_STORE)
+    return webhooks

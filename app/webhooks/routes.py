@@ -15,18 +15,19 @@ import httpx
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_validator
 
-from analytics.store import DeliveryState, Store, Webhook, WebhookDelivery, WebhookFormat
 from app.service.auth import Principal, Role
-from app.service.deps import require, store_of
+from app.service.deps import require, webhooks_of
 from app.service.schemas import Page, Problem
+from app.webhooks.model import DeliveryState, Webhook, WebhookDelivery, WebhookFormat
 from app.webhooks.notifier import Notifier, ping
+from app.webhooks.store import WebhookStore
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
 
 Admin = Annotated[Principal, Depends(require(Role.admin))]
-StoreDep = Annotated[Store, Depends(store_of)]
+StoreDep = Annotated[WebhookStore, Depends(webhooks_of)]
 
 MAX_URL = 2048
 RuleNumber = Annotated[int, Field(ge=1, le=11)]
@@ -214,14 +215,14 @@ def _delivery_out(delivery: WebhookDelivery) -> DeliveryOut:
     )
 
 
-def _webhook_or_404(store: Store, webhook_id: int) -> Webhook:
+def _webhook_or_404(store: WebhookStore, webhook_id: int) -> Webhook:
     webhook = store.webhook(webhook_id)
     if webhook is None:
         raise HTTPException(404, f"no webhook with id {webhook_id}")
     return webhook
 
 
-def _delivery_or_404(store: Store, webhook_id: int, delivery_id: int) -> WebhookDelivery:
+def _delivery_or_404(store: WebhookStore, webhook_id: int, delivery_id: int) -> WebhookDelivery:
     _webhook_or_404(store, webhook_id)
     delivery = store.delivery(delivery_id)
     if delivery is None or delivery.webhook_id != webhook_id:

@@ -14,13 +14,13 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from analytics.store import Store
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
+from app.storage import open_database
 from collectors.metrics import MetricsSettings
 from tests.support.reference_cluster import ClusterFactory, wait_for
 
@@ -62,7 +62,7 @@ def service(
     cluster = make_cluster(**overrides)
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(store_url).close()
+    open_database(store_url).close()
     settings = ServiceSettings(tokens=SecretStr(TOKENS), view=ViewSettings(metrics_interval_s=0.3))
     app = create_app(
         settings,

@@ -13,12 +13,12 @@ import pytest
 from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
-from analytics.store import Store
 from collectors.health import assess
 from collectors.samples import health_document
 from collectors.zookeeper.collector import scan
 from tests.support.reference_cluster import LAG_MS, wait_for
 from tests.support.service import OPERATOR, VIEWER, Service
+from tests.support.store import open_store
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ def fill_store(service: Service, offline_topic: str = "orders") -> str:
         0.1 / 3,
         0.1,
     )
-    with Store.open(service.store_url) as store:
+    with open_store(service.store_url) as store:
         process_batch(
             store,
             "test",
