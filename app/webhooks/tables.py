@@ -19,6 +19,7 @@ from analytics.store.tables import alert_events_table
 
 __all__ = ["WEBHOOK_MIGRATIONS", "metadata", "webhook_deliveries_table", "webhooks_table"]
 
+
 # --- the tables ------------------------------------------------------------------------------------------
 #
 # Migration 2 below is the DDL of record; these tables describe the schema it leaves behind and are what the
