@@ -29,7 +29,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +40,7 @@ from analytics.config import AnalyticsSettings
 from analytics.load_model import LoadModelError, compute_load, load_report_rows
 from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import BatchOutcome, HealthSample, WindowInput, process_batch
-from analytics.store import Store
+from analytics.store import ANALYTICS_MIGRATIONS, Migration, Store
 from collectors.samples import LOAD_METRICS, SAMPLE_SCHEMA_VERSION
 from collectors.transport import parse_transport
 
@@ -489,10 +489,17 @@ def stop_query(query: Any, timeout_s: float = 30.0) -> None:
 
 @contextmanager
 def running_job(
-    settings: AnalyticsSettings, on_batch: Callable[[int, BatchOutcome], None] | None = None
+    settings: AnalyticsSettings,
+    on_batch: Callable[[int, BatchOutcome], None] | None = None,
+    migrations: Sequence[Migration] = ANALYTICS_MIGRATIONS,
 ) -> Iterator[Any]:
-    """Session, store and query for the duration of a ``with`` block (tests, the demo, the CLI)."""
-    store = Store.open(settings.store_url)
+    """Session, store and query for the duration of a ``with`` block (tests, the demo, the CLI).
+
+    ``migrations``: what the store's database is opened with; the analytics tables' by default, every
+    subsystem's (``app.storage.MIGRATIONS``) from the command line and the demo, whose database the service
+    shares (and which it may have created first).
+    """
+    store = Store.open(settings.store_url, migrations=migrations)
     try:
         spark = build_session(settings)
         try:

@@ -1,4 +1,5 @@
-"""Runbook actions: their state machine, their record, and the log that keeps them (and the audit trail).
+"""Runbook actions: their state machine, their record, and the log that keeps them (and the audit trail):
+:class:`MemoryActionLog` here, :class:`app.actions.store.StoreActionLog` in the database.
 
 PENDING → RUNNING → SUCCEEDED | PARTIAL | FAILED | CANCELLED; PENDING may also go straight to CANCELLED
 or FAILED. Terminal states stay terminal; any other transition raises :class:`IllegalTransitionError`.
@@ -142,85 +143,3 @@ class MemoryActionLog:
         with self._lock:
             entries = list(reversed(self._audit))
         return entries[offset : offset + limit]
-
-
-class StoreActionLog:
-    """An :class:`ActionLog` in the store (``actions`` and ``audit_log`` tables): survives restarts and is
-    shared by every instance of the service on one database."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def save(self, record: ActionRecord) -> None:
-        self._store.save_action(
-            {
-                "id": record.id,
-                "kind": record.kind,
-                "state": record.state.value,
-                "requested_by": record.requested_by,
-                "requested_at": record.requested_at,
-                "request": dict(record.request),
-                "plan": dict(record.plan),
-                "progress": dict(record.progress),
-                "result": dict(record.result),
-                "error": record.error,
-                "started_at": record.started_at,
-                "finished_at": record.finished_at,
-                "cancel_requested": record.cancel_requested,
-            }
-        )
-
-    def get(self, action_id: str) -> ActionRecord | None:
-        row = self._store.action(action_id)
-        return None if row is None else _record(row)
-
-    def records(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[ActionRecord]:
-        return [_record(row) for row in self._store.actions(state=state, limit=limit, offset=offset)]
-
-    def audit(self, entry: AuditEntry) -> None:
-        self._store.append_audit(
-            {
-                "at": entry.at,
-                "who": entry.who,
-                "role": entry.role,
-                "action": entry.action,
-                "dry_run": entry.dry_run,
-                "outcome": entry.outcome,
-                "action_id": entry.action_id,
-                "detail": dict(entry.detail),
-            }
-        )
-
-    def audit_entries(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
-        return [
-            AuditEntry(
-                at=row["at"],
-                who=row["who"],
-                role=row["role"],
-                action=row["action"],
-                dry_run=bool(row["dry_run"]),
-                outcome=row["outcome"],
-                action_id=row["action_id"],
-                detail=row["detail"] or {},
-                sequence=int(row["sequence"]),
-            )
-            for row in self._store.audit_log(limit=limit, offset=offset)
-        ]
-
-
-def _record(row: Mapping[str, Any]) -> ActionRecord:
-    return ActionRecord(
-        id=row["id"],
-        kind=row["kind"],
-        state=ActionState(row["state"]),
-        requested_by=row["requested_by"],
-        requested_at=row["requested_at"],
-        request=row["request"] or {},
-        plan=row["plan"] or {},
-        progress=row["progress"] or {},
-        result=row["result"] or {},
-        error=row["error"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        cancel_requested=bool(row["cancel_requested"]),
-    )

@@ -16,6 +16,7 @@ from analytics.pipeline import BatchOutcome
 from analytics.store import StoreError
 from app.cli.common import ExitCode, duration, settings_or_error, stop_signals
 from app.settings import load_settings
+from app.storage import MIGRATIONS
 
 HELP = "run the PySpark streaming job: samples -> load model -> alert rules -> store"
 DESCRIPTION = "Exit codes: 0 stopped, 1 the job failed, 2 bad input."
@@ -96,7 +97,7 @@ def run(
     )
     out.flush()
     try:
-        with running_job(settings, on_batch=report) as query:
+        with running_job(settings, on_batch=report, migrations=MIGRATIONS) as query:
             if stop is None:
                 with stop_signals() as signalled:
                     _wait(query, signalled)

@@ -41,6 +41,7 @@ from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError, pick
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
+from app.storage import MIGRATIONS
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import SampleNumbering, new_collector_id
@@ -257,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
 
             from analytics.spark.job import running_job
 
-            stack.enter_context(running_job(analytics))
+            stack.enter_context(running_job(analytics, migrations=MIGRATIONS))
             app = create_app(
                 ServiceSettings(
                     tokens=SecretStr(f"demo:admin:{token}"), view=ViewSettings(metrics_interval_s=2.0)

@@ -17,11 +17,13 @@ from starlette.applications import Starlette
 
 from analytics.store import Store
 from app.actions.runner import ActionRunner, interrupted
-from app.actions.state import ActionLog, MemoryActionLog, StoreActionLog
+from app.actions.state import ActionLog, MemoryActionLog
 from app.service.auth import TokenStore
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
+from app.storage import Storage
 from app.webhooks.notifier import Notifier, service_notifier
+from app.webhooks.store import WebhookStore
 from collectors.health import HealthReport
 from collectors.kafka.admin import KazooAdmin
 from collectors.kafka.model import ClusterSnapshot
@@ -35,7 +37,9 @@ class ServiceContainer:
     """The live snapshot, its health report and the brokers' scrape."""
     tokens: TokenStore
     store: Store | None
-    """The analytics store (load, alerts, webhooks, actions); None when the service runs without one."""
+    """The analytics store (load, alerts); None when the service runs without one."""
+    webhooks: WebhookStore | None
+    """The webhooks and their outbox, on the same database; None without a store."""
     actions: ActionLog
     """Actions and the audit trail: in the store, else in memory."""
     runner: ActionRunner
@@ -83,13 +87,15 @@ def service_components(
         view = ClusterView(collector, scraper, settings.view)
         view.start()
         stack.callback(view.stop)
-        store = Store.open(store_url) if store_url is not None else None
-        if store is not None:
-            stack.callback(store.close)
-        notifier = stack.enter_context(service_notifier(store, zookeeper, settings.webhooks))
+        storage = Storage.open(store_url) if store_url is not None else None
+        if storage is not None:
+            stack.callback(storage.close)
+        store = None if storage is None else storage.analytics
+        webhooks = None if storage is None else storage.webhooks
+        notifier = stack.enter_context(service_notifier(webhooks, zookeeper, settings.webhooks))
         admin = KazooAdmin(zookeeper)
         stack.callback(admin.close)
-        actions = _action_log(store, actions)
+        actions = _action_log(storage, actions)
 
         def cluster() -> tuple[ClusterSnapshot, HealthReport]:
             state = view.state
@@ -99,15 +105,15 @@ def service_components(
             actions, admin, cluster, latest_load=None if store is None else store.latest_load
         )
         stack.callback(runner.shutdown)
-        yield ServiceContainer(view, tokens, store, actions, runner, notifier)
+        yield ServiceContainer(view, tokens, store, webhooks, actions, runner, notifier)
 
 
-def _action_log(store: Store | None, given: ActionLog | None) -> ActionLog:
+def _action_log(storage: Storage | None, given: ActionLog | None) -> ActionLog:
     """``given``, else the store's (failing what a previous run left running), else one in memory."""
     if given is not None:
         return given
-    if store is None:
+    if storage is None:
         return MemoryActionLog()
-    log = StoreActionLog(store)
+    log = storage.actions
     interrupted(log)
     return log

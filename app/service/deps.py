@@ -1,5 +1,5 @@
 """The routes' dependencies, as ``Annotated`` types: who calls (``Viewer``, ``Operator``, ``Admin``) and the
-service's components (``View``, ``StoreDep``, ``Runner``, ...), all read from the one
+service's components (``View``, ``StoreDep``, ``WebhooksDep``, ``Runner``, ...), all read from the one
 :class:`~app.service.container.ServiceContainer` the lifespan installed.
 
 Every dependency reads the request only (no header, query or body parameter of its own), so none of them
@@ -20,8 +20,10 @@ from app.service.auth import Principal, Role
 from app.service.container import ServiceContainer
 from app.service.state import ClusterView
 from app.webhooks.notifier import Notifier
+from app.webhooks.store import WebhookStore
 
 BEARER = {"WWW-Authenticate": "Bearer"}
+NO_STORE = "no store is configured (load and alerts come from the analytics job's store)"
 
 
 def container_of(request: Request) -> ServiceContainer:
@@ -73,10 +75,15 @@ def view_of(container: Container) -> ClusterView:
 def store_of(container: Container) -> Store:
     """The analytics store; 503 when the service runs without one."""
     if container.store is None:
-        raise HTTPException(
-            503, "no store is configured (load and alerts come from the analytics job's store)"
-        )
+        raise HTTPException(503, NO_STORE)
     return container.store
+
+
+def webhooks_of(container: Container) -> WebhookStore:
+    """The webhooks' store; 503 when the service runs without a store."""
+    if container.webhooks is None:
+        raise HTTPException(503, NO_STORE)
+    return container.webhooks
 
 
 def optional_store_of(container: Container) -> Store | None:
@@ -97,6 +104,7 @@ def notifier_of(container: Container) -> Notifier | None:
 
 View = Annotated[ClusterView, Depends(view_of)]
 StoreDep = Annotated[Store, Depends(store_of)]
+WebhooksDep = Annotated[WebhookStore, Depends(webhooks_of)]
 OptionalStore = Annotated[Store | None, Depends(optional_store_of)]
 Actions = Annotated[ActionLog, Depends(actions_of)]
 Runner = Annotated[ActionRunner, Depends(runner_of)]

@@ -20,9 +20,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from analytics.store import DELIVERY_STATES, Store
+from analytics.store import Store
 from app.actions.state import ActionLog, ActionState
 from app.service.state import ClusterView
+from app.webhooks.model import DELIVERY_STATES
+from app.webhooks.store import WebhookStore
 from collectors.health import problem_partitions
 
 PROBLEMS = ("under_replicated", "under_min_isr", "at_min_isr", "offline")
@@ -38,10 +40,15 @@ def _counter(name: str, doc: str, *labels: str) -> CounterMetricFamily:
 
 class KafkaHealthCollector(Collector):
     def __init__(
-        self, view: ClusterView, store: Store | None = None, actions: ActionLog | None = None
+        self,
+        view: ClusterView,
+        store: Store | None = None,
+        webhooks: WebhookStore | None = None,
+        actions: ActionLog | None = None,
     ) -> None:
         self.view = view
         self.store = store
+        self.webhooks = webhooks
         self.actions = actions
 
     def collect(self) -> Iterator[Metric]:
@@ -123,6 +130,8 @@ class KafkaHealthCollector(Collector):
         yield from self._freshness(cluster)
         if self.store is not None:
             yield from self._from_store(cluster)
+        if self.webhooks is not None:
+            yield self._deliveries(cluster)
         if self.actions is not None:
             yield self._actions(cluster)
 
@@ -185,20 +194,28 @@ class KafkaHealthCollector(Collector):
         for (name, rule, severity), count in sorted(counts.items()):
             alerts.add_metric([name, str(rule), severity], count)
         yield alerts
+
+    def _deliveries(self, cluster: str) -> Metric:
+        assert self.webhooks is not None
         deliveries = _gauge(
             "webhook_deliveries",
             "Webhook deliveries in the outbox by state (delivered rows are pruned).",
             "state",
         )
         totals: Counter[str] = Counter()
-        for per_state in self.store.delivery_stats().values():
+        for per_state in self.webhooks.delivery_stats().values():
             totals.update(per_state)
         for state in DELIVERY_STATES:
             deliveries.add_metric([cluster, state], totals[state])
-        yield deliveries
+        return deliveries
 
 
-def render(view: ClusterView, store: Store | None, actions: ActionLog | None = None) -> bytes:
+def render(
+    view: ClusterView,
+    store: Store | None,
+    webhooks: WebhookStore | None = None,
+    actions: ActionLog | None = None,
+) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(KafkaHealthCollector(view, store, actions))
+    registry.register(KafkaHealthCollector(view, store, webhooks, actions))
     return generate_latest(registry)

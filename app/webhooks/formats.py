@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from analytics.model import AlertEvent
-from analytics.store import AlertNotice, Webhook, WebhookFormat
+from app.webhooks.model import AlertNotice, Webhook, WebhookFormat
 
 __all__ = [
     "ALERTMANAGER_ZERO_TIME",

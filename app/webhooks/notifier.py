@@ -2,8 +2,8 @@
 
 One thread polls every ``poll_interval_s``; while this instance is the leader it
 
-1. writes an outbox row for every new (webhook, alert event) pair (:meth:`Store.enqueue_deliveries`; the
-   body is rendered then and never changes), and
+1. writes an outbox row for every new (webhook, alert event) pair
+   (:meth:`WebhookStore.enqueue_deliveries`; the body is rendered then and never changes), and
 2. sends the due rows: it claims a row (counting the attempt and leasing the row, in the database) before
    the request and records the outcome after it, so that a crash at any point neither loses a delivery
    (a leased row is sent again when its lease ends) nor sends it under another key: every attempt of a row
@@ -41,9 +41,10 @@ from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from analytics.store import AlertNotice, Store, Webhook, WebhookDelivery
 from app.webhooks import formats
+from app.webhooks.model import AlertNotice, Webhook, WebhookDelivery
 from app.webhooks.signing import delivery_headers
+from app.webhooks.store import WebhookStore
 
 __all__ = [
     "DEFAULT_LOCK_PATH",
@@ -351,7 +352,7 @@ class Notifier:
 
     def __init__(
         self,
-        store: Store,
+        store: WebhookStore,
         http_client_factory: Callable[[], httpx.Client] | None = None,
         settings: NotifierSettings | None = None,
         leadership: Leadership | None = None,
@@ -588,7 +589,7 @@ def ping(
 
 @contextlib.contextmanager
 def service_notifier(
-    store: Store | None, zookeeper: str, settings: NotifierSettings | None = None
+    store: WebhookStore | None, zookeeper: str, settings: NotifierSettings | None = None
 ) -> Iterator[Notifier | None]:
     """The service's notifier, running for the ``with`` block (None, and nothing runs, without a store):
     elected through the cluster's ZooKeeper (``settings.zookeeper`` to use another) unless

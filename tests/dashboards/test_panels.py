@@ -18,12 +18,12 @@ from pydantic import SecretStr
 from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
-from analytics.store import Store
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
+from app.storage import open_database
 from collectors.health import assess
 from collectors.metrics import MetricsSettings
 from collectors.samples import health_document
@@ -39,6 +39,7 @@ from tests.support.prometheus import (
 )
 from tests.support.reference_cluster import ClusterFactory, wait_for
 from tests.support.service import TOKENS, run_server
+from tests.support.store import open_store
 
 EXPECTED_EMPTY: dict[tuple[str, str], str] = {}
 """(dashboard uid, panel title) -> why that panel may return nothing here: only for a series kafka-health
@@ -83,7 +84,7 @@ def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     urls[UNSCRAPED_BROKER] = f"http://127.0.0.1:{pick_free_port()}/metrics"
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(store_url).close()
+    open_database(store_url).close()
     settings = ServiceSettings(tokens=SecretStr(TOKENS), view=ViewSettings(metrics_interval_s=0.3))
     app = create_app(settings, zookeeper=zk_connect, metrics=MetricsSettings(urls=urls), store_url=store_url)
     port = pick_free_port()
@@ -125,7 +126,7 @@ def inject_faults(service: FaultyService) -> str:
     )
     stddev = (sum((db - 1 / n) ** 2 for db in LOAD.values()) / n) ** 0.5
     load = LoadWindow(window, brokers, stddev, 0.1 / n, 0.1)
-    with Store.open(service.store_url) as store:
+    with open_store(service.store_url) as store:
         process_batch(
             store,
             "dashboards-test",

@@ -20,7 +20,6 @@ from pydantic import SecretStr
 from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
-from analytics.store import Store
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.reference_cluster.routes import reference_router
@@ -28,11 +27,13 @@ from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
+from app.storage import open_database
 from collectors.health import assess
 from collectors.metrics import MetricsSettings
 from collectors.samples import health_document
 from collectors.zookeeper.collector import scan
 from tests.support.reference_cluster import ClusterFactory, wait_for
+from tests.support.store import open_store
 
 TOKENS = "grafana:viewer:viewer-token-1,oncall:operator:operator-token-1,root:admin:admin-token-1"
 VIEWER = {"Authorization": "Bearer viewer-token-1"}
@@ -73,7 +74,7 @@ def service(
     cluster = make_cluster(**overrides)
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(store_url).close()
+    open_database(store_url).close()
     settings = ServiceSettings(tokens=SecretStr(TOKENS), view=ViewSettings(metrics_interval_s=0.3))
     app = create_app(
         settings,
@@ -108,7 +109,7 @@ def fill_store(service: Service, offline_topic: str = "orders") -> str:
         0.1 / 3,
         0.1,
     )
-    with Store.open(service.store_url) as store:
+    with open_store(service.store_url) as store:
         process_batch(
             store,
             "test",

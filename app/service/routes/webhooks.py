@@ -12,25 +12,26 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import SecretStr
 
-from analytics.store import DeliveryState, Store, Webhook, WebhookDelivery
-from app.service.deps import Admin, NotifierDep, StoreDep
+from app.service.deps import Admin, NotifierDep, WebhooksDep
 from app.service.schemas.common import Page, Problem
 from app.service.schemas.webhooks import DeliveryOut, PingOut, WebhookIn, WebhookOut, WebhookPatch
+from app.webhooks.model import DeliveryState, Webhook, WebhookDelivery
 from app.webhooks.notifier import ping
+from app.webhooks.store import WebhookStore
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem}}
 
 
-def _webhook_or_404(store: Store, webhook_id: int) -> Webhook:
+def _webhook_or_404(store: WebhookStore, webhook_id: int) -> Webhook:
     webhook = store.webhook(webhook_id)
     if webhook is None:
         raise HTTPException(404, f"no webhook with id {webhook_id}")
     return webhook
 
 
-def _delivery_or_404(store: Store, webhook_id: int, delivery_id: int) -> WebhookDelivery:
+def _delivery_or_404(store: WebhookStore, webhook_id: int, delivery_id: int) -> WebhookDelivery:
     _webhook_or_404(store, webhook_id)
     delivery = store.delivery(delivery_id)
     if delivery is None or delivery.webhook_id != webhook_id:
@@ -39,7 +40,7 @@ def _delivery_or_404(store: Store, webhook_id: int, delivery_id: int) -> Webhook
 
 
 @router.post("", response_model=WebhookOut, status_code=201, responses={422: {"model": Problem}})
-def create_webhook(body: WebhookIn, store: StoreDep, who: Admin) -> WebhookOut:
+def create_webhook(body: WebhookIn, store: WebhooksDep, who: Admin) -> WebhookOut:
     """Subscribe a URL to alert events (those recorded from now on)."""
     webhook = store.create_webhook(
         name=body.name,
@@ -56,20 +57,20 @@ def create_webhook(body: WebhookIn, store: StoreDep, who: Admin) -> WebhookOut:
 
 
 @router.get("", response_model=list[WebhookOut])
-def list_webhooks(store: StoreDep, _: Admin) -> list[WebhookOut]:
+def list_webhooks(store: WebhooksDep, _: Admin) -> list[WebhookOut]:
     """Every webhook with its outbox counts."""
     stats = store.delivery_stats()
     return [WebhookOut.of(w, stats.get(w.id)) for w in store.webhooks()]
 
 
 @router.get("/{webhook_id}", response_model=WebhookOut, responses=NOT_FOUND)
-def get_webhook(webhook_id: int, store: StoreDep, _: Admin) -> WebhookOut:
+def get_webhook(webhook_id: int, store: WebhooksDep, _: Admin) -> WebhookOut:
     webhook = _webhook_or_404(store, webhook_id)
     return WebhookOut.of(webhook, store.delivery_stats().get(webhook_id))
 
 
 @router.patch("/{webhook_id}", response_model=WebhookOut, responses=NOT_FOUND)
-def update_webhook(webhook_id: int, body: WebhookPatch, store: StoreDep, _: Admin) -> WebhookOut:
+def update_webhook(webhook_id: int, body: WebhookPatch, store: WebhooksDep, _: Admin) -> WebhookOut:
     """Change some fields. Outbox rows keep their payload; URL and secret are read when they are sent."""
     changes: dict[str, Any] = {}
     for name in body.model_fields_set:
@@ -82,7 +83,7 @@ def update_webhook(webhook_id: int, body: WebhookPatch, store: StoreDep, _: Admi
 
 
 @router.delete("/{webhook_id}", status_code=204, response_class=Response, responses=NOT_FOUND)
-def delete_webhook(webhook_id: int, store: StoreDep, _: Admin) -> Response:
+def delete_webhook(webhook_id: int, store: WebhooksDep, _: Admin) -> Response:
     """Delete the webhook and its outbox (pending deliveries are not sent)."""
     if not store.delete_webhook(webhook_id):
         raise HTTPException(404, f"no webhook with id {webhook_id}")
@@ -92,7 +93,7 @@ def delete_webhook(webhook_id: int, store: StoreDep, _: Admin) -> Response:
 @router.get("/{webhook_id}/deliveries", response_model=Page[DeliveryOut], responses=NOT_FOUND)
 def list_deliveries(
     webhook_id: int,
-    store: StoreDep,
+    store: WebhooksDep,
     _: Admin,
     state: Annotated[
         list[DeliveryState] | None, Query(description="pending, delivered, dead, skipped")
@@ -109,7 +110,7 @@ def list_deliveries(
 
 
 @router.get("/{webhook_id}/deliveries/{delivery_id}", response_model=DeliveryOut, responses=NOT_FOUND)
-def get_delivery(webhook_id: int, delivery_id: int, store: StoreDep, _: Admin) -> DeliveryOut:
+def get_delivery(webhook_id: int, delivery_id: int, store: WebhooksDep, _: Admin) -> DeliveryOut:
     return DeliveryOut.of(_delivery_or_404(store, webhook_id, delivery_id))
 
 
@@ -118,7 +119,7 @@ def get_delivery(webhook_id: int, delivery_id: int, store: StoreDep, _: Admin) -
     response_model=DeliveryOut,
     responses={**NOT_FOUND, 409: {"model": Problem}},
 )
-def retry_delivery(webhook_id: int, delivery_id: int, store: StoreDep, _: Admin) -> DeliveryOut:
+def retry_delivery(webhook_id: int, delivery_id: int, store: WebhooksDep, _: Admin) -> DeliveryOut:
     """Send a dead delivery again (from its first attempt, with the same idempotency key)."""
     delivery = _delivery_or_404(store, webhook_id, delivery_id)
     if delivery.state != "dead" or not store.requeue_delivery(delivery_id, time.time()):
@@ -132,7 +133,7 @@ def retry_delivery(webhook_id: int, delivery_id: int, store: StoreDep, _: Admin)
 
 
 @router.post("/{webhook_id}/test", response_model=PingOut, responses=NOT_FOUND)
-def send_test_event(webhook_id: int, notifier: NotifierDep, store: StoreDep, _: Admin) -> PingOut:
+def send_test_event(webhook_id: int, notifier: NotifierDep, store: WebhooksDep, _: Admin) -> PingOut:
     """Send a made-up event (rule 0, severity info, its own fingerprint) now, once, signed like any
     delivery, and say what the receiver answered. Disabled webhooks can be tested too."""
     webhook = _webhook_or_404(store, webhook_id)

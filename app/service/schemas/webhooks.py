@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_validator
 
-from analytics.store import AlertNotice, DeliveryState, Webhook, WebhookDelivery, WebhookFormat
+from app.webhooks.model import AlertNotice, DeliveryState, Webhook, WebhookDelivery, WebhookFormat
 from app.webhooks.notifier import AttemptResult
 
 MAX_URL = 2048

@@ -24,9 +24,9 @@ from analytics.config import AnalyticsSettings
 from analytics.model import AlertEvent
 from analytics.rules import RuleSettings
 from analytics.spark.job import start_query, stop_query
-from analytics.store import Store
 from collectors.samples import Sample
 from tests.support.spark import Spool
+from tests.support.store import open_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -91,13 +91,13 @@ def settings_for(spool: Spool, root: Path) -> AnalyticsSettings:
 
 
 def events(store_url: str) -> list[tuple[Any, ...]]:
-    with Store.open(store_url) as store:
+    with open_store(store_url) as store:  # every table: the command line creates them all
         found: list[AlertEvent] = store.alert_events(limit=100_000)
     return [(e.fingerprint, e.sequence, e.kind, e.at, e.severity, e.summary) for e in found]
 
 
 def last_window(store_url: str) -> float:
-    with Store.open(store_url) as store:
+    with open_store(store_url) as store:
         return store.last_evaluated_window(CLUSTER) or 0.0
 
 
@@ -138,7 +138,7 @@ def test_a_killed_and_restarted_job_neither_loses_nor_duplicates_an_alert_event(
     for w in range(WINDOWS + 1):  # the last window only moves the watermark
         ref_spool.write(window_samples(ref_spool, w))
     reference = settings_for(ref_spool, tmp_path / "ref")
-    with Store.open(reference.store_url) as store:
+    with open_store(reference.store_url) as store:
         query = start_query(spark_session, reference, store)
         try:
             query.processAllAvailable()

@@ -1,14 +1,15 @@
 """The action state machine, and the action log's contract: the same checks on the in-memory log (the
-fake the unit tests use) and on the store-backed one (SQLite here, the service's default)."""
+fake the unit tests use) and on the store-backed one (app.actions.store, on an SQLite file and on a real
+PostgreSQL server). What only the store-backed log does is in test_store.py."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from analytics.store import Store
 from app.actions.state import (
     TERMINAL,
     ActionLog,
@@ -17,8 +18,10 @@ from app.actions.state import (
     AuditEntry,
     IllegalTransitionError,
     MemoryActionLog,
-    StoreActionLog,
 )
+from app.actions.store import StoreActionLog
+from app.storage import open_database
+from tests.support.store import BACKENDS, database_url
 
 
 def record(action_id: str = "a1", at: float = 10.0) -> ActionRecord:
@@ -58,13 +61,13 @@ def test_transitions(path: list[ActionState], legal: bool) -> None:
         assert current.started_at is not None
 
 
-@pytest.fixture(params=["memory", "store"])
+@pytest.fixture(params=["memory", *BACKENDS])
 def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ActionLog]:
     if request.param == "memory":
         yield MemoryActionLog()
         return
-    with Store.open(f"sqlite:///{tmp_path / 'store.db'}") as store:
-        yield StoreActionLog(store)
+    with open_database(database_url(request, tmp_path / "store.db")) as database:
+        yield StoreActionLog(database)
 
 
 @pytest.mark.integration
@@ -97,16 +100,56 @@ def test_the_audit_trail_is_append_only_newest_first(log: ActionLog) -> None:
 
 
 @pytest.mark.integration
-def test_the_store_log_survives_a_reopen(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    with Store.open(url) as store:
-        StoreActionLog(store).save(record().moved_to(ActionState.RUNNING))
-        StoreActionLog(store).audit(AuditEntry(1.0, "root", "admin", "ack", False, "accepted"))
-    with Store.open(url) as store:
-        log = StoreActionLog(store)
-        assert log.get("a1") is not None
-        assert log.get("a1").state is ActionState.RUNNING  # type: ignore[union-attr]
-        assert [e.action for e in log.audit_entries()] == ["ack"]
+def test_a_record_reads_back_as_it_was_saved(log: ActionLog) -> None:
+    pending = ActionRecord(
+        "a1",
+        "preferred-replica-election",
+        ActionState.PENDING,
+        "oncall",
+        1718000000.123456,
+        {"topics": ["orders"], "dry_run": False},
+        plan={"partitions": [{"topic": "orders", "partition": 0, "to": 2}], "ratio": 1 / 3},
+    )
+    log.save(pending)
+    assert log.get("a1") == pending
+    finished = pending.moved_to(ActionState.RUNNING, progress={"done": 1, "of": 3, "note": "ü ✓"}).moved_to(
+        ActionState.PARTIAL,
+        result={"elected": [["orders", 0]], "failed": {"orders-1": "not in ISR"}},
+        error="1 of 3 partitions kept their leader",
+        cancel_requested=True,
+    )
+    log.save(finished)
+    assert log.get("a1") == finished
+    assert log.records() == [finished]
+    assert (finished.started_at, finished.finished_at) != (None, None)
+
+
+@pytest.mark.integration
+def test_an_audit_entry_reads_back_as_it_was_appended(log: ActionLog) -> None:
+    entries = [
+        AuditEntry(
+            10.5, "oncall", "operator", "reassignment", False, "accepted", "a1", {"batches": [[1, 2]]}
+        ),
+        AuditEntry(11.25, "root", "admin", "ack", True, "dry-run"),
+    ]
+    for entry in entries:
+        log.audit(entry)
+    newest_first = log.audit_entries()
+    assert [replace(e, sequence=0) for e in newest_first] == entries[::-1]
+    assert all(e.sequence > 0 for e in newest_first)
+    assert log.audit_entries(limit=5, offset=2) == []
+
+
+@pytest.mark.integration
+def test_records_filter_by_state_and_page(log: ActionLog) -> None:
+    for n in range(5):
+        saved = record(f"a{n}", 10.0 * n)
+        log.save(saved if n % 2 else saved.moved_to(ActionState.CANCELLED))
+    assert [r.id for r in log.records(state="CANCELLED")] == ["a4", "a2", "a0"]
+    assert [r.id for r in log.records(state="CANCELLED", limit=1, offset=1)] == ["a2"]
+    assert [r.id for r in log.records(state="PENDING")] == ["a3", "a1"]
+    assert log.records(state="RUNNING") == []
+    assert log.records(offset=5) == []
 
 
 @pytest.mark.integration

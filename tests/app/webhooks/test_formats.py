@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from analytics.model import ActionRef, AlertEvent, EventKind
-from analytics.store import AlertNotice, Webhook, WebhookFormat
 from app.webhooks import formats
+from app.webhooks.model import AlertNotice, Webhook, WebhookFormat
 
 pytestmark = pytest.mark.unit
 

@@ -20,12 +20,13 @@ from pydantic import SecretStr
 from analytics.model import AlertEvent, EventKind, Severity, Window, fingerprint
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
-from analytics.store import Store, Webhook
 from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.container import ServiceContainer
+from app.storage import Storage
+from app.webhooks.model import Webhook
 from app.webhooks.notifier import (
     AlwaysLeader,
     Leadership,
@@ -68,8 +69,8 @@ class Highest(random.Random):
 class Alerts:
     """Writes alert events the way the analytics job does (commit_batch: the alert row and its event)."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, storage: Storage) -> None:
+        self.store = storage.analytics
         self.batch = 0
         self.sequences: dict[str, int] = {}
         self.keys: list[str] = []
@@ -99,7 +100,7 @@ NotifierFactory = Callable[..., Notifier]
 @pytest.fixture
 def store_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url).close()
+    Storage.open(url).close()
     return url
 
 
@@ -113,26 +114,28 @@ def receiver() -> Iterator[WebhookReceiver]:
 def notifiers() -> Iterator[NotifierFactory]:
     """``make(url, settings=FAST, leadership=None, **options)``: started notifiers, each on its own store
     (as separate service processes would be), all stopped after the test."""
-    made: list[tuple[Notifier, Store]] = []
+    made: list[tuple[Notifier, Storage]] = []
 
     def make(
         url: str, settings: NotifierSettings = FAST, leadership: Leadership | None = None, **options: Any
     ) -> Notifier:
-        store = Store.open(url)
-        notifier = Notifier(store, settings=settings, leadership=leadership or AlwaysLeader(), **options)
-        made.append((notifier, store))
+        storage = Storage.open(url)
+        notifier = Notifier(
+            storage.webhooks, settings=settings, leadership=leadership or AlwaysLeader(), **options
+        )
+        made.append((notifier, storage))
         notifier.start()
         return notifier
 
     yield make
-    for notifier, store in reversed(made):
+    for notifier, storage in reversed(made):
         notifier.stop()
-        store.close()
+        storage.close()
 
 
 def create_webhook(url: str, receiver: WebhookReceiver, **options: Any) -> Webhook:
-    with Store.open(url) as store:
-        return store.create_webhook(
+    with Storage.open(url) as storage:
+        return storage.webhooks.create_webhook(
             name="oncall",
             url=receiver.url,
             format=options.pop("format", "generic"),
@@ -144,8 +147,8 @@ def create_webhook(url: str, receiver: WebhookReceiver, **options: Any) -> Webho
 
 
 def deliveries(url: str) -> dict[str, Any]:
-    with Store.open(url) as store:
-        return {d.idempotency_key: d for d in store.deliveries(limit=10_000)}
+    with Storage.open(url) as storage:
+        return {d.idempotency_key: d for d in storage.webhooks.deliveries(limit=10_000)}
 
 
 def all_delivered(url: str, count: int) -> bool:
@@ -193,7 +196,7 @@ def test_open_and_resolve_reach_the_receiver_signed_within_seconds(
         assert created.status_code == 201, created.text
         notifier = ServiceContainer.of(app).notifier
         assert notifier is not None
-        with Store.open(store_url) as store:
+        with Storage.open(store_url) as storage:
             wait_for(lambda: notifier.stats().leader, message="the notifier elected")
             snapshot = scan(zk_connect)
             cluster_id = snapshot.cluster_id or "unknown"
@@ -214,11 +217,11 @@ def test_open_and_resolve_reach_the_receiver_signed_within_seconds(
                     Window(cluster_id, start, start + 10), None, None, HealthSample("c", now, doc)
                 )
 
-            process_batch(store, "health", 0, [window(0, 2)], rules)
+            process_batch(storage.analytics, "health", 0, [window(0, 2)], rules)
             committed = time.monotonic()
             wait_for(lambda: len(receiver.accepted()) == 1, timeout=5, message="the opened event delivered")
             latency = time.monotonic() - committed
-            process_batch(store, "health", 1, [window(1, 0)], rules)
+            process_batch(storage.analytics, "health", 1, [window(1, 0)], rules)
             wait_for(lambda: len(receiver.accepted()) == 2, timeout=5, message="the resolved event delivered")
     finally:
         server.should_exit = True
@@ -248,7 +251,7 @@ def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         url = f"sqlite:///{tmp_path / 'store.db'}"
     else:
         url = str(request.getfixturevalue("postgres_url"))
-    Store.open(url).close()
+    Storage.open(url).close()
     return url
 
 
@@ -258,7 +261,7 @@ def test_a_receiver_that_is_down_gets_everything_once_when_back_also_across_a_re
     url = any_store_url
     receiver.stop()  # down: connections are refused
     create_webhook(url, receiver)
-    job = Store.open(url)
+    job = Storage.open(url)
     alerts = Alerts(job)
     try:
         first = notifiers(url)
@@ -298,7 +301,7 @@ def test_server_errors_are_retried_with_exponential_backoff(
     create_webhook(store_url, receiver)
     settings = FAST.model_copy(update={"backoff_base_s": 0.1, "backoff_max_s": 0.5})
     notifier = notifiers(store_url, settings, rng=Highest())
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         alerts = Alerts(job)
         alerts.event("opened", "topic:a")
         wait_for(lambda: all_delivered(store_url, 1), message="delivered on the fifth attempt")
@@ -322,7 +325,7 @@ def test_retry_after_is_honoured(
     receiver.respond_with(lambda _request: next(answers))
     create_webhook(store_url, receiver)
     notifiers(store_url)
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         Alerts(job).event("opened", "topic:a")
         wait_for(lambda: all_delivered(store_url, 1), message="delivered after Retry-After")
     first, second = receiver.requests()
@@ -336,7 +339,7 @@ def test_a_client_error_is_permanent_and_dead_at_once(
     receiver.respond_with(410)
     create_webhook(store_url, receiver)
     notifier = notifiers(store_url)
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         Alerts(job).event("opened", "topic:a")
         wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead")
     (row,) = deliveries(store_url).values()
@@ -351,7 +354,7 @@ def test_a_bad_signature_secret_is_a_permanent_error(
 ) -> None:
     create_webhook(store_url, receiver, secret="not-the-receivers-secret")
     notifiers(store_url)
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         Alerts(job).event("opened", "topic:a")
         wait_for(lambda: any(d.state == "dead" for d in deliveries(store_url).values()), message="dead")
     (request,) = receiver.requests()
@@ -365,7 +368,7 @@ def test_after_max_attempts_the_delivery_is_dead_then_retryable(
     receiver.respond_with(503)
     create_webhook(store_url, receiver)
     notifier = notifiers(store_url, FAST.model_copy(update={"max_attempts": 3}))
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         Alerts(job).event("opened", "topic:a")
         wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead")
         (row,) = deliveries(store_url).values()
@@ -373,7 +376,7 @@ def test_after_max_attempts_the_delivery_is_dead_then_retryable(
         assert row.last_error.startswith("gave up after 3 attempts: HTTP 503 Service Unavailable")
         assert len(receiver.requests()) == 3
         receiver.respond_with(200)
-        assert job.requeue_delivery(row.id, time.time())
+        assert job.webhooks.requeue_delivery(row.id, time.time())
         wait_for(lambda: all_delivered(store_url, 1), message="the requeued delivery delivered")
     assert len(receiver.accepted()) == 1
 
@@ -384,8 +387,9 @@ def test_a_crash_between_send_and_record_resends_the_same_key_once(
     """A sender that claimed a row and crashed (sent or not) leaves it leased; once the lease runs out it is
     sent again with the same key, and a receiver that deduplicates accepts it once."""
     webhook = create_webhook(store_url, receiver)
-    with Store.open(store_url) as store:
-        Alerts(store).event("opened", "topic:a")
+    with Storage.open(store_url) as storage:
+        Alerts(storage).event("opened", "topic:a")
+        store = storage.webhooks
         assert store.enqueue_deliveries(time.time(), lambda w, n: '{"crashed": true}') == 1
         (row,) = store.due_deliveries(time.time())
         claimed = store.claim_delivery(row.id, time.time(), lease_until=time.time() + 0.5)
@@ -414,7 +418,7 @@ def test_an_event_committed_late_is_found_by_the_full_scan(
     settings = FAST.model_copy(update={"recent_s": 5.0, "full_scan_interval_s": 0.5})
     notifier = notifiers(store_url, settings)
     wait_for(lambda: notifier.stats().polls >= 3, message="the first full scan done")
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         alerts = Alerts(job)
         alerts.event("opened", "topic:late", at=time.time() - 3600)
         wait_for(lambda: all_delivered(store_url, 1), timeout=3, message="the late event delivered")
@@ -436,7 +440,7 @@ def test_only_the_zookeeper_leader_delivers_and_another_takes_over(
     assert isinstance(leader.leadership, ZooKeeperLeadership)
     assert leader.leadership.leader() == ("one" if leader is one else "two")
 
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         alerts = Alerts(job)
         for n in range(5):
             alerts.event("opened", f"topic:{n}")
@@ -477,7 +481,7 @@ def test_a_leader_whose_session_expires_loses_the_leadership(
     assert single_leader() is leader  # and it stays so
     assert isinstance(leader.leadership, ZooKeeperLeadership)
     assert one_election.leader() == leader.leadership.identity
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         alerts = Alerts(job)
         alerts.event("opened", "topic:a")
         wait_for(lambda: all_delivered(store_url, 1), message="delivered by the new leader")
@@ -491,7 +495,7 @@ def test_a_notifier_without_zookeeper_is_not_the_leader_and_sends_nothing(
     create_webhook(store_url, receiver)
     down = f"127.0.0.1:{pick_free_port()}"  # nothing listens there
     notifier = notifiers(store_url, FAST, ZooKeeperLeadership(down, identity="lonely"))
-    with Store.open(store_url) as job:
+    with Storage.open(store_url) as job:
         Alerts(job).event("opened", "topic:a")
     wait_for(lambda: notifier.stats().polls >= 5, message="a few polls")
     assert not notifier.stats().leader
@@ -502,10 +506,10 @@ def test_a_notifier_without_zookeeper_is_not_the_leader_and_sends_nothing(
 def test_stopping_leaves_no_thread_behind(store_url: str, zk_connect: str, receiver: WebhookReceiver) -> None:
     before = {t.ident for t in threading.enumerate()}
     create_webhook(store_url, receiver)
-    with Store.open(store_url) as store:
-        notifier = Notifier(store, settings=FAST, leadership=ZooKeeperLeadership(zk_connect))
+    with Storage.open(store_url) as storage:
+        notifier = Notifier(storage.webhooks, settings=FAST, leadership=ZooKeeperLeadership(zk_connect))
         with notifier:
-            Alerts(store).event("opened", "topic:a")
+            Alerts(storage).event("opened", "topic:a")
             wait_for(lambda: all_delivered(store_url, 1), message="delivered")
         assert not notifier.running
     wait_for(
@@ -519,14 +523,17 @@ def test_the_service_notifier_runs_only_with_a_store(zk_connect: str, store_url:
     with service_notifier(None, zk_connect) as nothing:
         assert nothing is None
     settings = FAST.model_copy(update={"election": "zookeeper"})
-    with Store.open(store_url) as store, service_notifier(store, zk_connect, settings) as notifier:
+    with (
+        Storage.open(store_url) as storage,
+        service_notifier(storage.webhooks, zk_connect, settings) as notifier,
+    ):
         assert notifier is not None
         assert notifier.running
         assert isinstance(notifier.leadership, ZooKeeperLeadership)
         wait_for(lambda: notifier.stats().leader, message="elected")
         started: Notifier = notifier
     assert not started.running
-    with Store.open(store_url) as store, service_notifier(store, "unused:1", FAST) as alone:
+    with Storage.open(store_url) as storage, service_notifier(storage.webhooks, "unused:1", FAST) as alone:
         assert alone is not None
         assert isinstance(alone.leadership, AlwaysLeader)
 

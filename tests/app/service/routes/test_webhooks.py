@@ -23,6 +23,7 @@ from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.container import ServiceContainer
+from app.storage import Storage
 from app.webhooks.notifier import Notifier, NotifierSettings
 from tests.support.reference_cluster import wait_for
 
@@ -230,8 +231,8 @@ def test_dead_letters_are_visible_and_retryable(service: Service, receiver: Webh
     receiver.respond_with(503)
     created = new_webhook(service, receiver)
     base = f"/api/v1/webhooks/{created['id']}"
-    with Store.open(service.store_url) as store, Notifier(store, settings=FAST) as notifier:
-        key = open_alert(store)
+    with Storage.open(service.store_url) as storage, Notifier(storage.webhooks, settings=FAST) as notifier:
+        key = open_alert(storage.analytics)
         wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead after 2 attempts")
         dead = service.call("GET", f"{base}/deliveries", params={"state": "dead"}).json()
         assert dead["total"] == 1
@@ -281,7 +282,7 @@ def test_the_test_event_is_sent_signed_and_reported(service: Service, receiver: 
     assert "kafka-health test notification" in request.json()["text"]
 
     receiver.respond_with(404)
-    with Store.open(service.store_url) as store, Notifier(store, settings=FAST) as notifier:
+    with Storage.open(service.store_url) as storage, Notifier(storage.webhooks, settings=FAST) as notifier:
         container = ServiceContainer.of(service.app)
         replace(container, notifier=notifier).install(service.app)  # as if the lifespan had started it
         failed = service.call("POST", path).json()

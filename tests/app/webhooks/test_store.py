@@ -1,5 +1,6 @@
-"""The store's webhook tables (migration 2): subscriptions and the delivery outbox, on an SQLite file and on
-a real PostgreSQL server (tests.support.postgres), as tests/analytics/test_store.py does."""
+"""The webhooks' store (:class:`app.webhooks.store.WebhookStore`, migration 2): subscriptions and the delivery
+outbox, on an SQLite file and on a real PostgreSQL server (tests.support.postgres), as
+tests/analytics/store/test_store.py does."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from typing import Any
 import pytest
 
 from analytics.model import AlertEvent, EventKind, Severity, fingerprint
-from analytics.store import AlertNotice, Store, StoreError, Webhook
+from analytics.store import Store, StoreError
+from app.storage import Storage
+from app.webhooks.model import AlertNotice, Webhook
+from app.webhooks.store import WebhookStore
 from tests.support.health import alert_row
 from tests.support.store import BACKENDS, database_url
 
@@ -27,16 +31,17 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store(url: str) -> Iterator[Store]:
-    with Store.open(url) as opened:
-        yield opened
+def store(url: str) -> Iterator[WebhookStore]:
+    with Storage.open(url) as storage:
+        yield storage.webhooks
 
 
 class Alerts:
-    """Writes alert events the way the analytics job does (commit_batch: the alert row, then its events)."""
+    """Writes alert events the way the analytics job does (commit_batch: the alert row, then its events),
+    on the webhook store's database."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: WebhookStore) -> None:
+        self.store = Store(store.database)
         self.batch = 0
         self.sequences: dict[str, int] = {}
 
@@ -70,17 +75,17 @@ def render(webhook: Webhook, notice: AlertNotice) -> str:
     )
 
 
-def hook(store: Store, name: str = "h", **options: Any) -> Webhook:
+def hook(store: WebhookStore, name: str = "h", **options: Any) -> Webhook:
     return store.create_webhook(
         name=name, url="http://127.0.0.1:9/x", format="generic", created_by="root", now=NOW, **options
     )
 
 
-def states(store: Store, webhook_id: int) -> dict[str, str]:
+def states(store: WebhookStore, webhook_id: int) -> dict[str, str]:
     return {d.idempotency_key: d.state for d in store.deliveries(webhook_id, limit=1000)}
 
 
-def test_webhooks_are_created_read_updated_and_deleted(store: Store) -> None:
+def test_webhooks_are_created_read_updated_and_deleted(store: WebhookStore) -> None:
     created = hook(store, rules=[3, 1, 1], severities=["info", "critical"], secret="x" * 16)
     assert created == Webhook(
         id=created.id,
@@ -125,13 +130,13 @@ def test_webhooks_are_created_read_updated_and_deleted(store: Store) -> None:
         ({"colour": "red"}, "unknown fields"),
     ],
 )
-def test_bad_webhook_fields_are_refused(store: Store, changes: dict[str, Any], message: str) -> None:
+def test_bad_webhook_fields_are_refused(store: WebhookStore, changes: dict[str, Any], message: str) -> None:
     created = hook(store)
     with pytest.raises(StoreError, match=message):
         store.update_webhook(created.id, changes, NOW)
 
 
-def test_a_new_webhook_gets_only_events_recorded_after_it(store: Store) -> None:
+def test_a_new_webhook_gets_only_events_recorded_after_it(store: WebhookStore) -> None:
     alerts = Alerts(store)
     alerts.event("opened", subject="topic:a")
     created = hook(store)
@@ -157,7 +162,7 @@ def test_a_new_webhook_gets_only_events_recorded_after_it(store: Store) -> None:
     }
 
 
-def test_filters_skip_events_but_follow_ups_of_sent_ones_go_out(store: Store) -> None:
+def test_filters_skip_events_but_follow_ups_of_sent_ones_go_out(store: WebhookStore) -> None:
     critical_only = hook(store, "critical", severities=["critical"])
     rule_2 = hook(store, "rule-2", rules=[2])
     alerts = Alerts(store)
@@ -182,7 +187,7 @@ def test_filters_skip_events_but_follow_ups_of_sent_ones_go_out(store: Store) ->
     assert four.last_error == "not sent: severity warning is not in the webhook's severities ['critical']"
 
 
-def test_events_beyond_the_horizon_and_disabled_webhooks_are_left_out(store: Store) -> None:
+def test_events_beyond_the_horizon_and_disabled_webhooks_are_left_out(store: WebhookStore) -> None:
     enabled = hook(store, "on")
     disabled = hook(store, "off", enabled=False)
     alerts = Alerts(store)
@@ -199,7 +204,7 @@ def test_events_beyond_the_horizon_and_disabled_webhooks_are_left_out(store: Sto
     assert store.enqueue_deliveries(NOW + 3, render, horizon_s=500) == 2
 
 
-def test_a_failing_renderer_makes_a_dead_letter_not_a_stuck_outbox(store: Store) -> None:
+def test_a_failing_renderer_makes_a_dead_letter_not_a_stuck_outbox(store: WebhookStore) -> None:
     created = hook(store)
     Alerts(store).event("opened")
 
@@ -213,7 +218,7 @@ def test_a_failing_renderer_makes_a_dead_letter_not_a_stuck_outbox(store: Store)
     assert not store.requeue_delivery(dead.id, NOW)  # nothing to send
 
 
-def test_due_deliveries_keep_each_alerts_events_in_order(store: Store) -> None:
+def test_due_deliveries_keep_each_alerts_events_in_order(store: WebhookStore) -> None:
     created = hook(store)
     alerts = Alerts(store)
     a1 = alerts.event("opened", subject="topic:a")
@@ -253,7 +258,7 @@ def test_due_deliveries_keep_each_alerts_events_in_order(store: Store) -> None:
     assert store.due_deliveries(NOW + 60) == []  # held while disabled
 
 
-def test_dead_letters_are_counted_listed_and_requeued(store: Store) -> None:
+def test_dead_letters_are_counted_listed_and_requeued(store: WebhookStore) -> None:
     created = hook(store)
     other = hook(store, "other")
     Alerts(store).event("opened")
@@ -279,7 +284,7 @@ def test_dead_letters_are_counted_listed_and_requeued(store: Store) -> None:
     assert (again.state, again.attempts, again.next_attempt_at) == ("pending", 0, NOW + 200)
 
 
-def test_pruning_and_deleting_a_webhook_remove_its_rows(store: Store) -> None:
+def test_pruning_and_deleting_a_webhook_remove_its_rows(store: WebhookStore) -> None:
     created = hook(store)
     alerts = Alerts(store)
     alerts.event("opened", at=NOW)
@@ -296,26 +301,26 @@ def test_pruning_and_deleting_a_webhook_remove_its_rows(store: Store) -> None:
 
 
 def test_concurrent_enqueues_write_each_row_once(url: str) -> None:
-    with Store.open(url) as store:
-        created = hook(store)
-        alerts = Alerts(store)
+    with Storage.open(url) as storage:
+        created = hook(storage.webhooks)
+        alerts = Alerts(storage.webhooks)
         for n in range(20):
             alerts.event("opened", subject=f"topic:{n}")
-    stores = [Store.open(url) for _ in range(4)]
-    barrier = threading.Barrier(len(stores))
+    storages = [Storage.open(url) for _ in range(4)]
+    barrier = threading.Barrier(len(storages))
     counts: list[int] = []
 
-    def enqueue(store: Store) -> None:
+    def enqueue(store: WebhookStore) -> None:
         barrier.wait()
         counts.append(store.enqueue_deliveries(NOW, render))
 
-    threads = [threading.Thread(target=enqueue, args=(s,)) for s in stores]
+    threads = [threading.Thread(target=enqueue, args=(s.webhooks,)) for s in storages]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    for store in stores:
-        store.close()
+    for storage in storages:
+        storage.close()
     assert sum(counts) == 20  # each row written by exactly one of them
-    with Store.open(url) as store:
-        assert len(store.deliveries(created.id, limit=1000)) == 20
+    with Storage.open(url) as storage:
+        assert len(storage.webhooks.deliveries(created.id, limit=1000)) == 20

@@ -1,0 +1,73 @@
+"""The application's database: every subsystem's migrations in one ordered list, and the stores built on
+one :class:`~analytics.store.Database`.
+
+Each subsystem owns its tables, queries and migration: the analytics tables are version 1
+(:mod:`analytics.store.tables`), the webhooks' version 2 (:mod:`app.webhooks.tables`), the runbook actions'
+version 3 (:mod:`app.actions.store`). A database records the versions applied (``schema_version``), so the
+numbers and descriptions never change; a new migration takes the next number, whichever subsystem it
+belongs to, and is appended here. The composition roots (the service, ``kafka-health analytics``, the
+demo) open the database with this list, so that whichever starts first creates every table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, Self
+
+import sqlalchemy as sa
+
+from analytics.store import ANALYTICS_MIGRATIONS, DEFAULT_BUSY_TIMEOUT, Database, Migration, Store
+from analytics.store.migrations import metadata as schema_version_metadata
+from analytics.store.tables import metadata as analytics_metadata
+from app.actions.store import ACTION_MIGRATIONS, StoreActionLog
+from app.actions.store import metadata as action_metadata
+from app.webhooks.store import WebhookStore
+from app.webhooks.tables import WEBHOOK_MIGRATIONS
+from app.webhooks.tables import metadata as webhook_metadata
+
+__all__ = ["METADATA", "MIGRATIONS", "Storage", "open_database"]
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (*ANALYTICS_MIGRATIONS, *WEBHOOK_MIGRATIONS, *ACTION_MIGRATIONS)
+"""Every schema version, in order: 1 the analytics tables, 2 the webhooks, 3 the actions and audit log."""
+
+METADATA: Final[tuple[sa.MetaData, ...]] = (
+    schema_version_metadata,
+    analytics_metadata,
+    webhook_metadata,
+    action_metadata,
+)
+"""The table definitions the queries are built from, per owner (the same schema as :data:`MIGRATIONS`)."""
+
+
+def open_database(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Database:
+    """Open the database at ``url`` with every migration (see :meth:`Database.open` for the arguments and
+    the errors)."""
+    return Database.open(url, MIGRATIONS, busy_timeout=busy_timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """One open database and each subsystem's store on it; :meth:`close` (or ``with``) closes the database."""
+
+    database: Database
+    analytics: Store
+    webhooks: WebhookStore
+    actions: StoreActionLog
+
+    @classmethod
+    def open(cls, url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Storage:
+        """:func:`open_database`, and the stores on it."""
+        database = open_database(url, busy_timeout=busy_timeout)
+        return cls(database, Store(database), WebhookStore(database), StoreActionLog(database))
+
+    def close(self) -> None:
+        self.database.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,520 @@
+"""The webhooks' queries: :class:`WebhookStore`, on the ``webhooks`` subscriptions and the
+``webhook_deliveries`` outbox (:mod:`app.webhooks.tables`), which the routes and the notifier use.
+
+Which event goes to which webhook is :mod:`app.webhooks.policy`'s; this module reads the candidates and
+writes the rows. See ``docs/webhooks.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from analytics.model import EventKind, Severity
+from analytics.store import Database, StoreError
+from analytics.store.database import check_page, finite, one_or_many, opt_float, opt_int
+from analytics.store.rows import read_action_ref, read_alert_event
+from analytics.store.tables import alert_events_table, alerts_table
+from app.webhooks.model import (
+    DELIVERY_STATES,
+    WEBHOOK_FIELDS,
+    AlertNotice,
+    DeliveryState,
+    Webhook,
+    WebhookDelivery,
+    WebhookFormat,
+    WebhookRenderer,
+    checked_fields,
+)
+from app.webhooks.policy import clip, outbox_entry, run_of, skip_reason
+from app.webhooks.tables import webhook_deliveries_table, webhooks_table
+
+__all__ = ["DEFAULT_WEBHOOK_HORIZON_S", "WebhookStore"]
+
+DEFAULT_WEBHOOK_HORIZON_S: Final = 7 * 86400.0
+"""How far back (event time) :meth:`WebhookStore.enqueue_deliveries` looks for events not in the outbox."""
+
+
+# --- the store -------------------------------------------------------------------------------------------
+
+
+class WebhookStore:
+    """The webhooks and their outbox, on a :class:`Database` the caller opened with the webhook tables'
+    migration (and the analytics tables', which the outbox joins); the caller closes it.
+
+    Thread-safe, like the database: every call is one transaction. Errors are :class:`StoreError`.
+    """
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    @property
+    def database(self) -> Database:
+        return self._db
+
+    def create_webhook(
+        self,
+        *,
+        name: str,
+        url: str,
+        format: WebhookFormat,
+        rules: Collection[int] | None = None,
+        severities: Collection[str] | None = None,
+        secret: str | None = None,
+        enabled: bool = True,
+        created_by: str,
+        now: float,
+    ) -> Webhook:
+        """Add a subscription; it receives the events recorded from now on (those already in the store are
+        entered in its outbox as ``skipped``, so that a new webhook is not flooded with history)."""
+        values = checked_fields(
+            {
+                "name": name,
+                "url": url,
+                "format": format,
+                "rules": rules,
+                "severities": severities,
+                "secret": secret,
+                "enabled": enabled,
+            }
+        )
+        if not created_by:
+            raise StoreError("create_webhook: created_by must not be empty")
+        now = finite(now, "create_webhook: now")
+        with self._db.errors(f"create webhook {name!r}"), self._db.write() as conn:
+            webhook_id = int(
+                conn.execute(
+                    sa.insert(webhooks_table)
+                    .values(**values, created_at=now, created_by=created_by, updated_at=now)
+                    .returning(webhooks_table.c.id)
+                ).scalar_one()
+            )
+            if values["enabled"]:
+                self._skip_recorded_events(conn, webhook_id, now, "recorded before the webhook was created")
+            return _webhook(conn.execute(_select_webhook(webhook_id)).one())
+
+    def webhooks(self, *, enabled: bool | None = None) -> list[Webhook]:
+        """Every webhook (or only the enabled or disabled ones), by id."""
+        query = sa.select(webhooks_table).order_by(webhooks_table.c.id)
+        if enabled is not None:
+            query = query.where(webhooks_table.c.enabled == enabled)
+        with self._db.errors("read webhooks"), self._db.read() as conn:
+            return [_webhook(row) for row in conn.execute(query)]
+
+    def webhook(self, webhook_id: int) -> Webhook | None:
+        """One webhook, or None."""
+        with self._db.errors(f"read webhook {webhook_id}"), self._db.read() as conn:
+            row = conn.execute(_select_webhook(webhook_id)).first()
+        return None if row is None else _webhook(row)
+
+    def update_webhook(self, webhook_id: int, changes: Mapping[str, Any], now: float) -> Webhook | None:
+        """Change some of ``name``, ``url``, ``format``, ``rules``, ``severities``, ``secret``, ``enabled``;
+        None when there is no such webhook.
+
+        Rows already in the outbox keep their payload (rendered in the format of the time) but are sent to
+        the current URL with the current secret. Re-enabling a webhook enters the events recorded while it
+        was disabled as ``skipped``; its pending deliveries, held while it was disabled, go out again.
+        """
+        unknown = sorted(set(changes) - WEBHOOK_FIELDS)
+        if unknown:
+            raise StoreError(f"update_webhook: unknown fields {unknown}; use {sorted(WEBHOOK_FIELDS)}")
+        values = checked_fields(changes)
+        now = finite(now, "update_webhook: now")
+        with self._db.errors(f"update webhook {webhook_id}"), self._db.write() as conn:
+            before = conn.execute(_select_webhook(webhook_id)).first()
+            if before is None:
+                return None
+            conn.execute(
+                sa.update(webhooks_table)
+                .where(webhooks_table.c.id == webhook_id)
+                .values(**values, updated_at=now)
+            )
+            if values.get("enabled") and not before.enabled:
+                self._skip_recorded_events(conn, webhook_id, now, "recorded while the webhook was disabled")
+            return _webhook(conn.execute(_select_webhook(webhook_id)).one())
+
+    def delete_webhook(self, webhook_id: int) -> bool:
+        """Delete the webhook and its outbox rows; False when there is no such webhook."""
+        with self._db.errors(f"delete webhook {webhook_id}"), self._db.write() as conn:
+            conn.execute(
+                sa.delete(webhook_deliveries_table).where(webhook_deliveries_table.c.webhook_id == webhook_id)
+            )
+            result = conn.execute(sa.delete(webhooks_table).where(webhooks_table.c.id == webhook_id))
+            return result.rowcount == 1
+
+    def enqueue_deliveries(
+        self,
+        now: float,
+        render: WebhookRenderer,
+        *,
+        horizon_s: float = DEFAULT_WEBHOOK_HORIZON_S,
+        limit: int = 1000,
+    ) -> int:
+        """Write an outbox row for every (enabled webhook, alert event) pair that has none yet, for events
+        at or after ``now - horizon_s``, at most ``limit`` per call; returns how many rows were written.
+
+        Idempotent, and needs no cursor: the candidates are an anti-join on the outbox's unique
+        ``(webhook_id, fingerprint, sequence)``, so events committed late or out of order are found, and a
+        concurrent call inserts nothing twice. An event is ``pending`` when it passes the webhook's filter,
+        or when it follows (updated, resolved) an event of the same run of its alert that was sent to the
+        webhook, so that a receiver that saw an alert open also sees it resolve; otherwise ``skipped``,
+        with the reason (:mod:`app.webhooks.policy`). The payload is rendered now (a failing ``render``
+        makes the row ``dead``).
+        """
+        check_page(limit, 0)
+        now = finite(now, "enqueue_deliveries: now")
+        with self._db.errors("read alert events for webhooks"), self._db.read() as conn:
+            candidates = _Candidates.read(conn, now - horizon_s, limit)
+        if not candidates.rows:
+            return 0
+        outbox = candidates.outbox_rows(now, render)
+        with self._db.errors("enqueue webhook deliveries"), self._db.write() as conn:
+            written = conn.execute(
+                self._db.insert(webhook_deliveries_table)
+                .on_conflict_do_nothing(index_elements=["webhook_id", "fingerprint", "sequence"])
+                .returning(webhook_deliveries_table.c.id),
+                outbox,
+            )
+            return len(written.all())
+
+    def due_deliveries(self, now: float, limit: int = 100) -> list[WebhookDelivery]:
+        """Pending deliveries of enabled webhooks due at ``now``, oldest due first, at most ``limit``: only
+        the first pending event of each alert per webhook, so that an alert's events arrive in order."""
+        check_page(limit, 0)
+        d = webhook_deliveries_table.c
+        earlier = webhook_deliveries_table.alias("earlier")
+        query = (
+            sa.select(webhook_deliveries_table)
+            .join(webhooks_table, webhooks_table.c.id == d.webhook_id)
+            .where(
+                webhooks_table.c.enabled,
+                d.state == "pending",
+                d.next_attempt_at <= now,
+                ~sa.exists().where(
+                    earlier.c.webhook_id == d.webhook_id,
+                    earlier.c.fingerprint == d.fingerprint,
+                    earlier.c.state == "pending",
+                    earlier.c.sequence < d.sequence,
+                ),
+            )
+            .order_by(d.next_attempt_at, d.id)
+            .limit(limit)
+        )
+        with self._db.errors("read due webhook deliveries"), self._db.read() as conn:
+            return [_delivery(row) for row in conn.execute(query)]
+
+    def claim_delivery(self, delivery_id: int, now: float, lease_until: float) -> WebhookDelivery | None:
+        """Take a due pending delivery for one attempt: count the attempt and hold the row until
+        ``lease_until`` (no other sender picks it before; should this one crash, it is retried then).
+        None when it is no longer pending and due (another sender claimed it, or it was delivered)."""
+        d = webhook_deliveries_table.c
+        statement = (
+            sa.update(webhook_deliveries_table)
+            .where(d.id == delivery_id, d.state == "pending", d.next_attempt_at <= now)
+            .values(attempts=d.attempts + 1, last_attempt_at=now, next_attempt_at=lease_until)
+            .returning(*webhook_deliveries_table.columns)
+        )
+        with self._db.errors(f"claim webhook delivery {delivery_id}"), self._db.write() as conn:
+            row = conn.execute(statement).first()
+        return None if row is None else _delivery(row)
+
+    def mark_delivered(self, delivery_id: int, *, at: float, status: int | None) -> bool:
+        """The receiver accepted the delivery; False when it was not pending."""
+        return self._settle(
+            delivery_id,
+            {"state": "delivered", "delivered_at": at, "next_attempt_at": None, "last_status": status},
+            error=None,
+        )
+
+    def mark_failed(
+        self, delivery_id: int, *, next_attempt_at: float, error: str, status: int | None = None
+    ) -> bool:
+        """The attempt failed and the delivery is to be retried at ``next_attempt_at``."""
+        return self._settle(
+            delivery_id, {"next_attempt_at": next_attempt_at, "last_status": status}, error=error
+        )
+
+    def mark_dead(self, delivery_id: int, *, error: str, status: int | None = None) -> bool:
+        """Give up on the delivery (a dead letter, listed until requeued or its webhook is deleted)."""
+        return self._settle(
+            delivery_id, {"state": "dead", "next_attempt_at": None, "last_status": status}, error=error
+        )
+
+    def requeue_delivery(self, delivery_id: int, now: float) -> bool:
+        """Send a dead delivery again, from its first attempt, at ``now``; False when it is not dead."""
+        d = webhook_deliveries_table.c
+        statement = (
+            sa.update(webhook_deliveries_table)
+            .where(d.id == delivery_id, d.state == "dead", d.payload.is_not(None))
+            .values(state="pending", attempts=0, next_attempt_at=now)
+        )
+        with self._db.errors(f"requeue webhook delivery {delivery_id}"), self._db.write() as conn:
+            return conn.execute(statement).rowcount == 1
+
+    def delivery(self, delivery_id: int) -> WebhookDelivery | None:
+        """One outbox row, or None."""
+        query = sa.select(webhook_deliveries_table).where(webhook_deliveries_table.c.id == delivery_id)
+        with self._db.errors(f"read webhook delivery {delivery_id}"), self._db.read() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _delivery(row)
+
+    def deliveries(
+        self,
+        webhook_id: int | None = None,
+        *,
+        state: str | Collection[str] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[WebhookDelivery]:
+        """Outbox rows (of one webhook, in ``state``), newest first."""
+        check_page(limit, offset)
+        d = webhook_deliveries_table.c
+        query = sa.select(webhook_deliveries_table)
+        if webhook_id is not None:
+            query = query.where(d.webhook_id == webhook_id)
+        if state is not None:
+            query = query.where(d.state.in_(one_or_many(state)))
+        query = query.order_by(d.id.desc()).limit(limit).offset(offset)
+        with self._db.errors("read webhook deliveries"), self._db.read() as conn:
+            return [_delivery(row) for row in conn.execute(query)]
+
+    def delivery_stats(self) -> dict[int, dict[DeliveryState, int]]:
+        """Outbox rows per webhook and state (every state present, zero when none)."""
+        d = webhook_deliveries_table.c
+        query = sa.select(d.webhook_id, d.state, sa.func.count()).group_by(d.webhook_id, d.state)
+        stats: dict[int, dict[DeliveryState, int]] = {}
+        with self._db.errors("read webhook delivery counts"), self._db.read() as conn:
+            for webhook_id in conn.execute(sa.select(webhooks_table.c.id)).scalars():
+                stats[int(webhook_id)] = dict.fromkeys(DELIVERY_STATES, 0)
+            for webhook_id, state, count in conn.execute(query):
+                stats.setdefault(int(webhook_id), dict.fromkeys(DELIVERY_STATES, 0))[
+                    cast(DeliveryState, state)
+                ] = int(count)
+        return stats
+
+    def prune_deliveries(self, before: float) -> int:
+        """Delete delivered and skipped rows of events before ``before`` (event time); returns how many.
+        Keep ``before`` at or below ``now - horizon_s`` of :meth:`enqueue_deliveries`, else a pruned event
+        still inside the horizon would be entered (and sent) again."""
+        d = webhook_deliveries_table.c
+        statement = sa.delete(webhook_deliveries_table).where(
+            d.state.in_(("delivered", "skipped")), d.event_at < before
+        )
+        with self._db.errors("prune webhook deliveries"), self._db.write() as conn:
+            return int(conn.execute(statement).rowcount)
+
+    def _skip_recorded_events(self, conn: Connection, webhook_id: int, now: float, reason: str) -> None:
+        """Enter every recorded event that has no outbox row for the webhook as ``skipped``."""
+        e, d = alert_events_table.c, webhook_deliveries_table.c
+        recorded = sa.exists().where(
+            d.webhook_id == webhook_id, d.fingerprint == e.fingerprint, d.sequence == e.sequence
+        )
+        events = sa.select(
+            sa.literal(webhook_id, sa.Integer),
+            e.fingerprint,
+            e.sequence,
+            e.fingerprint.concat(":").concat(sa.cast(e.sequence, sa.Text)),
+            e.kind,
+            e.at,
+            sa.literal("skipped", sa.Text),
+            sa.literal(0, sa.Integer),
+            sa.literal(f"not sent: {reason}", sa.Text),
+            sa.literal(now, sa.Double),
+        ).where(~recorded)
+        conn.execute(
+            sa.insert(webhook_deliveries_table).from_select(
+                [
+                    "webhook_id",
+                    "fingerprint",
+                    "sequence",
+                    "idempotency_key",
+                    "kind",
+                    "event_at",
+                    "state",
+                    "attempts",
+                    "last_error",
+                    "created_at",
+                ],
+                events,
+            )
+        )
+
+    def _settle(self, delivery_id: int, values: dict[str, Any], error: str | None) -> bool:
+        d = webhook_deliveries_table.c
+        statement = (
+            sa.update(webhook_deliveries_table)
+            .where(d.id == delivery_id, d.state == "pending")
+            .values(**values, last_error=None if error is None else clip(error))
+        )
+        with self._db.errors(f"update webhook delivery {delivery_id}"), self._db.write() as conn:
+            return conn.execute(statement).rowcount == 1
+
+
+# --- the outbox's candidates -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Candidates:
+    """The (enabled webhook, alert event) pairs without an outbox row, with what the policy needs about
+    them: the webhooks, each alert's ``opened`` events (its runs), and the events already sent."""
+
+    rows: list[sa.Row[Any]]
+    hooks: dict[int, Webhook]
+    openings: dict[str, list[tuple[int, float]]]
+    """Per alert: ``(sequence, at)`` of its ``opened`` events, in sequence order."""
+    sent: dict[tuple[int, str], set[int]]
+    """Per (webhook, alert): the sequences of the events in its outbox that are not skipped."""
+
+    @staticmethod
+    def read(conn: Connection, since: float, limit: int) -> _Candidates:
+        rows: list[sa.Row[Any]] = list(conn.execute(_candidates_query(since, limit)))
+        if not rows:
+            return _Candidates([], {}, {}, {})
+        hook_ids = sorted({int(r.webhook_id) for r in rows})
+        fingerprints = sorted({str(r.fingerprint) for r in rows})
+        w, e, d = webhooks_table.c, alert_events_table.c, webhook_deliveries_table.c
+        hooks = {
+            h.id: h
+            for h in (_webhook(r) for r in conn.execute(sa.select(webhooks_table).where(w.id.in_(hook_ids))))
+        }
+        openings: dict[str, list[tuple[int, float]]] = {}
+        for opening in conn.execute(
+            sa.select(e.fingerprint, e.sequence, e.at)
+            .where(e.fingerprint.in_(fingerprints), e.kind == "opened")
+            .order_by(e.fingerprint, e.sequence)
+        ):
+            openings.setdefault(str(opening.fingerprint), []).append(
+                (int(opening.sequence), float(opening.at))
+            )
+        sent: dict[tuple[int, str], set[int]] = {}
+        for delivered in conn.execute(
+            sa.select(d.webhook_id, d.fingerprint, d.sequence).where(
+                d.webhook_id.in_(hook_ids), d.fingerprint.in_(fingerprints), d.state != "skipped"
+            )
+        ):
+            sent.setdefault((int(delivered.webhook_id), str(delivered.fingerprint)), set()).add(
+                int(delivered.sequence)
+            )
+        return _Candidates(rows, hooks, openings, sent)
+
+    def outbox_rows(self, now: float, render: WebhookRenderer) -> list[dict[str, Any]]:
+        """The outbox rows of the candidates, in order (an event sent here counts as sent for the next)."""
+        outbox: list[dict[str, Any]] = []
+        for candidate in self.rows:
+            hook = self.hooks[int(candidate.webhook_id)]
+            event = read_alert_event(candidate)
+            run_start, opened_at = run_of(self.openings.get(event.fingerprint, []), event.sequence)
+            notice = AlertNotice(
+                event=event,
+                cluster=str(candidate.cluster),
+                rule=int(candidate.rule),
+                subject=str(candidate.subject),
+                action=read_action_ref(candidate.action),
+                opened_at=opened_at,
+            )
+            sent = self.sent.setdefault((hook.id, event.fingerprint), set())
+            reason = skip_reason(hook, notice, run_start, sent)
+            if reason is None:
+                sent.add(event.sequence)
+            entry = outbox_entry(hook, notice, reason, render)
+            outbox.append(
+                {
+                    "webhook_id": hook.id,
+                    "fingerprint": event.fingerprint,
+                    "sequence": event.sequence,
+                    "idempotency_key": notice.idempotency_key,
+                    "kind": event.kind,
+                    "event_at": event.at,
+                    "payload": entry.payload,
+                    "state": entry.state,
+                    "attempts": 0,
+                    "next_attempt_at": now if entry.state == "pending" else None,
+                    "last_attempt_at": None,
+                    "last_status": None,
+                    "last_error": entry.error,
+                    "created_at": now,
+                    "delivered_at": None,
+                }
+            )
+        return outbox
+
+
+def _candidates_query(since: float, limit: int) -> sa.Select[Any]:
+    """Events at or after ``since`` that have no outbox row for an enabled webhook, with their alerts."""
+    w, e, a = webhooks_table.c, alert_events_table.c, alerts_table.c
+    d = webhook_deliveries_table.c
+    recorded = sa.exists().where(
+        d.webhook_id == w.id, d.fingerprint == e.fingerprint, d.sequence == e.sequence
+    )
+    return (
+        sa.select(
+            w.id.label("webhook_id"),
+            e.fingerprint,
+            e.sequence,
+            e.kind,
+            e.at,
+            e.severity,
+            e.summary,
+            e.evidence,
+            a.cluster,
+            a.rule,
+            a.subject,
+            a.action,
+        )
+        .select_from(
+            webhooks_table.join(alert_events_table, sa.true()).join(
+                alerts_table, a.fingerprint == e.fingerprint
+            )
+        )
+        .where(w.enabled, e.at >= since, ~recorded)
+        .order_by(w.id, e.fingerprint, e.sequence)
+        .limit(limit)
+    )
+
+
+# --- reading rows back ------------------------------------------------------------------------------------
+
+
+def _select_webhook(webhook_id: int) -> sa.Select[Any]:
+    return sa.select(webhooks_table).where(webhooks_table.c.id == webhook_id)
+
+
+def _webhook(row: sa.Row[Any]) -> Webhook:
+    return Webhook(
+        id=int(row.id),
+        name=str(row.name),
+        url=str(row.url),
+        format=cast(WebhookFormat, row.format),
+        rules=None if row.rules is None else tuple(int(r) for r in row.rules),
+        severities=None if row.severities is None else tuple(cast(Severity, s) for s in row.severities),
+        secret=None if row.secret is None else str(row.secret),
+        enabled=bool(row.enabled),
+        created_at=float(row.created_at),
+        created_by=str(row.created_by),
+        updated_at=float(row.updated_at),
+    )
+
+
+def _delivery(row: sa.Row[Any]) -> WebhookDelivery:
+    return WebhookDelivery(
+        id=int(row.id),
+        webhook_id=int(row.webhook_id),
+        fingerprint=str(row.fingerprint),
+        sequence=int(row.sequence),
+        idempotency_key=str(row.idempotency_key),
+        kind=cast(EventKind, row.kind),
+        event_at=float(row.event_at),
+        payload=None if row.payload is None else str(row.payload),
+        state=cast(DeliveryState, row.state),
+        attempts=int(row.attempts),
+        next_attempt_at=opt_float(row.next_attempt_at),
+        last_attempt_at=opt_float(row.last_attempt_at),
+        last_status=opt_int(row.last_status),
+        last_error=None if row.last_error is None else str(row.last_error),
+        created_at=float(row.created_at),
+        delivered_at=opt_float(row.delivered_at),
+    )

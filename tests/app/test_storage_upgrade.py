@@ -1,0 +1,118 @@
+"""Databases written by the previous main (commit 75789e8, before the stores were split by subsystem) open
+with the full migration list and keep every row: an SQLite file, and a PostgreSQL database loaded from a
+plain-SQL dump. Both were written through that code's public API by
+tests/app/fixtures/store_75789e8/generate.py, which also dumped their rows and that code's reads to JSON
+(its docstring says how to regenerate them)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import sqlalchemy as sa
+
+from analytics.store import Store
+from app.actions.state import AuditEntry
+from app.storage import MIGRATIONS, Storage, open_database
+from tests.app.fixtures.store_75789e8.generate import NOW, plain, table_rows
+from tests.support.store import BACKENDS, POSTGRESQL, SQLITE, TABLES, full_batch, sqlite_url
+
+pytestmark = pytest.mark.integration
+
+FIXTURES: Final = Path(__file__).parent / "fixtures" / "store_75789e8"
+
+
+def expected(backend: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((FIXTURES / f"store.{backend}.json").read_text(encoding="utf-8"))
+    return document
+
+
+def load_dump(url: str, dump: Path) -> None:
+    """Run pg_dump's plain SQL on the empty database at ``url`` (without its psql meta-commands, such as
+    ``\\restrict``: they are psql's, not SQL)."""
+    script = "\n".join(
+        line for line in dump.read_text(encoding="utf-8").splitlines() if not line.startswith("\\")
+    )
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        conn = engine.raw_connection()
+        try:
+            conn.cursor().execute(script)
+            conn.commit()
+        finally:
+            conn.close()
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def old_database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """The URL of a copy of the previous main's database, and what its JSON dump says."""
+    if request.param == SQLITE:
+        copy = tmp_path / "kafka-health.db"
+        shutil.copyfile(FIXTURES / "store.sqlite", copy)
+        return sqlite_url(copy), expected(SQLITE)
+    url = str(request.getfixturevalue("postgres_url"))
+    load_dump(url, FIXTURES / "store.postgresql.sql")
+    return url, expected(POSTGRESQL)
+
+
+def test_the_fixtures_have_rows_in_every_table() -> None:
+    for backend in BACKENDS:
+        tables = expected(backend)["tables"]
+        assert set(tables) == set(TABLES), backend
+        assert all(tables[name] for name in TABLES), backend
+
+
+def test_every_row_is_kept(old_database: tuple[str, dict[str, Any]]) -> None:
+    url, dump = old_database
+    assert plain(table_rows(url)) == dump["tables"]  # loaded as written
+    with open_database(url) as database:
+        assert database.schema_version == MIGRATIONS[-1].version
+    assert plain(table_rows(url)) == dump["tables"]
+    recorded = [(row["version"], row["description"]) for row in dump["tables"]["schema_version"]]
+    assert recorded == [(m.version, m.description) for m in MIGRATIONS]
+
+
+def test_the_new_stores_read_the_old_rows(old_database: tuple[str, dict[str, Any]]) -> None:
+    url, dump = old_database
+    reads = dump["reads"]
+    fingerprints = [alert["fingerprint"] for alert in reads["alerts"]]
+    with Storage.open(url) as storage:
+        analytics, webhooks, actions = storage.analytics, storage.webhooks, storage.actions
+        assert plain(analytics.alerts(limit=1000)) == reads["alerts"]
+        assert plain(analytics.alert_events(limit=1000)) == reads["alert_events"]
+        assert plain(analytics.acknowledgements(fingerprints)) == reads["acknowledgements"]
+        latest = {"any": analytics.latest_load(), "c1": analytics.latest_load("c1")}
+        assert plain(latest) == reads["latest_load"]
+        assert plain(webhooks.webhooks()) == reads["webhooks"]
+        assert plain(webhooks.deliveries(limit=1000)) == reads["deliveries"]
+        assert plain(actions.records(limit=1000)) == reads["records"]
+        assert plain(actions.audit_entries(limit=1000)) == reads["audit_entries"]
+
+
+def test_the_old_database_takes_new_writes(old_database: tuple[str, dict[str, Any]]) -> None:
+    url, dump = old_database
+    tables = dump["tables"]
+    with Storage.open(url) as storage:
+        assert not storage.analytics.commit_batch("health-job", 1)  # committed by the old code
+        assert storage.analytics.commit_batch("health-job", 2, **full_batch())
+        created = storage.webhooks.create_webhook(
+            name="new", url="http://127.0.0.1:9/x", format="generic", created_by="root", now=NOW + 500
+        )
+        assert created.id > max(row["id"] for row in tables["webhooks"])  # ids go on, none reused
+        skipped = storage.webhooks.deliveries(created.id, limit=1000)  # the events recorded before it
+        assert len(skipped) == len(tables["alert_events"]) + len(full_batch()["events"])
+        assert {d.state for d in skipped} == {"skipped"}
+        assert min(d.id for d in skipped) > max(row["id"] for row in tables["webhook_deliveries"])
+        storage.actions.audit(AuditEntry(NOW + 500, "root", "admin", "ack", False, "accepted"))
+        (newest,) = storage.actions.audit_entries(limit=1)
+        assert newest.sequence == max(row["sequence"] for row in tables["audit_log"]) + 1
+    with Store.open(url, migrations=MIGRATIONS) as store:  # the analytics store alone, on the same file
+        fingerprints = {a.fingerprint for a in store.alerts(limit=1000)}
+    assert fingerprints == {row["fingerprint"] for row in tables["alerts"]} | {
+        a.fingerprint for a in full_batch()["alert_states"]
+    }
