@@ -27,6 +27,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 # The dashboards' tests run a real Prometheus (and promtool): Debian's package, installed when missing (as
 # root, or through sudo). If it cannot be installed the tests fail and say how; KAFKA_HEALTH_SKIP_PROMETHEUS=1

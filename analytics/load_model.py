@@ -23,13 +23,13 @@ Decisions (also in docs/load-model.md):
   registered broker, so in our pipeline something is always left; if nothing is, :class:`LoadModelError`.
 - Weights need not sum to 1: Db, r_n and σ do not change when every weight is multiplied by the same
   factor. :attr:`LoadReport.weights` holds the weights as given (not normalised), restricted to the metrics
-  used, so that ``weighted_load`` is the article's B_n (with the default weight 1 per metric, B_n = Σ_m
-  D_m(n)); :attr:`LoadReport.normalized_weights` gives them summing to 1. When a weights mapping is given, a
-  metric it does not name gets weight 0; a metric with weight 0 contributes nothing and is excluded (reason
-  "weight 0" or "not in weights"), so the report shows which configured name did not match. Names in the
-  mapping without samples in the window are ignored (the weight table is deployment-wide and a window may
-  lack a metric) and listed in :attr:`LoadReport.ignored_weights`. Negative or non-finite weights are
-  errors.
+  used, so that ``weighted_load`` is B_n of docs/kafka-reference.md §4 (with the default weight 1 per
+  metric, B_n = Σ_m D_m(n)); :attr:`LoadReport.normalized_weights` gives them summing to 1. When a weights
+  mapping is given, a metric it does not name gets weight 0; a metric with weight 0 contributes nothing and is
+  excluded (reason "weight 0" or "not in weights"), so the report shows which configured name did not match.
+  Names in the mapping without samples in the window are ignored (the weight table is deployment-wide and a
+  window may lack a metric) and listed in :attr:`LoadReport.ignored_weights`. Negative or non-finite weights
+  are errors.
 - A single broker carries the whole load: Db = 1, r = 0, σ = 0, threshold r / 1; nothing is imbalanced.
 - Both comparisons are strict and allow for rounding: a deviation within a relative 1e-9 of its bound counts
   as on the bound, not above it (N brokers each exactly r off the mean is σ = σ_max, which is allowed, even
@@ -82,7 +82,7 @@ LOAD_ROWS_SCHEMA = (
 grouping keys); kept here so that the frame and the schema change together."""
 
 DEFAULT_RATED_DEVIATION = 0.10
-"""r: the article's 10%, the same figure as Kafka's ``leader.imbalance.per.broker.percentage``."""
+"""r: 10% by default, the same figure as Kafka's ``leader.imbalance.per.broker.percentage``."""
 
 BOUND_TOLERANCE = 1e-9
 """Relative slack on both bounds, so that a value that is on the bound but for rounding is not above it."""

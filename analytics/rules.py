@@ -1,4 +1,4 @@
-"""The alert rules (DESIGN "Alert rules"): eleven small, numbered, pure functions of one window's state.
+"""The alert rules (docs/alert-rules.md): eleven small, numbered, pure functions of one window's state.
 
 Each rule takes a :class:`RuleContext` (the window's latest health state, the load window, earlier windows'
 states and ``now``, the window's end in event time) and returns its findings for this window, one per

@@ -39,7 +39,7 @@ LOAD_METRICS = (
     "fd",
     "memUsed",
 )
-"""The load model's metric names (docs/kafka-reference.md §4), in the article's order."""
+"""The load model's metric names (docs/kafka-reference.md §4), in the order listed there."""
 
 SAMPLE_SCHEMA_VERSION = 1
 

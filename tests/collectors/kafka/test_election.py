@@ -1,6 +1,6 @@
 """Partition leader election, checked against Kafka's ``kafka.controller.Election`` and
 ``PartitionLeaderElectionAlgorithms`` (docs/kafka-reference.md §2) and
-``KafkaController.doRemoveReplicasFromIsr``.
+``ReplicaStateMachine.doRemoveReplicasFromIsr``.
 """
 
 from __future__ import annotations
