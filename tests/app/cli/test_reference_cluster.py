@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import re
 import signal
-import urllib.request
 from typing import Any
 
+import httpx
 import pytest
 from kazoo.client import KazooClient
 
@@ -24,16 +24,17 @@ CONTROL_LINE = re.compile(r"^control:\s+(http://\S+)/$")
 
 
 def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
+    response = httpx.get(url, timeout=10)
+    response.raise_for_status()
+    return response.json()
 
 
 def scrape_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return (
-            response.status == 200
-            and b"kafka_server_replicamanager_underreplicatedpartitions" in response.read()
-        )
+    response = httpx.get(url, timeout=10)
+    return (
+        response.status_code == 200
+        and b"kafka_server_replicamanager_underreplicatedpartitions" in response.content
+    )
 
 
 def banner(cli: Cli) -> tuple[str, dict[int, str], str]:
