@@ -52,6 +52,7 @@ from collectors.zookeeper.wire import (
 )
 
 __all__ = [
+    "DEFAULT_BATCH",
     "DEFAULT_CONNECTIONS",
     "DEFAULT_IN_FLIGHT",
     "DEFAULT_SESSION_TIMEOUT_S",
@@ -72,6 +73,8 @@ DEFAULT_CONNECTIONS = 4
 DEFAULT_IN_FLIGHT = 256
 """Requests in flight per session. ZooKeeper stops reading a connection once ~1,000 requests are queued
 server-wide (``globalOutstandingLimit``), so 4 × 256 keeps it busy without being throttled."""
+DEFAULT_BATCH = 64
+"""Reads per multiRead request where the server has multiRead (ZooKeeper 3.6+); see :class:`WireReader`."""
 DEFAULT_SESSION_TIMEOUT_S = 18.0
 """Kafka's own ``zookeeper.session.timeout.ms`` default (2.5+)."""
 DEFAULT_START_TIMEOUT_S = 60.0
@@ -160,6 +163,7 @@ class ZooKeeperCollector:
         *,
         connections: int = DEFAULT_CONNECTIONS,
         in_flight: int = DEFAULT_IN_FLIGHT,
+        batch: int = DEFAULT_BATCH,
         session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
         on_change: Callable[[ClusterSnapshot], None] | None = None,
         watch: bool = True,
@@ -167,13 +171,18 @@ class ZooKeeperCollector:
         pause_gc: bool = True,
     ) -> None:
         servers, chroot = zkdata.parse_connect_string(connect)
-        if connections < 1 or in_flight < 1:
-            raise ValueError(f"connections and in_flight must be at least 1, got {connections}, {in_flight}")
+        if connections < 1 or in_flight < 1 or batch < 1:
+            raise ValueError(
+                "connections, in_flight and batch must be at least 1, "
+                f"got {connections}, {in_flight}, {batch}"
+            )
         if not session_timeout_s > 0:
             raise ValueError(f"session_timeout_s must be positive, got {session_timeout_s}")
         self.connect = connect
+        self.batch = batch
         self._specs = [
-            ReaderSpec(tuple(servers), chroot, session_timeout_s, in_flight, i) for i in range(connections)
+            ReaderSpec(tuple(servers), chroot, session_timeout_s, in_flight, i, batch)
+            for i in range(connections)
         ]
         self._factory: ReaderFactory = reader_factory or WireReader
         self._on_change = on_change
