@@ -337,6 +337,8 @@ class WireReader:
         answered the probe)."""
         self.multi_reads = 0
         """multiRead requests sent (all sessions of this reader), for tests and benchmarks."""
+        self._without_multi_read: set[tuple[str, int]] = set()
+        """Servers that refused a multiRead after their probe had answered one: not probed again."""
 
     def start(self, timeout: float) -> None:
         self._connect(time.monotonic() + timeout)
@@ -376,11 +378,11 @@ class WireReader:
     def _connect(self, deadline: float) -> None:
         servers = list(self._spec.servers)
         _JITTER.shuffle(servers)
-        probe = self._spec.batch > 1
         failures = []
         for host, port in servers:
             if deadline - time.monotonic() <= 0:
                 break
+            probe = self._spec.batch > 1 and (host, port) not in self._without_multi_read
             try:
                 session = _open_session(host, port, deadline, self._spec.session_timeout_s, probe)
                 if probe and not session.multi_read:
@@ -532,6 +534,7 @@ class WireReader:
         items: list[Item] = []
         pending = self._pending
         off, size = 0, len(buf)
+        refused = False
         with memoryview(buf) as view:
             while size - off >= 4:
                 (length,) = _INT.unpack_from(buf, off)
@@ -545,13 +548,21 @@ class WireReader:
                     path = view[pos + 12 : pos + 12 + path_length].tobytes().decode()
                     items.append(WatchEvent(kind, self._unchroot(path)))
                 elif xid >= 0:
-                    sent_xid, reads, paths = pending.popleft()
+                    entry = pending.popleft()
+                    sent_xid, reads, paths = entry
                     if sent_xid != xid:
                         raise _ProtocolError(f"reply to xid {xid} while waiting for {sent_xid}")
                     if paths is None:
                         assert type(reads) is Read
                         self._in_flight -= 1
                         items.append(_decode_reply(reads, err, buf, view, pos))
+                    elif err == Code.UNIMPLEMENTED:
+                        # Refused although the probe was answered (a server in front of another?): the
+                        # server closes the connection now, as it does after any unknown request.
+                        pending.appendleft(entry)  # answered with the rest by _fail_all
+                        refused = True
+                        off = end
+                        break
                     else:
                         assert type(reads) is list
                         self._in_flight -= len(reads)
@@ -559,6 +570,10 @@ class WireReader:
                 off = end  # pings (xid -2), SetWatches (-8) and anything else negative need no action
         if items:
             self._sink(items)
+        if refused:
+            if self.server is not None:
+                self._without_multi_read.add(self.server)
+            raise _ConnectionLostError("the server refused a multiRead; its next session reads one by one")
         return off
 
     def _multi_reply(
@@ -575,8 +590,6 @@ class WireReader:
         """One reply per read of a multiRead (an op's ErrorResponse is that read's error), then the watches
         the reads asked for."""
         if err:  # the whole request failed: every read gets the error, none set a watch
-            if err == Code.UNIMPLEMENTED:  # (the probe said otherwise); the server closes the connection
-                self.multi_read = False
             items += (Reply(read, err) for read in reads)
             return
         data_watches: list[bytes] = []
