@@ -203,7 +203,9 @@ _SET_WATCHES_TYPE = 101  # ZooDefs.OpCode.setWatches
 _SET_WATCHES_XID = -8  # ZooKeeper's own client sends SetWatches with this xid; its reply needs no action
 _ZXID_AND_COUNT = struct.Struct(">qi")
 _PROBE_PATH = b"/"
-_BATCHED = frozenset({Op.GET_DATA, Op.GET_CHILDREN})
+_GET_DATA, _GET_CHILDREN = Op.GET_DATA, Op.GET_CHILDREN
+"""Hot-path aliases: an enum member costs a lookup through its class each time (~0.1 us in 3.11)."""
+_BATCHED = frozenset({_GET_DATA, _GET_CHILDREN})
 """The reads a multiRead can carry (exists cannot)."""
 _REPLY_HEADER = struct.Struct(">iqi")  # xid, zxid, err
 _STAT_HEAD = struct.Struct(">q24xi")  # czxid, (mzxid, ctime, mtime), version
@@ -609,7 +611,7 @@ class WireReader:
             reply, pos = _decode_result(read, buf, view, pos)
             items.append(reply)
             if read.watch:
-                (data_watches if op == Op.GET_DATA else child_watches).append(path)
+                (data_watches if op == _GET_DATA else child_watches).append(path)
         if not _MULTI_HEADER.unpack_from(buf, pos)[1]:
             raise _ProtocolError(f"a multiRead of {len(reads)} reads was answered with more results")
         if data_watches or child_watches:
@@ -668,7 +670,8 @@ def _decode_reply(read: Read, err: int, buf: bytearray, view: memoryview, pos: i
 def _decode_result(read: Read, buf: bytearray, view: memoryview, pos: int) -> tuple[Reply, int]:
     """The successful result of ``read`` at ``pos`` (a reply body or a multiRead op's result), and the
     position after it."""
-    if read.op == Op.GET_DATA:
+    op = read.op
+    if op == _GET_DATA:
         (length,) = _INT.unpack_from(buf, pos)
         pos += 4
         data = None
@@ -677,7 +680,7 @@ def _decode_result(read: Read, buf: bytearray, view: memoryview, pos: int) -> tu
             pos += length
         czxid, version = _STAT_HEAD.unpack_from(buf, pos)
         return Reply(read, Code.OK, data, version, czxid), pos + _STAT_BYTES
-    if read.op == Op.GET_CHILDREN:
+    if op == _GET_CHILDREN:
         (count,) = _INT.unpack_from(buf, pos)
         pos += 4
         children = []
