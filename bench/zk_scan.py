@@ -1,13 +1,16 @@
 """Benchmark: the ZooKeeper collector's full scan and its change-to-snapshot latency on a large cluster.
 
     .venv/bin/python bench/zk_scan.py [--brokers 1000 --topics 1000 --partitions-per-topic 200 --rf 3]
-                                      [--connections 4 --in-flight 256 --reader wire|kazoo]
+                                      [--connections 4 --in-flight 256 --batch 64 --reader wire|kazoo]
                                       [--changes 200 --change-interval 0.02]
-                                      [--zookeeper HOST:PORT[/CHROOT] [--write [--overwrite]]]
+                                      [--zookeeper HOST:PORT[/CHROOT] [--write [--overwrite]]
+                                       [--server-pid PID]]
 
 Without ``--zookeeper`` it starts an embedded ZooKeeper (``--heap``, 3g by default: 400k znodes plus a
 watch on each) and writes the bulk cluster (``write_bulk_cluster``) under ``/bench``; with ``--zookeeper``
-it reads what is there (``--write`` writes the bulk cluster there first).
+it reads what is there (``--write`` writes the bulk cluster there first; ``--server-pid`` names the
+server's process so that its CPU time is reported). ``--batch 1`` reads one znode per request (no
+multiRead), as against a ZooKeeper older than 3.6.
 
 Then it measures:
 
