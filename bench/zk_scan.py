@@ -1,13 +1,16 @@
 """Benchmark: the ZooKeeper collector's full scan and its change-to-snapshot latency on a large cluster.
 
     .venv/bin/python bench/zk_scan.py [--brokers 1000 --topics 1000 --partitions-per-topic 200 --rf 3]
-                                      [--connections 4 --in-flight 256 --reader wire|kazoo]
+                                      [--connections 4 --in-flight 256 --batch 64 --reader wire|kazoo]
                                       [--changes 200 --change-interval 0.02]
-                                      [--zookeeper HOST:PORT[/CHROOT] [--write [--overwrite]]]
+                                      [--zookeeper HOST:PORT[/CHROOT] [--write [--overwrite]]
+                                       [--server-pid PID]]
 
 Without ``--zookeeper`` it starts an embedded ZooKeeper (``--heap``, 3g by default: 400k znodes plus a
 watch on each) and writes the bulk cluster (``write_bulk_cluster``) under ``/bench``; with ``--zookeeper``
-it reads what is there (``--write`` writes the bulk cluster there first).
+it reads what is there (``--write`` writes the bulk cluster there first; ``--server-pid`` names the
+server's process so that its CPU time is reported). ``--batch 1`` reads one znode per request (no
+multiRead), as against a ZooKeeper older than 3.6.
 
 Then it measures:
 
@@ -47,11 +50,17 @@ from app.embedded.reference_cluster.bulk import BulkClusterSpec, BulkWriteError,
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
 from collectors.kafka import zkdata
 from collectors.kafka.model import ClusterSnapshot, LeaderAndIsr, TopicPartition
-from collectors.zookeeper.collector import DEFAULT_CONNECTIONS, DEFAULT_IN_FLIGHT, ZooKeeperCollector
+from collectors.zookeeper.collector import (
+    DEFAULT_BATCH,
+    DEFAULT_CONNECTIONS,
+    DEFAULT_IN_FLIGHT,
+    ZooKeeperCollector,
+)
 from collectors.zookeeper.wire import KazooReader, WireReader, ZooKeeperCollectorError
 
 EMBEDDED_CHROOT = "/bench"
-TARGET_SCAN_S = 10.0
+TARGET_SCAN_S = 6.0
+"""Also the length of the incident lane's blind spell after a lost session (the service rescans)."""
 TARGET_CHANGE_P95_S = 1.0
 TARGET_BYTES_PER_PARTITION = 1024
 
@@ -72,6 +81,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     collector = parser.add_argument_group("collector")
     collector.add_argument("--connections", type=int, default=DEFAULT_CONNECTIONS)
     collector.add_argument("--in-flight", type=int, default=DEFAULT_IN_FLIGHT)
+    collector.add_argument(
+        "--batch", type=int, default=DEFAULT_BATCH, help="reads per multiRead (1: one read per request)"
+    )
     collector.add_argument("--reader", choices=["wire", "kazoo"], default="wire")
     collector.add_argument("--start-timeout", type=float, default=300.0)
     collector.add_argument("--scans", type=int, default=2, help="full scans, each by a new collector (2)")
@@ -84,6 +96,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     target.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="default: an embedded ZooKeeper")
     target.add_argument("--write", action="store_true", help="write the bulk cluster into --zookeeper first")
     target.add_argument("--overwrite", action="store_true", help="with --write: replace a cluster there")
+    target.add_argument(
+        "--server-pid", type=int, help="with --zookeeper: the server's process, whose CPU time is reported"
+    )
     target.add_argument("--heap", default="3g", help="heap of the embedded ZooKeeper (default 3g)")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
@@ -101,7 +116,8 @@ class Target:
 @contextmanager
 def target_cluster(args: argparse.Namespace) -> Iterator[Target]:
     if args.zookeeper:
-        yield Target(args.zookeeper, write_cluster(args.zookeeper, args) if args.write else None, None)
+        written = write_cluster(args.zookeeper, args) if args.write else None
+        yield Target(args.zookeeper, written, args.server_pid)
         return
     started = time.monotonic()
     with EmbeddedZooKeeper(heap=args.heap) as server:
@@ -172,6 +188,7 @@ def measure_scan(
         target.connect,
         connections=args.connections,
         in_flight=args.in_flight,
+        batch=args.batch,
         reader_factory=factory,
         on_change=watcher.on_change,
         pause_gc=not args.no_gc_pause,
@@ -189,6 +206,7 @@ def measure_scan(
     print(
         f"scan {number}    {stats.seconds:.2f}s ({wall:.2f}s with connecting), "
         f"{args.connections} sessions of {args.in_flight} in flight, {args.reader} reader"
+        f"{batching(collector)}"
     )
     print(f"found     {stats.brokers:,} brokers, {stats.topics:,} topics, {stats.partitions:,} partitions")
     server = ""
@@ -205,6 +223,13 @@ def measure_scan(
     )
     verdict("scan", stats.seconds <= TARGET_SCAN_S, f"{stats.seconds:.2f}s vs {TARGET_SCAN_S:g}s")
     return collector
+
+
+def batching(collector: ZooKeeperCollector) -> str:
+    wire = [r for r in collector.readers if isinstance(r, WireReader)]
+    if not wire or not any(r.multi_read for r in wire):
+        return ", one read per request"
+    return f", {sum(r.multi_reads for r in wire):,} multiReads of up to {collector.batch}"
 
 
 def measure_snapshot(collector: ZooKeeperCollector) -> None:

@@ -152,6 +152,8 @@ _CHILD_KINDS: Mapping[Kind, Kind] = MappingProxyType(
 _WATCH_WHEN_ABSENT = frozenset({*_LISTS, *_SINGLETONS})
 """Kinds whose creation no parent's children watch reports: an ``exists`` watch waits for them (state
 znodes too, while their partition exists: see ``_on_state``)."""
+_GET_DATA, _EXISTS, _STATE = Op.GET_DATA, Op.EXISTS, Kind.STATE
+"""Hot-path aliases: an enum member costs a lookup through its class each time (~0.1 us in 3.11)."""
 _SESSION_CODES = frozenset({Code.CONNECTION_LOSS, Code.SESSION_EXPIRED})
 _READ_CODES = frozenset({Code.OK, Code.NO_NODE})
 _EMPTY_CONFIG: Mapping[str, str] = MappingProxyType({})
@@ -224,7 +226,7 @@ class ClusterModel:
         read, code = reply.read, reply.code
         if code in _SESSION_CODES:
             return None  # the session event that comes with it triggers the resync
-        if read.op == Op.EXISTS:
+        if read.op == _EXISTS:
             if code == Code.OK:  # created between our read and the exists: read it now
                 op = Op.GET_CHILDREN if read.kind in _LISTS else Op.GET_DATA
                 return [read._replace(op=op)]
@@ -332,12 +334,13 @@ class ClusterModel:
         parts = self._writable(topic)
         reads = []
         prefix = zkdata.topic_partitions_path(topic)
+        watch = self.watch
         for partition, assignment in new.items():
             info = parts.get(partition)
             if info is None:
                 tp = TopicPartition(topic, partition)
                 parts[partition] = PartitionInfo(tp, assignment)
-                reads.append(Read(Op.GET_DATA, f"{prefix}/{partition}/state", self.watch, Kind.STATE, tp))
+                reads.append(Read(_GET_DATA, f"{prefix}/{partition}/state", watch, _STATE, tp))
             elif info.assignment != assignment:
                 parts[partition] = PartitionInfo(info.tp, assignment, info.state)
         for partition in old.keys() - new.keys():

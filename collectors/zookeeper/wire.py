@@ -9,10 +9,13 @@ does).
 
 Why a reader of our own (:class:`WireReader`): kazoo spends about 100-250 µs of CPU per request here (four
 ``select`` calls, a wake-up socket write per request and a GIL hand-over per reply), so 200k state znodes
-cost 20-50 s whatever the number of sessions. The wire reader speaks ZooKeeper's protocol for the four
-requests the collector needs (getData, getChildren, exists, ping), batching requests into one ``send`` and
-replies out of one ``recv``: ~15 µs per znode. :class:`KazooReader` implements the same narrow interface
-over kazoo (for TLS, SASL or anything else the wire reader lacks); tests run both.
+cost 20-50 s whatever the number of sessions. The wire reader speaks ZooKeeper's protocol for the requests
+the collector needs (getData, getChildren, exists, ping; multiRead and SetWatches to batch them), putting
+requests into one ``send`` and taking replies out of one ``recv``. Against ZooKeeper 3.6+ it reads up to
+``ReaderSpec.batch`` znodes per multiRead request and sets their watches with one SetWatches request (see
+:class:`WireReader`): at 200k partitions the server's CPU per full scan fell from 9-11 s to about 2 s.
+:class:`KazooReader` implements the same narrow interface over kazoo (for TLS, SASL or anything else the
+wire reader lacks; one request per read); tests run both.
 
 Sessions: a lost connection loses the watches (ZooKeeper ties them to the connection; kazoo does not
 restore them, the wire reader opens a new session), so a reader answers what is in flight with
@@ -94,12 +97,14 @@ class Code:
     OK = 0
     SYSTEM_ERROR = -1
     CONNECTION_LOSS = -4
+    UNIMPLEMENTED = -6
     NO_NODE = -101
     NO_AUTH = -102
     SESSION_EXPIRED = -112
 
     NAMES: Mapping[int, str] = MappingProxyType(
-        {-1: "SystemError", -4: "ConnectionLoss", -5: "MarshallingError", -7: "OperationTimeout",
+        {-1: "SystemError", -4: "ConnectionLoss", -5: "MarshallingError", -6: "Unimplemented",
+         -7: "OperationTimeout",
          -8: "BadArguments", -101: "NoNode", -102: "NoAuth", -112: "SessionExpired"}
     )  # fmt: skip
 
@@ -155,11 +160,15 @@ Sink = Callable[[list[Item]], None]
 
 @dataclass(frozen=True, slots=True)
 class ReaderSpec:
+    """One session's settings: ``in_flight`` reads at most in flight; up to ``batch`` of them in one
+    batched request where the reader and the server can (1: one request per read)."""
+
     servers: tuple[tuple[str, int], ...]
     chroot: str
     session_timeout_s: float
     in_flight: int
     index: int = 0
+    batch: int = 1
 
 
 class ZkReader(Protocol):
@@ -187,6 +196,20 @@ ReaderFactory = Callable[[ReaderSpec, Sink], ZkReader]
 
 _INT = struct.Struct(">i")
 _REQUEST = struct.Struct(">iiii")  # length, xid, type, path length (then path bytes and the watch flag)
+_REQUEST_HEAD = struct.Struct(">iii")  # length, xid, type
+_MULTI_READ_TYPE = 22  # ZooDefs.OpCode.multiRead (ZooKeeper 3.6+)
+_MULTI_HEADER = struct.Struct(">i?i")  # MultiHeader: type, done, err
+_MULTI_OP = struct.Struct(">i?ii")  # MultiHeader(type, false, -1), then the op's path length
+_MULTI_DONE = _MULTI_HEADER.pack(-1, True, -1)
+_OP_ERROR = -1  # ZooDefs.OpCode.error: the op's result is an ErrorResponse
+_SET_WATCHES_TYPE = 101  # ZooDefs.OpCode.setWatches
+_SET_WATCHES_XID = -8  # ZooKeeper's own client sends SetWatches with this xid; its reply needs no action
+_ZXID_AND_COUNT = struct.Struct(">qi")
+_PROBE_PATH = b"/"
+_GET_DATA, _GET_CHILDREN = Op.GET_DATA, Op.GET_CHILDREN
+"""Hot-path aliases: an enum member costs a lookup through its class each time (~0.1 us in 3.11)."""
+_BATCHED = frozenset({_GET_DATA, _GET_CHILDREN})
+"""The reads a multiRead can carry (exists cannot)."""
 _REPLY_HEADER = struct.Struct(">iqi")  # xid, zxid, err
 _STAT_HEAD = struct.Struct(">q24xi")  # czxid, (mzxid, ctime, mtime), version
 _STAT_BYTES = 68
@@ -228,8 +251,67 @@ def _handshake(sock: socket.socket, session_timeout_s: float) -> tuple[int, byte
     return session_id, reply[start : start + password_length], timeout_ms / 1000.0
 
 
+def _multi_read_request(xid: int, reads: Sequence[Read], paths: Sequence[bytes]) -> bytes:
+    """A ``MultiOperationRecord`` of getData/getChildren ops (opcode 22). Each op carries the watch flag
+    false: the server drops it anyway (it rebuilds each op from its path alone), so watches are set
+    afterwards with SetWatches (see :meth:`WireReader._arm_watches`)."""
+    parts: list[bytes] = []
+    for read, path in zip(reads, paths, strict=True):
+        parts += (_MULTI_OP.pack(read.op, False, -1, len(path)), path, b"\x00")
+    parts.append(_MULTI_DONE)
+    body = b"".join(parts)
+    return _REQUEST_HEAD.pack(8 + len(body), xid, _MULTI_READ_TYPE) + body
+
+
+def _set_watches_request(zxid: int, data_paths: Sequence[bytes], child_paths: Sequence[bytes]) -> bytes:
+    """``SetWatches`` (opcode 101): the watches a getData/getChildren with the watch flag would have set,
+    guarded by ``zxid``. For a znode modified after ``zxid`` (or gone) the server fires the event at once
+    instead of setting the watch, so nothing that changed after the read goes unnoticed."""
+    parts = [_ZXID_AND_COUNT.pack(zxid, len(data_paths))]
+    for path in data_paths:
+        parts += (_INT.pack(len(path)), path)
+    parts += (_INT.pack(0), _INT.pack(len(child_paths)))  # no exist watches
+    for path in child_paths:
+        parts += (_INT.pack(len(path)), path)
+    body = b"".join(parts)
+    return _REQUEST_HEAD.pack(8 + len(body), _SET_WATCHES_XID, _SET_WATCHES_TYPE) + body
+
+
+def _multi_read_works(sock: socket.socket) -> bool:
+    """Ask the server for a one-op multiRead (opcode 22, ZooKeeper 3.6+). Older servers answer any unknown
+    opcode with an ``Unimplemented`` error and then close the connection (``UnimplementedRequestProcessor``).
+    The op's own result does not matter (a NoNode or NoAuth is still a multiRead answered)."""
+    sock.sendall(_multi_read_request(1, [Read(Op.GET_DATA, "/", False)], [_PROBE_PATH]))
+    while True:
+        (length,) = _INT.unpack(_recv_exact(sock, 4))
+        frame = _recv_exact(sock, length)
+        xid, _, err = _REPLY_HEADER.unpack_from(frame)
+        if xid == 1:
+            return bool(err == Code.OK)
+
+
+class _Pending(NamedTuple):
+    """A request in flight: one read (``paths`` None) or a multiRead of ``reads`` at ``paths``."""
+
+    xid: int
+    reads: Read | list[Read]
+    paths: list[bytes] | None
+
+
 class WireReader:
     """A ZooKeeper session over a plain socket, one I/O thread, requests batched and pipelined.
+
+    Batched reads (``spec.batch`` > 1): when several getData/getChildren reads are queued, up to ``batch``
+    of them go out as one multiRead (ZooKeeper 3.6+), answered in one reply: one request through the
+    server's request processors and one reply frame here instead of ``batch``. A multiRead sets no watch
+    (the server ignores each op's watch flag), so for the reads that asked for one the reader sends a
+    SetWatches request right after the reply, guarded by the zxid in the reply's header: the server took
+    that zxid before reading, so a znode modified after the read fires its event at once instead of being
+    watched, exactly as if the change had happened right after a watched single read. An op that fails
+    (NoNode, NoAuth) is that read's :class:`Reply` with the error code, and no watch, as for a single read.
+    A server older than 3.6 is found out by a one-op probe after each handshake (it answers
+    ``Unimplemented`` and closes the connection): the reader then opens a new session and reads one znode
+    per request (:attr:`multi_read` False). Single reads and exists are sent as before.
 
     On a broken connection it fails what is in flight, reports the loss and opens a *new* session (with
     backoff): the old session's watches are gone anyway, and the collector resyncs. No TLS, no SASL/digest
@@ -240,7 +322,9 @@ class WireReader:
         self._spec = spec
         self._sink = sink
         self._queue: deque[Read] = deque()
-        self._pending: deque[tuple[int, Read]] = deque()
+        self._pending: deque[_Pending] = deque()
+        self._in_flight = 0
+        self._out = bytearray()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -253,6 +337,13 @@ class WireReader:
         self.session_id: int | None = None
         self.session_password = b""
         self.server: tuple[str, int] | None = None
+        self.multi_read = False
+        """Whether this session batches reads into multiRead requests (``spec.batch`` > 1 and the server
+        answered the probe)."""
+        self.multi_reads = 0
+        """multiRead requests sent (all sessions of this reader), for tests and benchmarks."""
+        self._without_multi_read: set[tuple[str, int]] = set()
+        """Servers that refused a multiRead after their probe had answered one: not probed again."""
 
     def start(self, timeout: float) -> None:
         self._connect(time.monotonic() + timeout)
@@ -294,26 +385,25 @@ class WireReader:
         _JITTER.shuffle(servers)
         failures = []
         for host, port in servers:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline - time.monotonic() <= 0:
                 break
+            probe = self._spec.batch > 1 and (host, port) not in self._without_multi_read
             try:
-                sock = socket.create_connection((host, port), timeout=min(remaining, CONNECT_ATTEMPT_S))
-            except OSError as exc:
-                failures.append(f"{host}:{port}: {exc}")
-                continue
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.settimeout(max(0.1, min(deadline - time.monotonic(), CONNECT_ATTEMPT_S)))
-                session_id, password, timeout_s = _handshake(sock, self._spec.session_timeout_s)
-                sock.setblocking(False)
+                session = _open_session(host, port, deadline, self._spec.session_timeout_s, probe)
+                if probe and not session.multi_read:
+                    # The server closes this connection after refusing opcode 22: a new one, no probe.
+                    session.sock.close()
+                    log.info(
+                        "ZooKeeper %s:%d has no multiRead (older than 3.6): one read per request", host, port
+                    )
+                    session = _open_session(host, port, deadline, self._spec.session_timeout_s, False)
             except (OSError, _ProtocolError) as exc:
-                sock.close()
                 failures.append(f"{host}:{port}: {exc}")
                 continue
-            self._sock, self._xid, self._timeout_s = sock, 0, timeout_s
-            self.session_id, self.session_password, self.server = session_id, password, (host, port)
-            self._sink([SessionEvent(self._spec.index, True, f"session 0x{session_id:x} on {host}:{port}")])
+            self._sock, self._timeout_s, self.multi_read = session.sock, session.timeout_s, session.multi_read
+            self._xid = 1  # the probe's
+            self.session_id, self.session_password, self.server = session.id, session.password, (host, port)
+            self._sink([SessionEvent(self._spec.index, True, f"session 0x{session.id:x} on {host}:{port}")])
             return
         raise ZooKeeperUnreachableError(
             f"no ZooKeeper server accepted a session ({'; '.join(failures) or 'timed out'})"
@@ -351,8 +441,15 @@ class WireReader:
             sock.close()
 
     def _fail_all(self, reason: str) -> None:
-        lost: list[Item] = [Reply(read, Code.CONNECTION_LOSS) for _, read in self._pending]
+        lost: list[Item] = []
+        for pending in self._pending:
+            reads = pending.reads
+            if isinstance(reads, list):
+                lost += (Reply(read, Code.CONNECTION_LOSS) for read in reads)
+            else:
+                lost.append(Reply(reads, Code.CONNECTION_LOSS))
         self._pending.clear()
+        self._in_flight = 0
         while self._queue:
             lost.append(Reply(self._queue.popleft(), Code.CONNECTION_LOSS))
         lost.append(SessionEvent(self._spec.index, False, reason))
@@ -362,7 +459,8 @@ class WireReader:
 
     def _serve(self, sock: socket.socket) -> None:
         ping_every, dead_after = self._timeout_s / 3.0, self._timeout_s * 2.0 / 3.0
-        inbuf, out = bytearray(), bytearray()
+        inbuf = bytearray()
+        out = self._out = bytearray()
         last_recv = last_send = time.monotonic()
         writing = False
         with selectors.DefaultSelector() as selector:
@@ -406,46 +504,125 @@ class WireReader:
         return True
 
     def _fill(self, out: bytearray) -> None:
-        """Move queued reads into the output buffer while the window has room."""
-        room = self._spec.in_flight - len(self._pending)
+        """Move queued reads into the output buffer while the window has room: runs of getData/getChildren
+        as multiRead requests of up to ``batch`` reads when the server has multiRead, the rest one by one."""
+        room = self._spec.in_flight - self._in_flight
         chroot = self._spec.chroot
         queued, pending = self._queue, self._pending
+        batch = self._spec.batch if self.multi_read else 1
         while room > 0 and queued:
             read = queued.popleft()
+            if batch > 1 and room > 1 and queued and read.op in _BATCHED and queued[0].op in _BATCHED:
+                reads = [read]
+                limit = min(batch, room)
+                while len(reads) < limit and queued and queued[0].op in _BATCHED:
+                    reads.append(queued.popleft())
+                paths = [(chroot + r.path).encode() for r in reads]
+                self._xid = xid = self._xid % 0x7FFFFFFF + 1
+                out += _multi_read_request(xid, reads, paths)
+                pending.append(_Pending(xid, reads, paths))
+                self.multi_reads += 1
+                room -= len(reads)
+                self._in_flight += len(reads)
+                continue
             path = (chroot + read.path).encode()
             self._xid = xid = self._xid % 0x7FFFFFFF + 1
             out += _REQUEST.pack(13 + len(path), xid, read.op, len(path))
             out += path
             out += b"\x01" if read.watch else b"\x00"
-            pending.append((xid, read))
+            pending.append(_Pending(xid, read, None))
             room -= 1
+            self._in_flight += 1
 
     def _parse(self, buf: bytearray) -> int:
         """Deliver every complete frame in ``buf``; return the bytes consumed."""
         items: list[Item] = []
         pending = self._pending
         off, size = 0, len(buf)
+        refused = False
         with memoryview(buf) as view:
             while size - off >= 4:
                 (length,) = _INT.unpack_from(buf, off)
                 end = off + 4 + length
                 if end > size:
                     break
-                xid, _, err = _REPLY_HEADER.unpack_from(buf, off + 4)
+                xid, zxid, err = _REPLY_HEADER.unpack_from(buf, off + 4)
                 pos = off + 20
                 if xid == _WATCH_XID:
                     kind, _, path_length = _WATCH_EVENT.unpack_from(buf, pos)
                     path = view[pos + 12 : pos + 12 + path_length].tobytes().decode()
                     items.append(WatchEvent(kind, self._unchroot(path)))
                 elif xid >= 0:
-                    sent_xid, read = pending.popleft()
+                    entry = pending.popleft()
+                    sent_xid, reads, paths = entry
                     if sent_xid != xid:
                         raise _ProtocolError(f"reply to xid {xid} while waiting for {sent_xid}")
-                    items.append(_decode_reply(read, err, buf, view, pos))
-                off = end  # pings (xid -2) and anything else negative need no action
+                    if paths is None:
+                        assert type(reads) is Read
+                        self._in_flight -= 1
+                        items.append(_decode_reply(reads, err, buf, view, pos))
+                    elif err == Code.UNIMPLEMENTED:
+                        # Refused although the probe was answered (a server in front of another?): the
+                        # server closes the connection now, as it does after any unknown request.
+                        pending.appendleft(entry)  # answered with the rest by _fail_all
+                        refused = True
+                        off = end
+                        break
+                    else:
+                        assert type(reads) is list
+                        self._in_flight -= len(reads)
+                        self._multi_reply(reads, paths, zxid, err, buf, view, pos, items)
+                off = end  # pings (xid -2), SetWatches (-8) and anything else negative need no action
         if items:
             self._sink(items)
+        if refused:
+            if self.server is not None:
+                self._without_multi_read.add(self.server)
+            raise _ConnectionLostError("the server refused a multiRead; its next session reads one by one")
         return off
+
+    def _multi_reply(
+        self,
+        reads: list[Read],
+        paths: list[bytes],
+        zxid: int,
+        err: int,
+        buf: bytearray,
+        view: memoryview,
+        pos: int,
+        items: list[Item],
+    ) -> None:
+        """One reply per read of a multiRead (an op's ErrorResponse is that read's error), then the watches
+        the reads asked for."""
+        if err:  # the whole request failed: every read gets the error, none set a watch
+            items += (Reply(read, err) for read in reads)
+            return
+        data_watches: list[bytes] = []
+        child_watches: list[bytes] = []
+        for read, path in zip(reads, paths, strict=True):
+            op, done, _ = _MULTI_HEADER.unpack_from(buf, pos)
+            pos += _MULTI_HEADER.size
+            if op == _OP_ERROR:
+                (code,) = _INT.unpack_from(buf, pos)
+                pos += 4
+                items.append(Reply(read, code))
+                continue
+            if done or op != read.op:
+                raise _ProtocolError(
+                    f"multiRead result of type {op} (done={done}) for a read of type {read.op}"
+                )
+            reply, pos = _decode_result(read, buf, view, pos)
+            items.append(reply)
+            if read.watch:
+                (data_watches if op == _GET_DATA else child_watches).append(path)
+        if not _MULTI_HEADER.unpack_from(buf, pos)[1]:
+            raise _ProtocolError(f"a multiRead of {len(reads)} reads was answered with more results")
+        if data_watches or child_watches:
+            self._arm_watches(zxid, data_watches, child_watches)
+
+    def _arm_watches(self, zxid: int, data_paths: list[bytes], child_paths: list[bytes]) -> None:
+        """Set the watches of a multiRead's reads: see :func:`_set_watches_request`."""
+        self._out += _set_watches_request(zxid, data_paths, child_paths)
 
     def _unchroot(self, path: str) -> str:
         chroot = self._spec.chroot
@@ -463,10 +640,41 @@ class WireReader:
             sock.recv(64)
 
 
+class _Session(NamedTuple):
+    sock: socket.socket
+    id: int
+    password: bytes
+    timeout_s: float
+    multi_read: bool
+
+
+def _open_session(host: str, port: int, deadline: float, session_timeout_s: float, probe: bool) -> _Session:
+    """Connect, start a session and (``probe``) ask for multiRead; the socket is non-blocking on return."""
+    timeout = max(0.1, min(deadline - time.monotonic(), CONNECT_ATTEMPT_S))
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(max(0.1, min(deadline - time.monotonic(), CONNECT_ATTEMPT_S)))
+        session_id, password, timeout_s = _handshake(sock, session_timeout_s)
+        multi_read = probe and _multi_read_works(sock)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return _Session(sock, session_id, password, timeout_s, multi_read)
+
+
 def _decode_reply(read: Read, err: int, buf: bytearray, view: memoryview, pos: int) -> Reply:
     if err:
         return Reply(read, err)
-    if read.op == Op.GET_DATA:
+    return _decode_result(read, buf, view, pos)[0]
+
+
+def _decode_result(read: Read, buf: bytearray, view: memoryview, pos: int) -> tuple[Reply, int]:
+    """The successful result of ``read`` at ``pos`` (a reply body or a multiRead op's result), and the
+    position after it."""
+    op = read.op
+    if op == _GET_DATA:
         (length,) = _INT.unpack_from(buf, pos)
         pos += 4
         data = None
@@ -474,8 +682,8 @@ def _decode_reply(read: Read, err: int, buf: bytearray, view: memoryview, pos: i
             data = view[pos : pos + length].tobytes()
             pos += length
         czxid, version = _STAT_HEAD.unpack_from(buf, pos)
-        return Reply(read, Code.OK, data, version, czxid)
-    if read.op == Op.GET_CHILDREN:
+        return Reply(read, Code.OK, data, version, czxid), pos + _STAT_BYTES
+    if op == _GET_CHILDREN:
         (count,) = _INT.unpack_from(buf, pos)
         pos += 4
         children = []
@@ -483,9 +691,9 @@ def _decode_reply(read: Read, err: int, buf: bytearray, view: memoryview, pos: i
             (length,) = _INT.unpack_from(buf, pos)
             children.append(view[pos + 4 : pos + 4 + length].tobytes().decode())
             pos += 4 + length
-        return Reply(read, Code.OK, children=children)
+        return Reply(read, Code.OK, children=children), pos
     czxid, version = _STAT_HEAD.unpack_from(buf, pos)
-    return Reply(read, Code.OK, version=version, czxid=czxid)
+    return Reply(read, Code.OK, version=version, czxid=czxid), pos + _STAT_BYTES
 
 
 # --- the kazoo reader --------------------------------------------------------------------------------

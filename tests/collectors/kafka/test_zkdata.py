@@ -13,9 +13,11 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collectors.kafka import zkdata
 from collectors.kafka.model import (
@@ -390,6 +392,140 @@ def test_encode_partition_state_as_kafka_writes_it() -> None:
     obj = as_json(zkdata.encode_partition_state(LeaderAndIsr(1, 7, (1, 2, 3), 5)))
 
     assert obj == {"controller_epoch": 5, "leader": 1, "version": 1, "leader_epoch": 7, "isr": [1, 2, 3]}
+
+
+# --- the fast decoders of the state and topic znodes -------------------------------------------------
+#
+# decode_partition_state and decode_topic first try a typed msgspec decoder and fall through to the
+# general decoder for anything else; whatever the data, the answer (value, or error and reason) must be the
+# general decoder's.
+
+_INTS = st.integers(min_value=-(2**70), max_value=2**70) | st.sampled_from([0, 1, -1, 2**31 - 1, 2**63])
+_ODD = st.none() | st.booleans() | st.floats(allow_infinity=True, allow_nan=True) | st.text(max_size=3)
+_NUMBERS_IN_TEXT = st.sampled_from(["1", "-3", "007", "\u00b2", "\u0661", " 1"])
+_FIELD = _INTS | _ODD | _NUMBERS_IN_TEXT | st.lists(_INTS, max_size=2)
+_BROKER_LIST = st.lists(_INTS | st.booleans() | _NUMBERS_IN_TEXT, max_size=4) | _FIELD
+_PARTITION_KEYS = st.sampled_from(["0", "1", "17", "007", "-1", "x", "", "\u00b2", "\u0661"])
+_BY_PARTITION = st.dictionaries(_PARTITION_KEYS, _BROKER_LIST, max_size=4) | _FIELD
+_STATE_DOCS = st.fixed_dictionaries(
+    {},
+    optional={
+        "controller_epoch": _FIELD,
+        "leader": _FIELD,
+        "version": _FIELD,
+        "leader_epoch": _FIELD,
+        "isr": _BROKER_LIST,
+        "leader_recovery_state": _FIELD,
+        "zk_version": _FIELD,
+    },
+)
+_TOPIC_DOCS = st.fixed_dictionaries(
+    {},
+    optional={
+        "version": _FIELD,
+        "partitions": _BY_PARTITION,
+        "adding_replicas": _BY_PARTITION,
+        "removing_replicas": _BY_PARTITION,
+        "topic_id": _FIELD,
+    },
+)
+_VALID_STATES = st.fixed_dictionaries(
+    {"controller_epoch": _INTS, "leader": _INTS, "leader_epoch": _INTS, "isr": st.lists(_INTS, max_size=4)},
+    optional={"version": _INTS, "leader_recovery_state": st.sampled_from([0, 1])},
+)
+_VALID_LISTS = st.dictionaries(
+    st.from_regex(r"\A(0|[1-9][0-9]{0,3})\Z"), st.lists(_INTS, max_size=5), max_size=5
+)
+_VALID_TOPICS = st.fixed_dictionaries(
+    {"version": st.sampled_from([1, 2, 3]), "partitions": _VALID_LISTS},
+    optional={
+        "adding_replicas": _VALID_LISTS,
+        "removing_replicas": _VALID_LISTS,
+        "topic_id": st.text(max_size=22),
+    },
+)
+_RAW = [
+    b'{"controller_epoch":1,"leader":1,"leader":2,"version":1,"leader_epoch":0,"isr":[1]}',
+    b'{"partitions":{"0":[1]},"partitions":{"1":[2]},"topic_id":"a","topic_id":7}',
+    b'\xef\xbb\xbf{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1]}',
+    b'{"controller_epoch":1,"leader":NaN,"version":1,"leader_epoch":0,"isr":[1]}',
+    b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1],"x":"\\ud800"}',
+    b'{"partitions":{"0":[1]},"x":"\\udc00"}',
+    b' {"controller_epoch":1,"leader":1,"leader_epoch":0,"isr":[1]}\n',
+    b'{"controller_epoch":1,"leader":1,"leader_epoch":0,"isr":[1]} {}',
+    b'{"partitions":{"0":[1]}}x',
+    b"",
+    b"null",
+    b"[]",
+    b'{"partitions":[]}',
+    b'{"partitions":{"0":[1]},"adding_replicas":{"5":"junk"}}',
+]
+
+
+def _outcome(decode: Callable[[], object]) -> object:
+    try:
+        return decode()
+    except ZnodeFormatError as exc:
+        return ("ZnodeFormatError", exc.path, exc.reason)
+
+
+def _state_outcomes(data: bytes) -> tuple[object, object]:
+    fast = _outcome(lambda: zkdata.decode_partition_state(STATE_PATH, data, 4))
+    general = _outcome(lambda: zkdata._decode_partition_state(STATE_PATH, data, 4))
+    return fast, general
+
+
+def _topic_outcomes(data: bytes) -> tuple[object, object]:
+    return (
+        _outcome(lambda: zkdata.decode_topic(TOPIC_PATH, data)),
+        _outcome(lambda: zkdata._decode_topic(TOPIC_PATH, data)),
+    )
+
+
+@given(doc=_STATE_DOCS | _VALID_STATES)
+@settings(max_examples=250, deadline=None)
+def test_the_fast_state_decoder_answers_as_the_general_one(doc: dict[str, Any]) -> None:
+    fast, general = _state_outcomes(json.dumps(doc).encode())
+    assert fast == general
+
+
+@given(doc=_TOPIC_DOCS | _VALID_TOPICS)
+@settings(max_examples=250, deadline=None)
+def test_the_fast_topic_decoder_answers_as_the_general_one(doc: dict[str, Any]) -> None:
+    fast, general = _topic_outcomes(json.dumps(doc).encode())
+    assert fast == general
+
+
+@pytest.mark.parametrize("data", _RAW)
+def test_the_fast_decoders_answer_as_the_general_ones_on_odd_json(data: bytes) -> None:
+    """Duplicate keys, a byte-order mark, NaN, lone surrogates, whitespace, trailing data, wrong types."""
+    fast, general = _state_outcomes(data)
+    assert fast == general
+    fast, general = _topic_outcomes(data)
+    assert fast == general
+
+
+def test_what_kafka_writes_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speed is the point: Kafka's own output never reaches the general decoder."""
+
+    def general(*args: object) -> NoReturn:
+        raise AssertionError("the general decoder was used")
+
+    monkeypatch.setattr(zkdata, "_decode_partition_state", general)
+    monkeypatch.setattr(zkdata, "_decode_topic", general)
+    state = LeaderAndIsr(2, 9, (2, 3), 4, LeaderRecoveryState.RECOVERING)
+    assert zkdata.decode_partition_state(STATE_PATH, zkdata.encode_partition_state(state), 6) == LeaderAndIsr(
+        2, 9, (2, 3), 4, LeaderRecoveryState.RECOVERING, 6
+    )
+    assignment = {
+        0: ReplicaAssignment.for_reassignment((1, 2, 3), (4, 5, 6)),
+        1: ReplicaAssignment((2, 3, 1)),
+    }
+    for version, topic_id in [(2, None), (3, "8GhOhqZ0QYyQRw5RG8OxSg")]:
+        data = zkdata.encode_topic(assignment, topic_id=topic_id, version=version)
+        assert zkdata.decode_topic(TOPIC_PATH, data) == (assignment, topic_id)
+    v1 = zkdata.encode_topic({0: ReplicaAssignment((1, 2))}, version=1)
+    assert zkdata.decode_topic(TOPIC_PATH, v1) == ({0: ReplicaAssignment((1, 2))}, None)
 
 
 # --- controller, controller epoch --------------------------------------------------------------------
