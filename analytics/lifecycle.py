@@ -192,10 +192,11 @@ def advance_timed(
     """Apply one evaluation at ``now`` to the cluster's alerts (current states by fingerprint).
 
     A finding is a hit: a new run starts ``pending`` (``first_seen = now``) and opens, with ``opened``,
-    once ``now - first_seen >= for_s_of(rule)``; an open alert records the hit and sends ``updated`` when its
-    severity or summary changed. An evaluated rule without a finding clears a pending run (no event) and
-    resolves an open alert, with ``resolved``, once ``now - last_seen >= resolve_after_s_of(rule)``. A rule
-    that was not evaluated (its inputs missing) changes nothing. Events are timed ``now``.
+    once ``now - first_seen >= for_s_of(rule)`` (the finding's own ``for_s`` when it has one); an open
+    alert records the hit and sends ``updated`` when its severity or summary changed. An evaluated rule
+    without a finding clears a pending run (no event) and resolves an open alert, with ``resolved``, once
+    ``now - last_seen >= resolve_after_s_of(rule)``. A rule that was not evaluated (its inputs missing)
+    changes nothing. Events are timed ``now``.
     """
     findings = findings_by_fingerprint(cluster, evaluation.findings)
     states: list[AlertState] = []
@@ -246,7 +247,8 @@ def _timed_hit(
         event_sequence=0 if previous is None else previous.event_sequence,
     )
     if previous is None or previous.state != "open":
-        if now - state.first_seen >= settings.for_s_of(finding.rule):
+        hold = settings.for_s_of(finding.rule) if finding.for_s is None else finding.for_s
+        if now - state.first_seen >= hold:
             state = replace(state, state="open", opened_at=now, resolved_at=None)
             return _emit_at(state, "opened", now)
         return state, None

@@ -141,6 +141,9 @@ class RuleSettings(BaseModel):
     """Per-incident-rule resolve delay in seconds, over :data:`DEFAULT_RESOLVE_AFTER_S`."""
     urp_for_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 60.0
     """Rule 2's ``for``: URPs must have been seen for this long before the alert opens."""
+    leader_election_grace_s: Seconds = 10.0
+    """Rule 1: offline partitions that a live in-sync replica can lead are the controller's to fix; they
+    page once offline this long (the others at once)."""
     leader_imbalance_per_broker_percentage: Annotated[int, Field(ge=0, le=100)] = 10
     """Kafka's ``leader.imbalance.per.broker.percentage`` (rule 7); set it to what the brokers use."""
     suspect_share: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.5
@@ -294,27 +297,38 @@ def rule_1_offline_partitions(ctx: RuleContext) -> list[Finding]:
     """Rule 1, per topic: partitions without a live leader.
 
     Nobody can produce to or consume from an offline partition: this is an outage for every client of the
-    topic, so it is critical and opens in the first window.
+    topic, so it is critical and opens at once. Except while the controller is still moving leaderships:
+    a crashed broker's partitions are offline from the moment it is gone until the controller has elected
+    one of their live in-sync replicas (milliseconds, or seconds for thousands of partitions). When every
+    offline partition of the topic has such a replica, the finding asks for ``leader_election_grace_s``
+    first; a partition no live in-sync replica can lead (an RF-1 topic, a whole ISR down) pages at once.
     """
     health = ctx.health
     if health is None:
         return []
-    return [
-        Finding(
-            rule=1,
-            subject=f"topic:{topic}",
-            severity="critical",
-            summary=f"{topic}: {_plural(n, 'partition')} offline ({_examples(health.offline, topic)}), "
-            "no live leader: clients can neither produce nor consume",
-            evidence={
-                **_topic_evidence(health.offline, topic, n),
-                "cluster_offline": health.offline.count,
-                "brokers_down": list(health.brokers_down),
-            },
-            action=ActionRef("GET", _partitions_query(offline="true", topic=topic)),
+    findings = []
+    for topic, n in _affected_topics(health.offline):
+        electable = health.offline_electable.by_topic.get(topic, 0)
+        pending = electable >= n
+        until = " until the controller elects one of their live in-sync replicas" if pending else ""
+        findings.append(
+            Finding(
+                rule=1,
+                subject=f"topic:{topic}",
+                severity="critical",
+                summary=f"{topic}: {_plural(n, 'partition')} offline ({_examples(health.offline, topic)}), "
+                f"no live leader: clients can neither produce nor consume{until}",
+                evidence={
+                    **_topic_evidence(health.offline, topic, n),
+                    "electable": electable,
+                    "cluster_offline": health.offline.count,
+                    "brokers_down": list(health.brokers_down),
+                },
+                action=ActionRef("GET", _partitions_query(offline="true", topic=topic)),
+                for_s=ctx.settings.leader_election_grace_s if pending else None,
+            )
         )
-        for topic, n in _affected_topics(health.offline)
-    ]
+    return findings
 
 
 def rule_2_under_replicated_partitions(ctx: RuleContext) -> list[Finding]:

@@ -392,6 +392,20 @@ def test_rules_1_and_3_open_at_the_first_evaluation_that_sees_them() -> None:
     )
 
 
+def test_a_finding_may_ask_for_its_own_duration() -> None:
+    t = Timeline()
+    electing = replace(offline(), for_s=10.0)  # rule 1 while the controller moves the leaderships
+    t.at(0.0, electing)
+    t.at(9.0, electing)
+    assert t.events == []
+    t.at(9.5, offline())  # now a partition no live replica can lead: at once
+    assert t.kinds() == [("opened", 1, 9.5)]
+    t2 = Timeline()
+    t2.at(0.0, electing)
+    t2.at(10.0, electing)
+    assert t2.kinds() == [("opened", 1, 10.0)]
+
+
 def test_an_alert_opens_once_its_condition_has_held_for_its_duration() -> None:
     t = Timeline()  # rule 5: for 90 s
     for now in (0.0, 30.0, 89.5):

@@ -156,6 +156,24 @@ class TestRule1OfflinePartitions:
         assert finding.action is not None
         assert finding.action.path == "/api/v1/partitions?offline=true&topic=a+b%26c"
 
+    def test_a_leader_election_pending_waits_its_grace_and_an_unelectable_partition_does_not(self) -> None:
+        """A crashed broker's leaderships are offline until the controller moves them to a live in-sync
+        replica: that is the controller's to fix within ``leader_election_grace_s``; a partition no live
+        in-sync replica can lead pages at once (``for_s`` None: the rule's own, 0)."""
+        moving = health(offline=partitions(orders=(0, 1)), offline_electable=partitions(orders=(0, 1)))
+        (finding,) = rule_1_offline_partitions(ctx(moving))
+        assert finding.for_s == 10.0
+        assert finding.summary.endswith("until the controller elects one of their live in-sync replicas")
+        assert finding.evidence["electable"] == 2
+        stuck = replace(moving, offline_electable=partitions(orders=(0,)))
+        (finding,) = rule_1_offline_partitions(ctx(stuck, settings=RuleSettings(leader_election_grace_s=3.0)))
+        assert finding.for_s is None
+        assert finding.summary.endswith("clients can neither produce nor consume")
+        (finding,) = rule_1_offline_partitions(
+            ctx(moving, settings=RuleSettings(leader_election_grace_s=3.0))
+        )
+        assert finding.for_s == 3.0
+
     def test_quiet_on_a_healthy_cluster_or_without_a_sample(self) -> None:
         assert rule_1_offline_partitions(ctx(health())) == []
         assert rule_1_offline_partitions(ctx(None)) == []
