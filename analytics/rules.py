@@ -207,12 +207,16 @@ def _check_lane(value: Mapping[int, Any], lane: Lane, instead: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class LoadLaneStatus:
-    """What rule 11 needs to tell a silent load lane (a stopped collector or Spark job) from a quiet one."""
+    """What rule 11 needs to tell a silent load lane (a stopped collector or Spark job) from a quiet one:
+    when its latest window was written, as the incident lane saw it arrive in the store."""
 
     latest_window_end: float | None
     """End of the cluster's latest load window in the store; None when the store never held one."""
+    heard_at: float
+    """When the incident lane first saw that window in the store (about when it was written), or began
+    watching when there was none: a job that writes its windows late but regularly is not silent."""
     silent_after_s: float
-    """No load window ending within this long before ``now`` is silence (a multiple of the window)."""
+    """No new load window for longer than this is silence (a multiple of the window)."""
     required: bool = False
     """Silence counts before the first window too (a deployment that must run the Spark job)."""
 
@@ -703,10 +707,10 @@ def rule_11_collector_stale(ctx: RuleContext) -> list[Finding]:
     """Rule 11: a blind spot. Subject ``view:zookeeper``: the incident lane's view of ZooKeeper is stale
     (session lost or suspended, resync running) or was last known good more than ``stale_after_s`` ago;
     every other incident rule is blind meanwhile (not evaluated, so their alerts neither open nor resolve)
-    and an outage could be going on unseen: critical. Subject ``lane:load``: no load window for the cluster
-    has ended within ``silent_after_s`` of now, so the collector or the Spark job has stopped and the load
-    rules (8, 9) are blind: a warning, since the cluster itself is not shown to be in trouble. The subjects
-    name no process, so the fingerprints survive restarts and failovers.
+    and an outage could be going on unseen: critical. Subject ``lane:load``: no new load window for the
+    cluster has been written for more than ``silent_after_s``, so the collector or the Spark job has stopped
+    and the load rules (8, 9) are blind: a warning, since the cluster itself is not shown to be in trouble.
+    The subjects name no process, so the fingerprints survive restarts and failovers.
     """
     health, settings = ctx.health, ctx.settings
     if health is None:
@@ -739,8 +743,8 @@ def rule_11_collector_stale(ctx: RuleContext) -> list[Finding]:
     lane = ctx.load_lane
     if lane is not None and (lane.latest_window_end is not None or lane.required):
         latest = lane.latest_window_end
-        silent_s = None if latest is None else max(0.0, ctx.now - latest)
-        if silent_s is None or silent_s > lane.silent_after_s:
+        silent_s = max(0.0, ctx.now - lane.heard_at)
+        if silent_s > lane.silent_after_s:
             since = "no load window was ever written" if latest is None else "no load window was written"
             findings.append(
                 Finding(

@@ -30,5 +30,5 @@ class IncidentSettings(BaseModel):
     (a deployment without Spark never pages), ``require`` pages also before the first window, ``off``
     never checks."""
     load_silence_windows: Annotated[float, Field(ge=1, le=1000)] = 4.0
-    """The load lane is silent when no load window has ended within this many ``analytics.window_s`` of
-    now (a written window ends up to window + watermark + the collector's interval + a trigger ago)."""
+    """The load lane is silent when no new load window was written for this many ``analytics.window_s``
+    (the Spark job writes one about every window; watched from when this replica leads)."""

@@ -140,6 +140,8 @@ class IncidentLane:
         self._superseded = False
         self._load_end: tuple[float, float | None] | None = None
         """(when read, the load lane's latest window end)."""
+        self._heard: tuple[float | None, float] | None = None
+        """(the load lane's latest window end, when this lane first saw it)."""
         self._evaluating = threading.Lock()
         self._changed = threading.Event()
         self._stopping = threading.Event()
@@ -239,7 +241,7 @@ class IncidentLane:
         health = self._observer.observe(self.view.state, now)
         cluster = health.cluster
         if cluster != self._cluster:
-            self._cluster, self._states = cluster, None
+            self._cluster, self._states, self._load_end, self._heard = cluster, None, None, None
         conflicts = 0
         for _ in range(MAX_ATTEMPTS):
             states = self._states if self._states is not None else self._load(cluster)
@@ -311,7 +313,10 @@ class IncidentLane:
         cached = self._load_end
         if cached is None or not cached[0] <= now < cached[0] + min(self.settings.interval_s, 5.0):
             cached = self._load_end = (now, self.store.latest_load_end(cluster))
-        return LoadLaneStatus(cached[1], self._silent_after_s, required=mode == "require")
+            if self._heard is None or self._heard[0] != cached[1]:
+                self._heard = (cached[1], now)  # a new window (or the first look): heard of it now
+        heard_at = now if self._heard is None else self._heard[1]
+        return LoadLaneStatus(cached[1], heard_at, self._silent_after_s, required=mode == "require")
 
     def _commit(self, cluster: str, writes: list[AlertState], events: list[AlertEvent], now: float) -> None:
         if not writes:

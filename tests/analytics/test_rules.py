@@ -513,38 +513,44 @@ class TestRule11CollectorStale:
         assert [f.summary for f in a] == [f.summary for f in b]
 
     def test_a_silent_load_lane_is_a_warning(self) -> None:
-        lane = LoadLaneStatus(latest_window_end=NOW - 121.0, silent_after_s=120.0)
+        """Silence is time since the latest window was written (seen in the store), not its age: a job
+        that writes late but regularly is alive."""
+        lane = LoadLaneStatus(latest_window_end=NOW - 500.0, heard_at=NOW - 121.0, silent_after_s=120.0)
         (finding,) = rule_11_collector_stale(ctx(health(), load_lane=lane))
         assert finding.subject == LOAD_LANE_SUBJECT == "lane:load"
         assert finding.severity == "warning"
         assert "load lane is silent" in finding.summary
         assert "rules 8, 9" in finding.summary
         assert finding.evidence == {
-            "latest_window_end": NOW - 121.0,
+            "latest_window_end": NOW - 500.0,
             "silent_s": 121.0,
             "silent_after_s": 120.0,
             "required": False,
         }
 
-    def test_a_recent_load_window_is_quiet(self) -> None:
-        lane = LoadLaneStatus(latest_window_end=NOW - 120.0, silent_after_s=120.0)
+    def test_a_recently_written_window_is_quiet_however_old_its_end(self) -> None:
+        lane = LoadLaneStatus(latest_window_end=NOW - 500.0, heard_at=NOW - 120.0, silent_after_s=120.0)
         assert rule_11_collector_stale(ctx(health(), load_lane=lane)) == []
 
     def test_without_any_load_window_the_check_is_not_armed_unless_required(self) -> None:
-        never = LoadLaneStatus(latest_window_end=None, silent_after_s=120.0)
+        never = LoadLaneStatus(latest_window_end=None, heard_at=NOW - 200.0, silent_after_s=120.0)
         assert rule_11_collector_stale(ctx(health(), load_lane=never)) == []
         (finding,) = rule_11_collector_stale(ctx(health(), load_lane=replace(never, required=True)))
         assert "no load window was ever written" in finding.summary
-        assert finding.evidence["silent_s"] is None
+        assert finding.evidence["silent_s"] == 200.0
+        assert (
+            rule_11_collector_stale(ctx(health(), load_lane=replace(never, required=True, heard_at=NOW)))
+            == []
+        )
 
     def test_a_stale_view_and_a_silent_lane_are_two_findings(self) -> None:
-        lane = LoadLaneStatus(latest_window_end=NOW - 500.0, silent_after_s=120.0)
+        lane = LoadLaneStatus(latest_window_end=NOW - 500.0, heard_at=NOW - 500.0, silent_after_s=120.0)
         findings = rule_11_collector_stale(ctx(health(stale=True), load_lane=lane))
         assert subjects(findings) == [VIEW_SUBJECT, LOAD_LANE_SUBJECT]
 
     def test_the_silent_summary_does_not_change_as_the_silence_grows(self) -> None:
         def summary(age: float) -> str:
-            lane = LoadLaneStatus(latest_window_end=NOW - age, silent_after_s=120.0)
+            lane = LoadLaneStatus(latest_window_end=NOW - age, heard_at=NOW - age, silent_after_s=120.0)
             return rule_11_collector_stale(ctx(health(), load_lane=lane))[0].summary
 
         assert summary(200.0) == summary(2000.0)
