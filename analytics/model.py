@@ -96,6 +96,9 @@ class HealthState:
     urp_gauges_missing: tuple[int, ...]
     """Registered brokers whose gauge could not be read (their share of the sum is unknown)."""
     scrape_errors: Mapping[int, str]
+    offline_electable: PartitionSet = field(default_factory=PartitionSet)
+    """The offline partitions a registered in-sync replica can lead: the controller is moving or will move
+    their leadership (absent from documents written before it existed: none)."""
 
     @staticmethod
     def from_json(doc: Any, *, cluster: str, collector_id: str, timestamp: float) -> HealthState:
@@ -127,6 +130,9 @@ class Finding:
     evidence: Mapping[str, Any]
     """JSON-serialisable facts behind the finding."""
     action: ActionRef | None = None
+    for_s: float | None = None
+    """How long this finding's condition must hold before its alert opens, when the rule asks for other
+    than its ``for`` (the incident lane's lifecycle; e.g. rule 1 waits for the controller's election)."""
 
 
 def fingerprint(cluster: str, rule: int, subject: str) -> str:
@@ -319,4 +325,5 @@ def _parse_health(doc: Any, cluster: str, collector_id: str, timestamp: float) -
         urp_zookeeper=None if urp is None else _opt_int(urp.get("zookeeper"), "urp_cross_check.zookeeper"),
         urp_gauges_missing=() if urp is None else _ints(urp.get("missing", []), "urp_cross_check.missing"),
         scrape_errors=errors,
+        offline_electable=_partition_set(doc.get("offline_electable", {"count": 0}), "offline_electable"),
     )

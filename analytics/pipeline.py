@@ -1,5 +1,11 @@
-"""What the Spark job does with each micro-batch once Spark has done the heavy part: evaluate the alert rules
-window by window, advance the alert lifecycle, and write everything to the store exactly once.
+"""What the Spark job does with each micro-batch once Spark has done the heavy part: evaluate the load lane's
+alert rules (8 and 9, :data:`analytics.rules.LOAD_RULES`) window by window, advance the windowed alert
+lifecycle, and write everything to the store exactly once.
+
+The job is the load lane: the incident rules (1-7, 10, 11) belong to ``kafka-health serve``'s incident lane,
+which evaluates them on its live view within a second of a change. The job still keeps every window's
+health document in ``cluster_windows`` (the record of what the collector saw), but never evaluates it,
+and the store refuses an incident rule's alert from ``commit_batch``.
 
 Spark hands over, per cluster and final event-time window, the load model's result (computed by a grouped
 pandas UDF on the executors) and the window's latest health document. That is small (one row per broker and
@@ -17,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +36,7 @@ from analytics.model import (
     MalformedSampleError,
     Window,
 )
-from analytics.rules import RuleContext, RuleSettings, evaluate
+from analytics.rules import LOAD_RULES, RuleContext, RuleSettings, evaluate
 from analytics.store import ClusterWindowRow, Store
 
 log = logging.getLogger(__name__)
@@ -81,26 +87,6 @@ def parse_health(window: Window, sample: HealthSample) -> HealthState:
     )
 
 
-def _history(store: Store, cluster: str, since: float) -> list[HealthState]:
-    states = []
-    for row in store.health_history(cluster, since):
-        kept = row.get("health")
-        if not isinstance(kept, Mapping) or "doc" not in kept:
-            continue
-        try:
-            states.append(
-                HealthState.from_json(
-                    kept["doc"],
-                    cluster=cluster,
-                    collector_id=str(kept.get("collector_id", "")),
-                    timestamp=float(kept.get("timestamp", row.get("window_end", 0.0))),
-                )
-            )
-        except (MalformedSampleError, TypeError, ValueError):
-            continue
-    return states
-
-
 def process_batch(
     store: Store,
     query_name: str,
@@ -120,12 +106,10 @@ def process_batch(
     events: list[AlertEvent] = []
     problems: list[str] = []
     evaluated = skipped = 0
-    horizon = rules.controller_flap_window_s
     for cluster, windows in sorted(by_cluster.items()):
         windows.sort(key=lambda w: w.window.start)
         last = store.last_evaluated_window(cluster)
-        alerts: dict[str, AlertState] = dict(store.alert_states(cluster))
-        history = _history(store, cluster, windows[0].window.end - horizon)
+        alerts: dict[str, AlertState] = dict(store.alert_states(cluster, rules=LOAD_RULES))
         for item in windows:
             window = item.window
             if last is not None and window.end <= last:
@@ -143,22 +127,15 @@ def process_batch(
             if item.malformed:
                 problems.append(f"{where}: {item.malformed} malformed samples or values")
             context = RuleContext(
-                window=window,
-                now=window.end,
-                health=health,
-                history=tuple(h for h in history if h.timestamp >= window.end - horizon),
-                load=item.load,
-                settings=rules,
+                window=window, now=window.end, health=health, history=(), load=item.load, settings=rules
             )
-            transition = advance(cluster, window, evaluate(context), alerts, rules)
+            transition = advance(cluster, window, evaluate(context, "load"), alerts, rules)
             for state in transition.states:
                 alerts[state.fingerprint] = changed[state.fingerprint] = state
             events.extend(transition.events)
             if item.load is not None:
                 loads.append(item.load)
             rows.append(_cluster_row(item, health, rules))
-            if health is not None:
-                history.append(health)
             evaluated += 1
     for problem in problems:
         log.warning("skipped: %s", problem)

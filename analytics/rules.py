@@ -1,19 +1,24 @@
-"""The alert rules (docs/alert-rules.md): eleven small, numbered, pure functions of one window's state.
+"""The alert rules (docs/alert-rules.md): eleven small, numbered, pure functions of one evaluation's state.
 
-Each rule takes a :class:`RuleContext` (the window's latest health state, the load window, earlier windows'
-states and ``now``, the window's end in event time) and returns its findings for this window, one per
-subject, or ``[]`` when quiet. A rule says nothing about time beyond its window: how many windows in a row
-it must fire before an alert opens, and how many quiet ones before it resolves, is the lifecycle's business
-(:mod:`analytics.lifecycle`), driven by :class:`RuleSettings`.
+Each rule takes a :class:`RuleContext` (the cluster's latest health state, the load window, earlier states
+and ``now``) and returns its findings, one per subject, or ``[]`` when quiet. A rule says nothing about
+time beyond its inputs: how long it must fire before an alert opens, and how long it must be quiet before
+it resolves, is the lifecycle's business (:mod:`analytics.lifecycle`), driven by :class:`RuleSettings`.
 
-:func:`evaluate` runs the rules whose inputs the window has and says which ones ran, so that a window
-without a cluster sample (or a stale one) neither confirms nor clears an alert:
+Every rule has one owner, its **lane** (:data:`RULE_LANES`): the *incident* lane (``kafka-health serve``,
+on every change of its live ZooKeeper view and on a timer, time-based hysteresis) owns rules 1-7, 10 and
+11; the *load* lane (the Spark job, per event-time window, windowed hysteresis) owns the load rules 8 and
+9, whose statistics only make sense over a window. :func:`evaluate` runs one lane's rules when asked, and
+the store refuses an alert written by the lane that does not own its rule.
+
+:func:`evaluate` runs the rules whose inputs are present and says which ones ran, so that an evaluation
+without a health state (or with a stale one) neither confirms nor clears an alert:
 
 - ``health`` rules need a health state (rule 11 only);
 - ``current`` rules need a health state that is current: not stale and known good within
-  ``stale_after_s`` (rules 1-7 and 10). While the collector is stale its snapshot is frozen at the last
-  known state, and comparing it with live JMX gauges (rule 10) would invent disagreements; rule 11 says
-  why the others are paused;
+  ``stale_after_s`` (rules 1-7 and 10). While the ZooKeeper view is stale its snapshot is frozen at the
+  last known state, and comparing it with live JMX gauges (rule 10) would invent disagreements; rule 11
+  says why the others are paused;
 - ``load`` rules need the load window (rules 8 and 9).
 
 Summaries are stable while the condition is: a count or a broker in the summary changes only when the
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import urlencode
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from analytics.model import (
     ActionRef,
@@ -46,11 +51,59 @@ from analytics.model import (
 RULE_NUMBERS = range(1, 12)
 EXAMPLES_IN_SUMMARY = 3
 
-DEFAULT_OPEN_AFTER_BY_RULE: Mapping[int, int] = {1: 1, 3: 1, 4: 2, 10: 5}
-"""Rules 1 and 3 page at once (writes are failing); rule 4 needs two windows because a normal controller
-failover leaves ``/controller`` empty, or two ActiveControllerCount gauges at 1, for a moment; rule 10 needs
-five because the gauges and ZooKeeper are read at different instants, so an ISR change in between makes
-them disagree for a window or two."""
+Lane = Literal["incident", "load"]
+"""Who evaluates a rule and writes its alerts: ``incident``, the service's incident lane (live view,
+time-based hysteresis); ``load``, the Spark job (event-time windows, windowed hysteresis)."""
+LANES: tuple[Lane, ...] = ("incident", "load")
+INCIDENT_RULES: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11})
+"""Rules about the cluster's state (and our own view of it): the incident lane's."""
+LOAD_RULES: frozenset[int] = frozenset({8, 9})
+"""Rules about the load model's statistics over a window: the Spark job's."""
+RULE_LANES: Mapping[int, Lane] = {rule: "load" if rule in LOAD_RULES else "incident" for rule in RULE_NUMBERS}
+"""The owner of every rule: exactly one lane each."""
+
+
+def lane_of(rule: int) -> Lane:
+    """The lane that owns ``rule`` (ValueError for a number that is not a rule)."""
+    try:
+        return RULE_LANES[rule]
+    except KeyError:
+        raise ValueError(f"no such rule: {rule} (rules are numbered 1-11)") from None
+
+
+def lane_rules(lane: Lane) -> frozenset[int]:
+    """The rules ``lane`` owns."""
+    return INCIDENT_RULES if lane == "incident" else LOAD_RULES
+
+
+DEFAULT_FOR_S: Mapping[int, float] = {1: 0.0, 3: 0.0, 4: 15.0, 5: 90.0, 6: 60.0, 7: 300.0, 10: 30.0, 11: 15.0}
+"""How long an incident rule's condition must hold before its alert opens (rule 2's is ``urp_for_s``).
+
+Rules 1 and 3 page at once: clients are failing now. Rule 4 waits 15 s: a normal failover leaves
+``/controller`` empty for milliseconds, and two brokers' ActiveControllerCount gauges at 1 in one scrape
+clear at the next one (scraped every 10 s by default), so 15 s of either is not a failover. Rule 5 waits
+90 s, about what a broker of a rolling restart needs to come back (and rules 1 and 3 page at once if its
+absence stops clients). Rule 6 waits 60 s, as long as the URPs it explains usually take to be worth a look.
+Rule 7 waits 300 s, Kafka's ``leader.imbalance.check.interval.seconds``: with auto-rebalance on, the
+controller fixes it within that time. Rule 10 waits 30 s, three scrapes at the default interval, because
+the gauges and ZooKeeper are read at different instants. Rule 11 waits 15 s: a ZooKeeper ensemble's
+leader election or a resync after a lost session leaves the view stale for a few seconds."""
+
+DEFAULT_RESOLVE_AFTER_S: Mapping[int, float] = {
+    1: 10.0,
+    2: 30.0,
+    3: 10.0,
+    4: 30.0,
+    5: 30.0,
+    6: 30.0,
+    7: 60.0,
+    10: 30.0,
+    11: 10.0,
+}
+"""How long an open incident alert's condition must have been clear before it resolves: short for the
+outage rules (1, 3) and for rule 11, so that "it is over" reaches on-call soon; longer where conditions
+come and go (a flapping broker, an ISR that shrinks and expands) to keep one alert instead of a stream of
+opened/resolved pairs."""
 
 BOUND_TOLERANCE = 1e-9
 """Relative slack on rules 8 and 9's bounds, as in :mod:`analytics.load_model`: a deviation on the bound but
@@ -58,27 +111,39 @@ for rounding (N brokers each exactly r off the mean) is not above it."""
 
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class RuleSettings(BaseModel):
-    """Thresholds of the rules and the lifecycle's hysteresis (docs/alert-rules.md lists every default)."""
+    """Thresholds of the rules and both lifecycles' hysteresis (docs/alert-rules.md lists every default).
+
+    The load rules (8, 9) open after ``open_after`` windows and resolve after ``resolve_after`` windows
+    (per rule: ``*_by_rule``); the incident rules open once their condition has held ``for_s`` seconds and
+    resolve once it has been clear ``resolve_after_s`` seconds (rule 2's ``for`` is ``urp_for_s``).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     rated_deviation: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.10
     """r: rule 8 fires when a broker's |r_n| > r, rule 9 when σ > r/N (docs/kafka-reference.md §4)."""
     open_after: PositiveInt = 3
-    """k: consecutive evaluated windows a rule must fire before its alert opens."""
+    """k: consecutive evaluated windows a load rule must fire before its alert opens."""
     resolve_after: PositiveInt = 3
-    """m: consecutive evaluated quiet windows before an open alert resolves."""
-    open_after_by_rule: dict[int, PositiveInt] = Field(
-        default_factory=lambda: dict(DEFAULT_OPEN_AFTER_BY_RULE)
-    )
-    """Per-rule k; replaces the whole default map when set."""
+    """m: consecutive evaluated quiet windows before an open load alert resolves."""
+    open_after_by_rule: dict[int, PositiveInt] = Field(default_factory=dict)
+    """Per-load-rule k (rules 8 and 9)."""
     resolve_after_by_rule: dict[int, PositiveInt] = Field(default_factory=dict)
-    """Per-rule m."""
+    """Per-load-rule m."""
+    for_s: dict[int, Seconds] = Field(default_factory=dict)
+    """Per-incident-rule ``for`` in seconds, over :data:`DEFAULT_FOR_S` (only the rules given change);
+    rule 2's is ``urp_for_s``."""
+    resolve_after_s: dict[int, Seconds] = Field(default_factory=dict)
+    """Per-incident-rule resolve delay in seconds, over :data:`DEFAULT_RESOLVE_AFTER_S`."""
     urp_for_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 60.0
-    """Rule 2's ``for``: a URP run must also last this long (window end − first window's start)."""
+    """Rule 2's ``for``: URPs must have been seen for this long before the alert opens."""
+    leader_election_grace_s: Seconds = 10.0
+    """Rule 1: offline partitions that a live in-sync replica can lead are the controller's to fix; they
+    page once offline this long (the others at once)."""
     leader_imbalance_per_broker_percentage: Annotated[int, Field(ge=0, le=100)] = 10
     """Kafka's ``leader.imbalance.per.broker.percentage`` (rule 7); set it to what the brokers use."""
     suspect_share: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.5
@@ -96,10 +161,16 @@ class RuleSettings(BaseModel):
 
     @field_validator("open_after_by_rule", "resolve_after_by_rule")
     @classmethod
-    def _known_rules(cls, value: dict[int, int]) -> dict[int, int]:
-        unknown = sorted(set(value).difference(RULE_NUMBERS))
-        if unknown:
-            raise ValueError(f"no such rule: {unknown} (rules are numbered 1-11)")
+    def _load_rules(cls, value: dict[int, int]) -> dict[int, int]:
+        _check_lane(value, "load", "it opens and resolves after for_s / resolve_after_s seconds")
+        return value
+
+    @field_validator("for_s", "resolve_after_s")
+    @classmethod
+    def _incident_rules(cls, value: dict[int, float], info: ValidationInfo) -> dict[int, float]:
+        _check_lane(value, "incident", "it opens and resolves after open_after / resolve_after windows")
+        if info.field_name == "for_s" and 2 in value:
+            raise ValueError("rule 2's for is urp_for_s")
         return value
 
     def open_after_for(self, rule: int) -> int:
@@ -109,22 +180,62 @@ class RuleSettings(BaseModel):
         return self.resolve_after_by_rule.get(rule, self.resolve_after)
 
     def min_duration_s(self, rule: int) -> float:
-        """How long a run of hits must last before the alert opens (rule 2's ``for``; 0 elsewhere)."""
+        """How long a run of windows must last before a windowed alert opens (none for the load rules)."""
         return self.urp_for_s if rule == 2 else 0.0
+
+    def for_s_of(self, rule: int) -> float:
+        """How long an incident rule's condition must hold before its alert opens."""
+        if rule == 2:
+            return self.urp_for_s
+        return self.for_s.get(rule, DEFAULT_FOR_S.get(rule, 0.0))
+
+    def resolve_after_s_of(self, rule: int) -> float:
+        """How long an open incident alert's condition must be clear before it resolves."""
+        return self.resolve_after_s.get(rule, DEFAULT_RESOLVE_AFTER_S.get(rule, 0.0))
+
+
+def _check_lane(value: Mapping[int, Any], lane: Lane, instead: str) -> None:
+    unknown = sorted(set(value).difference(RULE_NUMBERS))
+    if unknown:
+        raise ValueError(f"no such rule: {unknown} (rules are numbered 1-11)")
+    others = sorted(rule for rule in value if RULE_LANES[rule] != lane)
+    if others:
+        raise ValueError(
+            f"rules {others} belong to the {RULE_LANES[others[0]]} lane: {instead} (docs/alert-rules.md)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LoadLaneStatus:
+    """What rule 11 needs to tell a silent load lane (a stopped collector or Spark job) from a quiet one:
+    when its latest window was written, as the incident lane saw it arrive in the store."""
+
+    latest_window_end: float | None
+    """End of the cluster's latest load window in the store; None when the store never held one."""
+    heard_at: float
+    """When the incident lane first saw that window in the store (about when it was written), or began
+    watching when there was none: a job that writes its windows late but regularly is not silent."""
+    silent_after_s: float
+    """No new load window for longer than this is silence (a multiple of the window)."""
+    required: bool = False
+    """Silence counts before the first window too (a deployment that must run the Spark job)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RuleContext:
     window: Window
+    """The load lane's event-time window; the incident lane's evaluation instant (``[now, now]``)."""
     now: float
-    """The window's end (event time), so replays evaluate the same."""
+    """The window's end (event time, so replays evaluate the same), or the incident lane's clock."""
     health: HealthState | None
-    """The window's latest cluster sample; None when the window had none."""
+    """The latest health state; None when the window had no cluster sample."""
     history: tuple[HealthState, ...]
-    """Earlier windows' states, oldest first (rule 4's flapping)."""
+    """Earlier states, oldest first (rule 4's flapping)."""
     load: LoadWindow | None
-    """None when the window had no broker samples."""
+    """None when the window had no broker samples (and always in the incident lane)."""
     settings: RuleSettings
+    load_lane: LoadLaneStatus | None = None
+    """The load lane's heartbeat for rule 11 (incident lane); None: not checked."""
 
 
 Needs = Literal["health", "current", "load"]
@@ -190,27 +301,38 @@ def rule_1_offline_partitions(ctx: RuleContext) -> list[Finding]:
     """Rule 1, per topic: partitions without a live leader.
 
     Nobody can produce to or consume from an offline partition: this is an outage for every client of the
-    topic, so it is critical and opens in the first window.
+    topic, so it is critical and opens at once. Except while the controller is still moving leaderships:
+    a crashed broker's partitions are offline from the moment it is gone until the controller has elected
+    one of their live in-sync replicas (milliseconds, or seconds for thousands of partitions). When every
+    offline partition of the topic has such a replica, the finding asks for ``leader_election_grace_s``
+    first; a partition no live in-sync replica can lead (an RF-1 topic, a whole ISR down) pages at once.
     """
     health = ctx.health
     if health is None:
         return []
-    return [
-        Finding(
-            rule=1,
-            subject=f"topic:{topic}",
-            severity="critical",
-            summary=f"{topic}: {_plural(n, 'partition')} offline ({_examples(health.offline, topic)}), "
-            "no live leader: clients can neither produce nor consume",
-            evidence={
-                **_topic_evidence(health.offline, topic, n),
-                "cluster_offline": health.offline.count,
-                "brokers_down": list(health.brokers_down),
-            },
-            action=ActionRef("GET", _partitions_query(offline="true", topic=topic)),
+    findings = []
+    for topic, n in _affected_topics(health.offline):
+        electable = health.offline_electable.by_topic.get(topic, 0)
+        pending = electable >= n
+        until = " until the controller elects one of their live in-sync replicas" if pending else ""
+        findings.append(
+            Finding(
+                rule=1,
+                subject=f"topic:{topic}",
+                severity="critical",
+                summary=f"{topic}: {_plural(n, 'partition')} offline ({_examples(health.offline, topic)}), "
+                f"no live leader: clients can neither produce nor consume{until}",
+                evidence={
+                    **_topic_evidence(health.offline, topic, n),
+                    "electable": electable,
+                    "cluster_offline": health.offline.count,
+                    "brokers_down": list(health.brokers_down),
+                },
+                action=ActionRef("GET", _partitions_query(offline="true", topic=topic)),
+                for_s=ctx.settings.leader_election_grace_s if pending else None,
+            )
         )
-        for topic, n in _affected_topics(health.offline)
-    ]
+    return findings
 
 
 def rule_2_under_replicated_partitions(ctx: RuleContext) -> list[Finding]:
@@ -575,39 +697,72 @@ def rule_10_urp_gauges_disagree(ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def rule_11_collector_stale(ctx: RuleContext) -> list[Finding]:
-    """Rule 11, per collector: its ZooKeeper view is stale (session lost, resync running) or was last known
-    good more than ``stale_after_s`` before the window's end.
+VIEW_SUBJECT = "view:zookeeper"
+"""Rule 11's subject for the incident lane's own view of ZooKeeper (whichever replica leads)."""
+LOAD_LANE_SUBJECT = "lane:load"
+"""Rule 11's subject for a silent load lane."""
 
-    Every other health rule is blind meanwhile (they are not evaluated, so their alerts neither open nor
-    resolve): an outage could be going on unseen. Critical.
+
+def rule_11_collector_stale(ctx: RuleContext) -> list[Finding]:
+    """Rule 11: a blind spot. Subject ``view:zookeeper``: the incident lane's view of ZooKeeper is stale
+    (session lost or suspended, resync running) or was last known good more than ``stale_after_s`` ago;
+    every other incident rule is blind meanwhile (not evaluated, so their alerts neither open nor resolve)
+    and an outage could be going on unseen: critical. Subject ``lane:load``: no new load window for the
+    cluster has been written for more than ``silent_after_s``, so the collector or the Spark job has stopped
+    and the load rules (8, 9) are blind: a warning, since the cluster itself is not shown to be in trouble.
+    The subjects name no process, so the fingerprints survive restarts and failovers.
     """
     health, settings = ctx.health, ctx.settings
-    if health is None or is_current(health, ctx.now, settings):
+    if health is None:
         return []
-    age = known_good_age(health, ctx.now)
-    why = (
-        "is stale (ZooKeeper session lost or resync running)"
-        if health.stale
-        else f"was last in sync more than {settings.stale_after_s:g} s ago"
-    )
-    return [
-        Finding(
-            rule=11,
-            subject=f"collector:{health.collector_id}",
-            severity="critical",
-            summary=f"collector {health.collector_id}'s view of ZooKeeper {why}: health alerts are paused",
-            evidence={
-                "collector_id": health.collector_id,
-                "stale": health.stale,
-                "last_good_at": health.last_good_at,
-                "age_s": age,
-                "stale_after_s": settings.stale_after_s,
-                "snapshot_version": health.snapshot_version,
-                "sample_at": health.timestamp,
-            },
+    findings: list[Finding] = []
+    if not is_current(health, ctx.now, settings):
+        age = known_good_age(health, ctx.now)
+        why = (
+            "is stale (ZooKeeper session lost or resync running)"
+            if health.stale
+            else f"was last in sync more than {settings.stale_after_s:g} s ago"
         )
-    ]
+        findings.append(
+            Finding(
+                rule=11,
+                subject=VIEW_SUBJECT,
+                severity="critical",
+                summary=f"kafka-health's view of ZooKeeper {why}: incident alerts are paused",
+                evidence={
+                    "collector_id": health.collector_id,
+                    "stale": health.stale,
+                    "last_good_at": health.last_good_at,
+                    "age_s": age,
+                    "stale_after_s": settings.stale_after_s,
+                    "snapshot_version": health.snapshot_version,
+                    "sample_at": health.timestamp,
+                },
+            )
+        )
+    lane = ctx.load_lane
+    if lane is not None and (lane.latest_window_end is not None or lane.required):
+        latest = lane.latest_window_end
+        silent_s = max(0.0, ctx.now - lane.heard_at)
+        if silent_s > lane.silent_after_s:
+            since = "no load window was ever written" if latest is None else "no load window was written"
+            findings.append(
+                Finding(
+                    rule=11,
+                    subject=LOAD_LANE_SUBJECT,
+                    severity="warning",
+                    summary=f"the load lane is silent: {since} for {health.cluster} within "
+                    f"{lane.silent_after_s:g} s (is the collector or the Spark job stopped?): load alerts "
+                    "(rules 8, 9) are paused",
+                    evidence={
+                        "latest_window_end": latest,
+                        "silent_s": silent_s,
+                        "silent_after_s": lane.silent_after_s,
+                        "required": lane.required,
+                    },
+                )
+            )
+    return findings
 
 
 # --- evaluation --------------------------------------------------------------------------------------
@@ -638,10 +793,11 @@ def available_inputs(ctx: RuleContext) -> frozenset[Needs]:
     return frozenset(present)
 
 
-def evaluate(ctx: RuleContext) -> Evaluation:
-    """Every rule whose inputs the window has, in rule order."""
+def evaluate(ctx: RuleContext, lane: Lane | None = None) -> Evaluation:
+    """Every rule whose inputs the context has (only ``lane``'s rules when given), in rule order."""
     present = available_inputs(ctx)
-    ran = [rule for rule in RULES if rule.needs in present]
+    owned = RULE_NUMBERS if lane is None else lane_rules(lane)
+    ran = [rule for rule in RULES if rule.needs in present and rule.number in owned]
     return Evaluation(
         evaluated=frozenset(rule.number for rule in ran),
         findings=tuple(finding for rule in ran for finding in rule.check(ctx)),

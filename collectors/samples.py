@@ -157,10 +157,19 @@ def health_document(
     """The cluster's health as the alert rules read it (``analytics.model.HealthState.from_json``).
 
     Counts are exact; partitions are listed per topic up to :data:`EXAMPLES_PER_TOPIC` so that a sample stays
-    small when a whole cluster is down. ``last_good_at`` overrides the snapshot's (a collector whose watches
-    are armed knows a quiet snapshot is current although no new version was published).
+    small when a whole cluster is down. ``offline_electable`` are the offline partitions whose ISR still has
+    a registered broker: the controller can give them a leader (a broker's crash makes its leaderships
+    offline until the controller has moved them), where the others stay offline until a replica returns.
+    ``last_good_at`` overrides the snapshot's (a collector whose watches are armed knows a quiet snapshot
+    is current although no new version was published).
     """
     problems = problem_partitions(report)
+    live = snapshot.brokers
+    electable = [
+        tp
+        for tp in problems["offline"]
+        if (state := snapshot.partitions[tp].state) is not None and any(b in live for b in state.isr)
+    ]
     cross = report.urp_cross_check
     good = last_good_at if last_good_at is not None else snapshot.last_good_at
     return {
@@ -182,6 +191,7 @@ def health_document(
         "partitions": report.summary.partitions,
         "preferred_replica_imbalance": report.summary.preferred_replica_imbalance,
         **{name: _partition_set(tps) for name, tps in problems.items()},
+        "offline_electable": _partition_set(electable),
         "suspects": [
             {"broker_id": s.broker_id, "missing_from": s.missing_from, "share": s.share}
             for s in report.suspects

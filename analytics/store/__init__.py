@@ -4,7 +4,8 @@
   error wrapping, the dialect-aware upsert, the value checks every store shares);
 - :mod:`~analytics.store.migrations`: :class:`Migration` and the runner (``schema_version``);
 - :mod:`~analytics.store.tables`: the analytics tables and their migration (version 1);
-- :mod:`~analytics.store.store`: :class:`Store`, the analytics queries and ``commit_batch``
+- :mod:`~analytics.store.store`: :class:`Store`, the analytics queries, ``commit_batch`` (the load lane's
+  writer) and ``commit_incidents`` (the incident lane's)
   (:mod:`~analytics.store.batch` checks a batch's rows, :mod:`~analytics.store.rows` reads rows back).
 
 The webhooks and the runbook actions own their tables in the app layer, which composes every migration
@@ -12,7 +13,7 @@ The webhooks and the runbook actions own their tables in the app layer, which co
 """
 
 from analytics.store.database import DEFAULT_BUSY_TIMEOUT, Database
-from analytics.store.errors import StoreError
+from analytics.store.errors import StoreConflictError, StoreError
 from analytics.store.migrations import Migration, MigrationStep
 from analytics.store.rows import Acknowledgement, ClusterWindowRow
 from analytics.store.store import ALL_ALERT_STATES, Store
@@ -28,5 +29,6 @@ __all__ = [
     "Migration",
     "MigrationStep",
     "Store",
+    "StoreConflictError",
     "StoreError",
 ]

@@ -12,7 +12,7 @@ from analytics.model import AlertEvent, AlertState, LoadWindow, Window
 from analytics.store.database import finite, json_object, opt_finite
 from analytics.store.rows import ClusterWindowRow
 
-__all__ = ["BatchRows"]
+__all__ = ["BatchRows", "alert_rows", "event_rows"]
 
 
 @dataclass
@@ -84,53 +84,64 @@ class BatchRows:
                 }
             brokers[key] = window_rows
             window_brokers[key] = sorted(window_rows)
-        alert_rows: dict[str, dict[str, Any]] = {}
-        for s in states:
-            where = f"alert {s.fingerprint}"
-            alert_rows[s.fingerprint] = {
-                "fingerprint": s.fingerprint,
-                "cluster": s.cluster,
-                "rule": s.rule,
-                "subject": s.subject,
-                "severity": s.severity,
-                "state": s.state,
-                "summary": s.summary,
-                "first_seen": finite(s.first_seen, f"{where}: first_seen"),
-                "last_seen": finite(s.last_seen, f"{where}: last_seen"),
-                "opened_at": opt_finite(s.opened_at, f"{where}: opened_at"),
-                "resolved_at": opt_finite(s.resolved_at, f"{where}: resolved_at"),
-                "evidence": json_object(s.evidence, f"{where}: evidence"),
-                "action": None if s.action is None else s.action.to_json(),
-                "hits": s.hits,
-                "clean": s.clean,
-                "last_window_end": finite(s.last_window_end, f"{where}: last_window_end"),
-                "event_sequence": s.event_sequence,
-                "acknowledged_by": None,
-                "acknowledged_at": None,
-            }
-        event_rows: dict[tuple[str, int], dict[str, Any]] = {}
-        for e in events:
-            where = f"event {e.fingerprint}#{e.sequence}"
-            event_rows.setdefault(
-                (e.fingerprint, e.sequence),
-                {
-                    "fingerprint": e.fingerprint,
-                    "sequence": e.sequence,
-                    "kind": e.kind,
-                    "at": finite(e.at, f"{where}: at"),
-                    "severity": e.severity,
-                    "summary": e.summary,
-                    "evidence": json_object(e.evidence, f"{where}: evidence"),
-                },
-            )
         return BatchRows(
             health_windows=list(health.values()),
             load_aggregates=list(aggregates.values()),
             window_brokers=window_brokers,
             broker_loads=[row for rows in brokers.values() for row in rows.values()],
-            alerts=list(alert_rows.values()),
-            events=list(event_rows.values()),
+            alerts=alert_rows(states),
+            events=event_rows(events),
         )
+
+
+def alert_rows(states: Sequence[AlertState]) -> list[dict[str, Any]]:
+    """The ``alerts`` rows of ``states``, checked, one per fingerprint (a later state replaces an earlier)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for s in states:
+        where = f"alert {s.fingerprint}"
+        rows[s.fingerprint] = {
+            "fingerprint": s.fingerprint,
+            "cluster": s.cluster,
+            "rule": s.rule,
+            "subject": s.subject,
+            "severity": s.severity,
+            "state": s.state,
+            "summary": s.summary,
+            "first_seen": finite(s.first_seen, f"{where}: first_seen"),
+            "last_seen": finite(s.last_seen, f"{where}: last_seen"),
+            "opened_at": opt_finite(s.opened_at, f"{where}: opened_at"),
+            "resolved_at": opt_finite(s.resolved_at, f"{where}: resolved_at"),
+            "evidence": json_object(s.evidence, f"{where}: evidence"),
+            "action": None if s.action is None else s.action.to_json(),
+            "hits": s.hits,
+            "clean": s.clean,
+            "last_window_end": finite(s.last_window_end, f"{where}: last_window_end"),
+            "event_sequence": s.event_sequence,
+            "acknowledged_by": None,
+            "acknowledged_at": None,
+        }
+    return list(rows.values())
+
+
+def event_rows(events: Sequence[AlertEvent]) -> list[dict[str, Any]]:
+    """The ``alert_events`` rows of ``events``, checked, one per ``(fingerprint, sequence)`` (the first
+    stays, as the database would keep it)."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for e in events:
+        where = f"event {e.fingerprint}#{e.sequence}"
+        rows.setdefault(
+            (e.fingerprint, e.sequence),
+            {
+                "fingerprint": e.fingerprint,
+                "sequence": e.sequence,
+                "kind": e.kind,
+                "at": finite(e.at, f"{where}: at"),
+                "severity": e.severity,
+                "summary": e.summary,
+                "evidence": json_object(e.evidence, f"{where}: evidence"),
+            },
+        )
+    return list(rows.values())
 
 
 def _window_name(window: Window) -> str:

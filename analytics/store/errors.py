@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["StoreError", "error_detail"]
+__all__ = ["StoreConflictError", "StoreError", "error_detail"]
 
 _MAX_DETAIL: Final = 600
 
 
 class StoreError(Exception):
     """The store cannot be opened or used; the message says which store and why."""
+
+
+class StoreConflictError(StoreError):
+    """A compare-and-set write found the rows changed since they were read (another writer was first):
+    nothing was written; read again and retry."""
 
 
 def error_detail(exc: BaseException) -> str:

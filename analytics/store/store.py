@@ -1,8 +1,15 @@
 """The analytics store: load windows, per-window health facts, alert lifecycle rows and their events.
 
-Writes come from Spark's ``foreachBatch``: :meth:`Store.commit_batch` writes one micro-batch in one
-transaction, exactly once per ``(query_name, batch_id)`` (``processed_batches``), and every row it writes
-is an idempotent upsert, so a batch replayed under a new id changes nothing either. See ``docs/store.md``.
+Two writers, one per lane (:data:`analytics.rules.RULE_LANES`), and each refuses the other's rules:
+
+- the load lane, Spark's ``foreachBatch``: :meth:`Store.commit_batch` writes one micro-batch in one
+  transaction, exactly once per ``(query_name, batch_id)`` (``processed_batches``), and every row it writes
+  is an idempotent upsert, so a batch replayed under a new id changes nothing either;
+- the incident lane, ``kafka-health serve``: :meth:`Store.commit_incidents` writes the alerts an evaluation
+  changed and their events in one transaction, each alert compared-and-set against the row it read, and
+  its events inserted without ``ON CONFLICT``, so a writer that lost a race writes nothing and retries.
+
+See ``docs/store.md``.
 
 Timestamps are epoch seconds as floats (``DOUBLE PRECISION``); JSON columns keep floats exactly (Python's
 ``repr`` round-trips), but NaN and infinities are refused, as are non-finite numbers in numeric columns.
@@ -11,24 +18,27 @@ Timestamps are epoch seconds as floats (``DOUBLE PRECISION``); JSON columns keep
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Self
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from analytics.model import AlertEvent, AlertState, AlertStateName, BrokerLoad, LoadWindow, Window
-from analytics.store.batch import BatchRows
+from analytics.rules import RULE_LANES, Lane
+from analytics.store.batch import BatchRows, alert_rows, event_rows
 from analytics.store.database import (
     DEFAULT_BUSY_TIMEOUT,
+    TIME_TYPE,
     Database,
     check_page,
     finite,
     one_or_many,
     opt_int,
 )
-from analytics.store.errors import StoreError
+from analytics.store.errors import StoreConflictError, StoreError, error_detail
 from analytics.store.migrations import Migration
 from analytics.store.rows import (
     Acknowledgement,
@@ -50,6 +60,10 @@ from analytics.store.tables import (
 __all__ = ["ALL_ALERT_STATES", "Store"]
 
 ALL_ALERT_STATES: Final[tuple[AlertStateName, ...]] = ("pending", "open", "resolved")
+
+Version = tuple[int, float]
+"""What the incident lane's compare-and-set compares: an alert row's ``(event_sequence, last_window_end)``
+as it was read (every write changes ``last_window_end``, every event ``event_sequence``)."""
 
 
 class Store:
@@ -138,7 +152,10 @@ class Store:
 
         Returns False, writing nothing, when the batch was committed before; True once it is committed.
         Every row is upserted (events are inserted unless their ``(fingerprint, sequence)`` exists), so the
-        same rows under another batch id change nothing. Within a batch: cluster window rows are written
+        same rows under another batch id change nothing. It is the load lane's writer: an alert state or
+        event of a rule the load lane does not own (an incident rule) is refused with a
+        :class:`StoreError` naming the rule and its lane, and nothing is written. Within a batch: cluster
+        window rows are written
         first, then the load windows (whose aggregates win over a row's load fields for the same window;
         a row's ``None`` load fields keep what is stored), then alert states, then events (whose alert must
         exist). A load window replaces its window's broker rows. Raises :class:`StoreError` (nothing is
@@ -148,8 +165,10 @@ class Store:
             raise StoreError("commit_batch: query_name must not be empty")
         if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
             raise StoreError(f"commit_batch: batch_id must be a non-negative integer, got {batch_id!r}")
+        _check_lane("commit_batch", "load", alert_states)
         rows = BatchRows.build(load_windows, cluster_windows, alert_states, events)
         with self._db.errors(f"commit batch {batch_id} of query {query_name!r}"), self._db.write() as conn:
+            _check_event_lanes(conn, "commit_batch", "load", alert_states, events)
             claimed = conn.execute(
                 self._db.insert(processed_batches_table)
                 .values(query_name=query_name, batch_id=batch_id, committed_at=time.time())
@@ -183,6 +202,86 @@ class Store:
                 )
             return True
 
+    def commit_incidents(
+        self,
+        cluster: str,
+        alert_states: Sequence[AlertState],
+        events: Sequence[AlertEvent] = (),
+        *,
+        expected: Mapping[str, Version | None],
+        also: Callable[[Connection], None] | None = None,
+    ) -> None:
+        """The incident lane's writer: the alerts one evaluation changed and their events, in one transaction.
+
+        Each alert is compared-and-set against the row the writer read: ``expected[fingerprint]`` is its
+        ``(event_sequence, last_window_end)`` then, or None when there was no row (the row is inserted
+        without ``ON CONFLICT``). Events are inserted without ``ON CONFLICT`` either. If any row changed
+        since it was read (another writer was first), :class:`StoreConflictError` is raised and nothing is
+        written: read the states again and evaluate again. ``also(conn)`` runs last in the same transaction
+        (the webhook outbox rows of the events). An acknowledgement is cleared when the alert opens anew,
+        as :meth:`commit_batch` does.
+
+        Refused with :class:`StoreError` (nothing written): a state of another cluster or of a rule the
+        incident lane does not own, an event without its alert's state in ``alert_states``, a state
+        without an ``expected`` entry, non-finite numbers or values that are not JSON.
+        """
+        _check_lane("commit_incidents", "incident", alert_states)
+        own = {s.fingerprint for s in alert_states}
+        for state in alert_states:
+            if state.cluster != cluster:
+                raise StoreError(
+                    f"commit_incidents for cluster {cluster!r}: alert {state.fingerprint} is of "
+                    f"cluster {state.cluster!r}"
+                )
+            if state.fingerprint not in expected:
+                raise StoreError(f"commit_incidents: no expected version for alert {state.fingerprint}")
+        for event in events:
+            if event.fingerprint not in own:
+                raise StoreError(
+                    f"commit_incidents: event {event.fingerprint}#{event.sequence} without its alert's state"
+                )
+        rows, new_events = alert_rows(alert_states), event_rows(events)
+        if not rows and not new_events and also is None:
+            return
+        a = alerts_table.c
+        with self._db.errors(f"commit incident alerts of cluster {cluster!r}"), self._db.write() as conn:
+            try:
+                for row in rows:
+                    fp = row["fingerprint"]
+                    version = expected[fp]
+                    if version is None:
+                        conn.execute(sa.insert(alerts_table).values(**row))
+                        continue
+                    reopened = a.opened_at.is_distinct_from(sa.literal(row["opened_at"], TIME_TYPE))
+                    changes = {k: v for k, v in row.items() if k not in _OWN_COLUMNS}
+                    result = conn.execute(
+                        sa.update(alerts_table)
+                        .where(
+                            a.fingerprint == fp,
+                            a.event_sequence == version[0],
+                            a.last_window_end == version[1],
+                        )
+                        .values(
+                            **changes,
+                            acknowledged_by=sa.case((reopened, sa.null()), else_=a.acknowledged_by),
+                            acknowledged_at=sa.case((reopened, sa.null()), else_=a.acknowledged_at),
+                        )
+                    )
+                    if result.rowcount != 1:
+                        raise StoreConflictError(
+                            f"alert {fp} changed since it was read (expected event {version[0]} at "
+                            f"{version[1]!r}): another writer was first"
+                        )
+                if new_events:
+                    conn.execute(sa.insert(alert_events_table), new_events)
+            except IntegrityError as exc:
+                raise StoreConflictError(
+                    f"commit incident alerts of cluster {cluster!r}: another writer was first: "
+                    f"{error_detail(exc)}"
+                ) from exc
+            if also is not None:
+                also(conn)
+
     def acknowledge(self, fingerprint: str, by: str, at: float) -> bool:
         """Record who acknowledged the alert and when; False when there is no such alert.
 
@@ -210,11 +309,20 @@ class Store:
         with self._db.errors("read processed batches"), self._db.read() as conn:
             return conn.execute(query).first() is not None
 
-    def alert_states(self, cluster: str, states: Collection[str] = ALL_ALERT_STATES) -> dict[str, AlertState]:
-        """The cluster's alerts in ``states``, by fingerprint (what the rules resume from after a restart)."""
+    def alert_states(
+        self,
+        cluster: str,
+        states: Collection[str] = ALL_ALERT_STATES,
+        *,
+        rules: Collection[int] | None = None,
+    ) -> dict[str, AlertState]:
+        """The cluster's alerts in ``states`` (of ``rules``, when given), by fingerprint (what a lane resumes
+        from after a restart)."""
         query = sa.select(alerts_table).where(
             alerts_table.c.cluster == cluster, alerts_table.c.state.in_(list(states))
         )
+        if rules is not None:
+            query = query.where(alerts_table.c.rule.in_(sorted(rules)))
         with self._db.errors(f"read alert states of cluster {cluster!r}"), self._db.read() as conn:
             return {row.fingerprint: read_alert_state(row) for row in conn.execute(query)}
 
@@ -300,6 +408,19 @@ class Store:
             cluster_windows_table.c.cluster == cluster, cluster_windows_table.c.evaluated
         )
         with self._db.errors(f"read windows of cluster {cluster!r}"), self._db.read() as conn:
+            value = conn.execute(query).scalar()
+        return None if value is None else float(value)
+
+    def latest_load_end(self, cluster: str) -> float | None:
+        """End of the cluster's latest window with load (the load lane's heartbeat), or None."""
+        c = cluster_windows_table.c
+        query = (
+            sa.select(c.window_end)
+            .where(c.cluster == cluster, _has_load())
+            .order_by(c.window_start.desc())
+            .limit(1)
+        )
+        with self._db.errors(f"read the latest load window of cluster {cluster!r}"), self._db.read() as conn:
             value = conn.execute(query).scalar()
         return None if value is None else float(value)
 
@@ -472,6 +593,42 @@ class Store:
 
 
 _LOAD_COLUMNS: Final = ("brokers", "stddev", "stddev_threshold", "rated_deviation", "imbalanced")
+_OWN_COLUMNS: Final = frozenset({"fingerprint", "acknowledged_by", "acknowledged_at"})
+"""Columns an alert's writer never changes: its key, and the acknowledgement (the API's)."""
+
+
+def _check_lane(writer: str, lane: Lane, states: Sequence[AlertState]) -> None:
+    for state in states:
+        owner = RULE_LANES.get(state.rule)
+        if owner is None:
+            raise StoreError(
+                f"{writer}: alert {state.fingerprint} has rule {state.rule}: no such rule (1-11)"
+            )
+        if owner != lane:
+            raise StoreError(
+                f"{writer} is the {lane} lane's writer: alert {state.fingerprint} is rule {state.rule} "
+                f"({state.subject}), which the {owner} lane owns"
+            )
+
+
+def _check_event_lanes(
+    conn: Connection, writer: str, lane: Lane, states: Sequence[AlertState], events: Sequence[AlertEvent]
+) -> None:
+    """Events whose alert is not in the batch: their stored alert's rule must be the lane's too."""
+    batch = {s.fingerprint for s in states}
+    others = sorted({e.fingerprint for e in events} - batch)
+    if not others:
+        return
+    query = sa.select(alerts_table.c.fingerprint, alerts_table.c.rule, alerts_table.c.subject).where(
+        alerts_table.c.fingerprint.in_(others)
+    )
+    for row in conn.execute(query):
+        owner = RULE_LANES.get(int(row.rule))
+        if owner != lane:
+            raise StoreError(
+                f"{writer} is the {lane} lane's writer: an event of alert {row.fingerprint} is rule "
+                f"{row.rule} ({row.subject}), which the {owner or 'no'} lane owns"
+            )
 
 
 def _has_load() -> sa.ColumnElement[bool]:

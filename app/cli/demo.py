@@ -1,12 +1,14 @@
 """``kafka-health demo``: everything on the embedded default, in one command, with a story.
 
 Starts a real ZooKeeper, a 5-broker reference cluster with traffic, the collectors (samples every 2 s into
-a spool directory), the PySpark analytics job (5 s windows) and the service (REST, ``/metrics``, actions),
-prints the URLs and an admin token, then plays a short story through the service's own API: load skewed
-onto one broker (the load alerts open, then resolve), a broker stopped and restarted (brokers down and
-under-replicated partitions, then recovery), and a preferred replica election (dry run, then executed).
-With ``--once`` it stops after the story; otherwise everything keeps running until Ctrl-C, which stops it
-all cleanly (no JVM or thread left).
+a spool directory), the PySpark analytics job (the load lane, 5 s windows), the service (REST,
+``/metrics``, actions, and the incident lane) and a webhook receiver subscribed through the API, prints
+the URLs and an admin token, then plays a short story through the service's own API: load is skewed onto
+one broker (the Spark job's load alerts open a window or two later, then resolve), a broker crashes
+(the incident lane pages its offline single-replica partition within a second, then the broker down;
+both resolve when it is back), and a preferred replica election (dry run, then executed). Each alert says
+which lane raised it. With ``--once`` it stops after the story; otherwise everything keeps running until
+Ctrl-C, which stops it all cleanly (no JVM or thread left).
 
 Exit codes: 0 the story was told (``--once``) or Ctrl-C/SIGTERM stopped it, 1 something did not start or a
 step of the story did not happen in time.
@@ -37,7 +39,9 @@ from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.reference_cluster.routes import reference_router
+from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError, pick_free_port
+from app.incidents.changes import SnapshotChanges
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
@@ -54,6 +58,7 @@ DESCRIPTION = None
 LAG_MS = 4000
 WINDOW_S = 5.0
 STEP_TIMEOUT_S = 120.0
+LANES = {"incident": "the incident lane (serve)", "load": "the load lane (Spark)"}
 
 
 class StoryError(Exception):
@@ -61,9 +66,10 @@ class StoryError(Exception):
 
 
 class Demo:
-    def __init__(self, base: str, token: str, out: Any) -> None:
+    def __init__(self, base: str, token: str, out: Any, receiver: WebhookReceiver | None = None) -> None:
         self.http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
         self.out = out
+        self.receiver = receiver
 
     def say(self, text: str) -> None:
         self.out.write(f"{text}\n")
@@ -93,6 +99,23 @@ class Demo:
         items: list[dict[str, Any]] = self.get("/api/v1/alerts", state="open", rule=rule)["items"]
         return items
 
+    def paged(self, rule: int, kind: str, since: float) -> tuple[float, dict[str, Any]] | None:
+        """The first webhook the receiver accepted for ``rule``'s ``kind`` since ``since``: (when, body)."""
+        if self.receiver is None:
+            return None
+        for request in self.receiver.accepted_requests():
+            body = request.json()
+            if request.received_at >= since and body.get("rule") == rule and body.get("kind") == kind:
+                return request.received_at, body
+        return None
+
+    def opened(self, alert: dict[str, Any], after: float | None = None, what: str = "the fault") -> None:
+        took = "" if after is None else f" {after:.2f} s after {what}"
+        self.say(
+            f"   alert opened{took} by {LANES.get(alert['lane'], alert['lane'])}: "
+            f"[{alert['severity']}] {alert['summary']}"
+        )
+
     def summary(self) -> str:
         s = self.get("/api/v1/cluster")["summary"]
         return (
@@ -118,14 +141,15 @@ def story(demo: Demo, cluster: ReferenceCluster) -> None:
     demo.wait("the first load window", lambda: demo.get("/api/v1/load")["latest"])
     say(f"   {demo.summary()}\n   {demo.load()}")
 
-    say("\n== 2. Load skewed onto broker 1 (four times the produce traffic on the partitions it leads)")
+    say("\n== 2. Load skewed onto broker 1: the Spark job's load lane sees it a window or two later")
+    skewed = time.time()
     demo.post("/api/v1/reference/load/skew", {"brokers": {"1": 4}})
     alert = demo.wait("the load alert on broker 1 (rule 8)", lambda: [
         a for a in demo.open_alerts(8) if a["subject"] == "broker:1"
     ])[0]  # fmt: skip
-    say(f"   alert opened: [{alert['severity']}] {alert['summary']}")
+    demo.opened(alert, time.time() - skewed, "the skew")
     cluster_alert = demo.wait("the cluster imbalance alert (rule 9)", lambda: demo.open_alerts(9))[0]
-    say(f"   alert opened: [{cluster_alert['severity']}] {cluster_alert['summary']}")
+    demo.opened(cluster_alert)
     say(f"   {demo.load()}")
     plan = demo.post("/api/v1/plans/rebalance", {})
     say(
@@ -136,19 +160,24 @@ def story(demo: Demo, cluster: ReferenceCluster) -> None:
     demo.wait("the load alerts to resolve", lambda: not demo.open_alerts(8) and not demo.open_alerts(9))
     say("   skew removed: both load alerts resolved")
 
-    say("\n== 3. Broker 2 crashes")
+    say("\n== 3. Broker 2 crashes: the incident lane pages within a second")
+    crashed = time.time()
     demo.post("/api/v1/reference/brokers/2/stop")
-    demo.wait(
-        "under-replicated partitions", lambda: demo.get("/api/v1/cluster")["summary"]["under_replicated"]
+    when, page = demo.wait(
+        "the webhook for the offline partition (rule 1)", lambda: demo.paged(1, "opened", crashed)
     )
+    (alert,) = [a for a in demo.open_alerts(1) if a["subject"] == page["subject"]]
+    demo.opened(alert, when - crashed, "the crash")
     say(f"   {demo.summary()}")
     alert = demo.wait("the broker-down alert (rule 5)", lambda: demo.open_alerts(5))[0]
-    say(f"   alert opened: [{alert['severity']}] {alert['summary']}")
+    demo.opened(alert, (alert["opened_at"] or crashed) - crashed, "the crash")
     demo.post("/api/v1/reference/brokers/2/start")
     demo.wait(
         "broker 2 back in every ISR", lambda: demo.get("/api/v1/cluster")["summary"]["under_replicated"] == 0
     )
     say(f"   broker 2 restarted and caught up: {demo.summary()}")
+    demo.wait("the incident alerts to resolve", lambda: not demo.open_alerts(1) and not demo.open_alerts(5))
+    say("   the offline-partition and broker-down alerts resolved")
 
     say("\n== 4. A preferred replica election through the API")
     dry = demo.post("/api/v1/actions/preferred-replica-election", {"scope": "all"})
@@ -169,8 +198,6 @@ def story(demo: Demo, cluster: ReferenceCluster) -> None:
         f"{action['result'].get('elected', 0)} partitions elected"
     )
     say(f"   {demo.summary()}")
-    demo.wait("the broker-down alert to resolve", lambda: not demo.open_alerts(5))
-    say("   the broker-down alert resolved")
 
 
 @contextlib.contextmanager
@@ -211,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
             TopicSpec(
                 name="payments", partitions=10, replication_factor=3, config={"min.insync.replicas": "2"}
             ),
+            TopicSpec(name="clickstream", partitions=args.brokers, replication_factor=1),
         ],
         replica_lag_time_max_ms=LAG_MS,
         auto_leader_rebalance_enable=False,
@@ -223,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         trigger_s=1.0,
         checkpoint=str(workdir / "checkpoint"),
         store_url=f"sqlite:///{workdir / 'kafka-health.db'}",
-        rules=RuleSettings(open_after=2, resolve_after=2, urp_for_s=10.0),
+        rules=RuleSettings(open_after=2, resolve_after=2, urp_for_s=10.0, for_s={5: 5.0}),
     )
     code = ExitCode.OK
     with stop_signals() as stop, contextlib.ExitStack() as stack:
@@ -238,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
             cluster.start()
             stack.callback(cluster.stop)
             urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
-            collector = ZooKeeperCollector(zookeeper.connect_string)
+            changes = SnapshotChanges()
+            collector = ZooKeeperCollector(zookeeper.connect_string, on_change=changes)
             collector.start()
             stack.callback(collector.stop)
             metrics = MetricsCollector(urls=urls, timeout_s=2.0)
@@ -268,8 +297,12 @@ def run(args: argparse.Namespace) -> int:
                 store_url=analytics.store_url,
                 collector_factory=lambda _: collector,
                 extra_routers=[reference_router(ControlApi(cluster))],
+                changes=changes,
+                rules=analytics.rules,
+                load_window_s=analytics.window_s,
             )
             stack.enter_context(_running_server(app, port))
+            receiver = stack.enter_context(WebhookReceiver(secret=token))
             base = f"http://127.0.0.1:{port}"
             out.write(
                 "\nkafka-health is up on the embedded reference cluster "
@@ -279,10 +312,15 @@ def run(args: argparse.Namespace) -> int:
                 f"  token      {token}   (admin; e.g. curl -H 'Authorization: Bearer {token}' "
                 f"{base}/api/v1/cluster)\n"
                 f"  data       {workdir} (removed on exit)\n"
+                f"  webhooks   {receiver.url} (a receiver subscribed to every alert)\n"
             )
             out.flush()
-            demo = Demo(base, token, out)
+            demo = Demo(base, token, out, receiver)
             stack.callback(demo.http.close)
+            demo.post(
+                "/api/v1/webhooks",
+                {"name": "demo", "url": receiver.url, "secret": token, "format": "generic"},
+            )
             story(demo, cluster)
             if not args.once:
                 out.write(

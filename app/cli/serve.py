@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from app.cli.common import ExitCode, on_stop_signals, settings_or_error
+from app.incidents.changes import SnapshotChanges
 from app.service.auth import hash_token
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.kafka.zkdata import parse_connect_string
@@ -26,7 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
     )
-    parser.add_argument("--store-url", metavar="URL", help="the analytics job's store (load and alerts)")
+    parser.add_argument(
+        "--store-url",
+        metavar="URL",
+        help="the store (load and alerts); with it the service writes incident alerts",
+    )
     parser.add_argument("--host", help="listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="listen port (default 8080)")
     parser.add_argument("--hash-token", metavar="TOKEN", help="print the token-file digest of TOKEN and exit")
@@ -88,8 +93,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     zk = settings.zookeeper
     connect = zk.connect or ""
     # Read the cluster before listening: an unreachable ZooKeeper is a clear error, not a traceback.
+    changes = SnapshotChanges()
     collector = ZooKeeperCollector(
-        connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s
+        connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s, on_change=changes
     )
     try:
         collector.start(timeout=zk.start_timeout_s)
@@ -103,6 +109,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             metrics=settings.metrics,
             store_url=settings.analytics.store_url,
             collector_factory=lambda _: collector,
+            changes=changes,
+            rules=settings.analytics.rules,
+            load_window_s=settings.analytics.window_s,
         )
         import uvicorn
 

@@ -21,9 +21,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from analytics.rules import RuleSettings
 from app.actions.reassignment import Problem
 from app.actions.runner import ActionError, ConflictError, InvalidRequestError, NotFoundError
 from app.actions.state import ActionLog
+from app.incidents.changes import SnapshotChanges
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.container import service_components
@@ -83,9 +85,15 @@ def create_app(
     start_timeout_s: float = 60.0,
     actions: ActionLog | None = None,
     extra_routers: Sequence[APIRouter] = (),
+    changes: SnapshotChanges | None = None,
+    rules: RuleSettings | None = None,
+    load_window_s: float = 30.0,
 ) -> FastAPI:
     """The service for the cluster at ``zookeeper``; the lifespan starts the ZooKeeper collector (first full
-    scan), the metrics scraper and the store, and stops them in reverse order."""
+    scan), the metrics scraper, the store, the notifier and the incident lane, and stops them in reverse
+    order. A ``collector_factory``'s collector tells ``changes`` of each new snapshot (its ``on_change``),
+    so that the incident lane evaluates at once (else on its timer); ``rules`` and ``load_window_s`` are
+    the analytics settings it judges with."""
     tokens = token_store(settings)  # validated now: a bad token definition fails at start-up
 
     @asynccontextmanager
@@ -101,6 +109,9 @@ def create_app(
             session_timeout_s=session_timeout_s,
             start_timeout_s=start_timeout_s,
             actions=actions,
+            changes=changes,
+            rules=rules,
+            load_window_s=load_window_s,
         ) as container:
             container.install(app)
             yield

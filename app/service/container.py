@@ -15,14 +15,17 @@ from dataclasses import dataclass
 
 from starlette.applications import Starlette
 
+from analytics.rules import RuleSettings
 from analytics.store import Store
 from app.actions.runner import ActionRunner, interrupted
 from app.actions.state import ActionLog, MemoryActionLog
+from app.incidents.changes import SnapshotChanges
+from app.incidents.lane import IncidentLane
 from app.service.auth import TokenStore
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
 from app.storage import Storage
-from app.webhooks.notifier import Notifier, service_notifier
+from app.webhooks.notifier import Notifier, service_leadership, service_notifier
 from app.webhooks.store import WebhookStore
 from collectors.health import HealthReport
 from collectors.kafka.admin import KazooAdmin
@@ -45,6 +48,8 @@ class ServiceContainer:
     runner: ActionRunner
     notifier: Notifier | None
     """The webhook notifier (None without a store)."""
+    incidents: IncidentLane | None = None
+    """The incident lane (None without a store, or when disabled)."""
 
     def install(self, app: Starlette) -> None:
         app.state.container = self
@@ -69,15 +74,23 @@ def service_components(
     session_timeout_s: float = 18.0,
     start_timeout_s: float = 60.0,
     actions: ActionLog | None = None,
+    changes: SnapshotChanges | None = None,
+    rules: RuleSettings | None = None,
+    load_window_s: float = 30.0,
 ) -> Iterator[ServiceContainer]:
     """Start every component for the cluster at ``zookeeper`` (``collector_factory`` instead of a
-    ZooKeeper collector of its own: tests, ``serve`` which started it to fail early); stop them in reverse
-    order when the block ends."""
+    ZooKeeper collector of its own: tests, ``serve`` which started it to fail early; ``changes``, the hub
+    that collector calls on every new snapshot, wakes the incident lane); stop them in reverse order when
+    the block ends. ``rules`` and ``load_window_s`` are the analytics settings the incident lane judges
+    with (the rules' thresholds and durations, the load lane's window)."""
     with ExitStack() as stack:
         if collector_factory is not None:
             collector = collector_factory(zookeeper)
         else:
-            zk = ZooKeeperCollector(zookeeper, connections=connections, session_timeout_s=session_timeout_s)
+            changes = changes or SnapshotChanges()
+            zk = ZooKeeperCollector(
+                zookeeper, connections=connections, session_timeout_s=session_timeout_s, on_change=changes
+            )
             zk.start(timeout=start_timeout_s)
             stack.callback(zk.stop)
             collector = zk
@@ -92,7 +105,26 @@ def service_components(
             stack.callback(storage.close)
         store = None if storage is None else storage.analytics
         webhooks = None if storage is None else storage.webhooks
-        notifier = stack.enter_context(service_notifier(webhooks, zookeeper, settings.webhooks))
+        leadership = service_leadership(zookeeper, settings.webhooks)
+        notifier = stack.enter_context(service_notifier(webhooks, zookeeper, settings.webhooks, leadership))
+        lane = None
+        if store is not None and notifier is not None and settings.incidents.enabled:
+            lane = IncidentLane(
+                view,
+                store,
+                leadership,
+                webhooks=webhooks,
+                render=notifier.render,
+                wake=notifier.wake,
+                settings=settings.incidents,
+                rules=rules,
+                load_window_s=load_window_s,
+                webhook_horizon_s=settings.webhooks.horizon_s,
+            )
+            if changes is not None:
+                stack.callback(changes.subscribe(lane.changed))
+            lane.start()
+            stack.callback(lane.stop)
         admin = KazooAdmin(zookeeper)
         stack.callback(admin.close)
         actions = _action_log(storage, actions)
@@ -105,7 +137,7 @@ def service_components(
             actions, admin, cluster, latest_load=None if store is None else store.latest_load
         )
         stack.callback(runner.shutdown)
-        yield ServiceContainer(view, tokens, store, webhooks, actions, runner, notifier)
+        yield ServiceContainer(view, tokens, store, webhooks, actions, runner, notifier, lane)
 
 
 def _action_log(storage: Storage | None, given: ActionLog | None) -> ActionLog:

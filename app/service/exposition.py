@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from analytics.store import Store
 from app.actions.state import ActionLog, ActionState
+from app.incidents.lane import IncidentLane
 from app.service.state import ClusterView
 from app.webhooks.model import DELIVERY_STATES
 from app.webhooks.store import WebhookStore
@@ -45,11 +46,13 @@ class KafkaHealthCollector(Collector):
         store: Store | None = None,
         webhooks: WebhookStore | None = None,
         actions: ActionLog | None = None,
+        incidents: IncidentLane | None = None,
     ) -> None:
         self.view = view
         self.store = store
         self.webhooks = webhooks
         self.actions = actions
+        self.incidents = incidents
 
     def collect(self) -> Iterator[Metric]:
         state = self.view.state
@@ -134,6 +137,38 @@ class KafkaHealthCollector(Collector):
             yield self._deliveries(cluster)
         if self.actions is not None:
             yield self._actions(cluster)
+        if self.incidents is not None:
+            yield from self._incidents(cluster)
+
+    def _incidents(self, cluster: str) -> Iterator[Metric]:
+        assert self.incidents is not None
+        stats = self.incidents.stats()
+        leader = _gauge(
+            "incident_lane_leader",
+            "1 while this replica writes incident alerts (the leader, or the last leader with its "
+            "ZooKeeper session disconnected, which writes rule 11 only).",
+            "standing",
+        )
+        for standing in ("leader", "last-leader", "follower"):
+            leader.add_metric([cluster, standing], 1 if stats.standing == standing else 0)
+        yield leader
+        last = _gauge("incident_lane_last_evaluation_timestamp_seconds", "When the lane last evaluated.")
+        if stats.last_evaluated_at is not None:
+            last.add_metric([cluster], stats.last_evaluated_at)
+        yield last
+        took = _gauge("incident_lane_evaluation_seconds", "The last evaluation, with its commit.")
+        if stats.last_evaluation_s is not None:
+            took.add_metric([cluster], stats.last_evaluation_s)
+        yield took
+        for name, value, doc in (
+            ("incident_lane_evaluations", stats.evaluations, "Evaluations of the incident rules."),
+            ("incident_lane_events", stats.events, "Alert events the lane wrote."),
+            ("incident_lane_conflicts", stats.conflicts, "Commits another writer was first to."),
+            ("incident_lane_errors", stats.errors, "Evaluations that failed (logged)."),
+        ):
+            counter = _counter(name, doc)
+            counter.add_metric([cluster], value)
+            yield counter
 
     def _actions(self, cluster: str) -> Metric:
         assert self.actions is not None
@@ -215,7 +250,8 @@ def render(
     store: Store | None,
     webhooks: WebhookStore | None = None,
     actions: ActionLog | None = None,
+    incidents: IncidentLane | None = None,
 ) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(KafkaHealthCollector(view, store, webhooks, actions))
+    registry.register(KafkaHealthCollector(view, store, webhooks, actions, incidents))
     return generate_latest(registry)

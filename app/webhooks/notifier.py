@@ -1,6 +1,8 @@
 """The webhook notifier: alert events from the store, through the outbox, to each webhook's receiver.
 
-One thread polls every ``poll_interval_s``; while this instance is the leader it
+One thread polls every ``poll_interval_s``, and at once when woken (:meth:`Notifier.wake`: the incident
+lane wakes it after each commit that wrote alert events and their outbox rows, so that a page does not wait
+for the poll); while this instance is the leader it
 
 1. writes an outbox row for every new (webhook, alert event) pair
    (:meth:`WebhookStore.enqueue_deliveries`; the body is rendered then and never changes), and
@@ -15,7 +17,13 @@ the n-th attempt, or the receiver's ``Retry-After`` if longer), until ``max_atte
 (3xx, 4xx) is a permanent error: the row is dead at once. Dead rows stay visible until requeued.
 
 Only one instance delivers: :class:`ZooKeeperLeadership` is an ephemeral znode on the cluster's ZooKeeper,
-held for as long as the instance's session lives; :class:`AlwaysLeader` is for a single instance.
+held for as long as the instance's session lives; :class:`AlwaysLeader` is for a single instance. The
+service shares one leadership between its notifier and its incident lane (:func:`service_leadership`), so
+the replica that commits an alert event is the one whose notifier is woken to send it. While its session
+is disconnected, the last leader stays the ``last-leader`` (:meth:`ZooKeeperLeadership.standing`) and keeps
+delivering: when ZooKeeper itself is down nobody else can be elected, yet the incident lane's staleness
+alert (rule 11) must still go out. That is safe because a delivery is claimed in the database (a lease)
+before it is sent, and receivers deduplicate on the idempotency key.
 """
 
 from __future__ import annotations
@@ -54,9 +62,11 @@ __all__ = [
     "Notifier",
     "NotifierSettings",
     "NotifierStats",
+    "Standing",
     "ZooKeeperLeadership",
     "backoff_s",
     "post",
+    "service_leadership",
     "service_notifier",
 ]
 
@@ -130,12 +140,20 @@ class NotifierSettings(BaseModel):
 # --- leadership ------------------------------------------------------------------------------------------
 
 
+Standing = Literal["leader", "last-leader", "follower"]
+"""``leader``: elected (checked just now); ``last-leader``: was the leader at its last check and cannot check
+now (its ZooKeeper session is disconnected: nobody may have taken over yet, or ZooKeeper is down for
+everyone); ``follower``: another instance leads, or this one never led."""
+
+
 class Leadership(Protocol):
-    """Who may deliver: :meth:`is_leader` is asked before every poll (and before every delivery)."""
+    """Who may deliver (and write incident alerts): :meth:`standing` is asked before every poll."""
 
     def start(self) -> None: ...
 
     def is_leader(self) -> bool: ...
+
+    def standing(self) -> Standing: ...
 
     def stop(self) -> None: ...
 
@@ -149,6 +167,9 @@ class AlwaysLeader:
     def is_leader(self) -> bool:
         return True
 
+    def standing(self) -> Standing:
+        return "leader"
+
     def stop(self) -> None:
         pass
 
@@ -156,11 +177,13 @@ class AlwaysLeader:
 class ZooKeeperLeadership:
     """Leader while this instance's ZooKeeper session owns the ephemeral znode at ``path``.
 
-    :meth:`is_leader` creates the znode when it is missing and checks its owner (one read per call); it is
-    False whenever the session is not connected (SUSPENDED included: another instance may take over once
-    the session expires on the server). :meth:`stop` deletes the znode, so that another instance takes
-    over at its next poll; a crashed instance's znode goes when its session expires (``session_timeout_s``).
-    The client connects in the background: a ZooKeeper that is down delays the leadership, not the start.
+    :meth:`standing` creates the znode when it is missing and checks its owner (one read per call);
+    :meth:`is_leader` is True only for ``leader``: it is False whenever the session is not connected
+    (SUSPENDED included: another instance may take over once the session expires on the server), when
+    :meth:`standing` says ``last-leader`` if this instance led at its last check. :meth:`stop` deletes the
+    znode, so that another instance takes over at its next poll; a crashed instance's znode goes when its
+    session expires (``session_timeout_s``). The client connects in the background: a ZooKeeper that is
+    down delays the leadership, not the start.
     """
 
     def __init__(
@@ -180,6 +203,7 @@ class ZooKeeperLeadership:
         )
         self._mutex = threading.Lock()
         self._started = False
+        self._was_leader = False
 
     @property
     def client(self) -> KazooClient:
@@ -193,12 +217,16 @@ class ZooKeeperLeadership:
                 self._started = True
 
     def is_leader(self) -> bool:
+        return self.standing() == "leader"
+
+    def standing(self) -> Standing:
         with self._mutex:
-            if not self._started or self._client.state != KazooState.CONNECTED:
-                return False
+            if not self._started:
+                return "follower"
+            unknown: Standing = "last-leader" if self._was_leader else "follower"
             session = self._client.client_id
-            if session is None:
-                return False
+            if self._client.state != KazooState.CONNECTED or session is None:
+                return unknown
             try:
                 stat = self._client.exists(self.path)
                 if stat is None:
@@ -207,8 +235,9 @@ class ZooKeeperLeadership:
                     stat = self._client.exists(self.path)
             except (KazooException, self._client.handler.timeout_exception) as exc:
                 log.debug("leadership check at %s failed: %s", self.path, exc)
-                return False
-            return stat is not None and stat.owner_session_id == session[0]
+                return unknown
+            self._was_leader = stat is not None and stat.owner_session_id == session[0]
+            return "leader" if self._was_leader else "follower"
 
     def leader(self) -> str | None:
         """The identity of the current leader (any instance), or None."""
@@ -226,6 +255,7 @@ class ZooKeeperLeadership:
             if not self._started:
                 return
             self._started = False
+            self._was_leader = False
             try:
                 if self._client.state == KazooState.CONNECTED:
                     session = self._client.client_id
@@ -336,6 +366,9 @@ class NotifierStats:
     """Counters of one notifier since it was created."""
 
     leader: bool = False
+    """Delivering: the leader, or the last leader while its ZooKeeper session is disconnected."""
+    wakes: int = 0
+    """Polls started early by :meth:`Notifier.wake`."""
     polls: int = 0
     entered: int = 0
     """Rows written to the outbox (pending, or skipped by a filter)."""
@@ -367,6 +400,7 @@ class Notifier:
         self._rng = rng or random.Random()
         self._clock = clock
         self._stopping = threading.Event()
+        self._woken = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._busy: set[int] = set()
@@ -391,6 +425,7 @@ class Notifier:
         """Stop polling, let the requests in flight finish (each within its timeout) and record them, then
         give up the leadership. Pending deliveries stay in the outbox for the next leader."""
         self._stopping.set()
+        self._woken.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
@@ -412,6 +447,11 @@ class Notifier:
     @property
     def running(self) -> bool:
         return self._thread is not None
+
+    def wake(self) -> None:
+        """Poll now instead of at the end of the current wait: new events are in the store (returns at once;
+        wakes that arrive during a poll make one more poll)."""
+        self._woken.set()
 
     def stats(self) -> NotifierStats:
         with self._mutex:
@@ -439,7 +479,9 @@ class Notifier:
                 if error != last_error or now - logged_at >= ERROR_LOG_EVERY_S:
                     log.exception("webhook notifier: the poll failed; retrying every %g s", self._interval)
                     last_error, logged_at = error, now
-            self._stopping.wait(self._interval)
+            if self._woken.wait(self._interval) and not self._stopping.is_set():
+                self._count(wakes=1)
+            self._woken.clear()
 
     @property
     def _interval(self) -> float:
@@ -447,10 +489,15 @@ class Notifier:
 
     def poll(self) -> None:
         """One pass: check the leadership, fill the outbox, hand the due deliveries to the senders."""
-        leader = self.leadership.is_leader()
+        standing = self.leadership.standing()
+        leader = standing != "follower"
         with self._mutex:
             if leader != self._stats.leader:
-                log.info("webhook notifier: %s the leadership", "took" if leader else "does not hold")
+                log.info(
+                    "webhook notifier: %s the leadership (%s)",
+                    "took" if leader else "does not hold",
+                    standing,
+                )
                 self._next_full_scan = 0.0
             self._stats = replace(self._stats, leader=leader, polls=self._stats.polls + 1)
         if not leader:
@@ -587,21 +634,29 @@ def ping(
     return notice, result
 
 
+def service_leadership(zookeeper: str, settings: NotifierSettings | None = None) -> Leadership:
+    """The service's one leadership (its notifier's and its incident lane's), not started: elected through
+    the cluster's ZooKeeper (``settings.zookeeper`` to use another) unless ``settings.election`` is
+    ``none``."""
+    settings = settings or NotifierSettings()
+    if settings.election == "zookeeper":
+        return ZooKeeperLeadership(settings.zookeeper or zookeeper, settings.lock_path)
+    return AlwaysLeader()
+
+
 @contextlib.contextmanager
 def service_notifier(
-    store: WebhookStore | None, zookeeper: str, settings: NotifierSettings | None = None
+    store: WebhookStore | None,
+    zookeeper: str,
+    settings: NotifierSettings | None = None,
+    leadership: Leadership | None = None,
 ) -> Iterator[Notifier | None]:
-    """The service's notifier, running for the ``with`` block (None, and nothing runs, without a store):
-    elected through the cluster's ZooKeeper (``settings.zookeeper`` to use another) unless
-    ``settings.election`` is ``none``."""
+    """The service's notifier, running for the ``with`` block (None, and nothing runs, without a store),
+    on ``leadership`` (default :func:`service_leadership`; the notifier starts it and stops it)."""
     if store is None:
         yield None
         return
     settings = settings or NotifierSettings()
-    leadership: Leadership
-    if settings.election == "zookeeper":
-        leadership = ZooKeeperLeadership(settings.zookeeper or zookeeper, settings.lock_path)
-    else:
-        leadership = AlwaysLeader()
+    leadership = leadership or service_leadership(zookeeper, settings)
     with Notifier(store, settings=settings, leadership=leadership) as notifier:
         yield notifier

@@ -181,6 +181,29 @@ class WebhookStore:
             )
             return len(written.all())
 
+    def enqueue_in(
+        self,
+        conn: Connection,
+        fingerprints: Collection[str],
+        now: float,
+        render: WebhookRenderer,
+        *,
+        horizon_s: float = DEFAULT_WEBHOOK_HORIZON_S,
+    ) -> int:
+        """:meth:`enqueue_deliveries` for the events of these alerts, inside the caller's transaction
+        ``conn``: the incident lane writes its events' outbox rows in the transaction that writes the
+        events, so that an event is never committed without them (the same rows, the same policy, the same
+        rendering). Returns how many rows were written."""
+        if not fingerprints:
+            return 0
+        now = finite(now, "enqueue_in: now")
+        candidates = _Candidates.read(conn, now - horizon_s, None, sorted(set(fingerprints)))
+        if not candidates.rows:
+            return 0
+        outbox = candidates.outbox_rows(now, render)
+        conn.execute(sa.insert(webhook_deliveries_table), outbox)
+        return len(outbox)
+
     def due_deliveries(self, now: float, limit: int = 100) -> list[WebhookDelivery]:
         """Pending deliveries of enabled webhooks due at ``now``, oldest due first, at most ``limit``: only
         the first pending event of each alert per webhook, so that an alert's events arrive in order."""
@@ -370,8 +393,10 @@ class _Candidates:
     """Per (webhook, alert): the sequences of the events in its outbox that are not skipped."""
 
     @staticmethod
-    def read(conn: Connection, since: float, limit: int) -> _Candidates:
-        rows: list[sa.Row[Any]] = list(conn.execute(_candidates_query(since, limit)))
+    def read(
+        conn: Connection, since: float, limit: int | None, fingerprints: list[str] | None = None
+    ) -> _Candidates:
+        rows: list[sa.Row[Any]] = list(conn.execute(_candidates_query(since, limit, fingerprints)))
         if not rows:
             return _Candidates([], {}, {}, {})
         hook_ids = sorted({int(r.webhook_id) for r in rows})
@@ -443,14 +468,17 @@ class _Candidates:
         return outbox
 
 
-def _candidates_query(since: float, limit: int) -> sa.Select[Any]:
-    """Events at or after ``since`` that have no outbox row for an enabled webhook, with their alerts."""
+def _candidates_query(
+    since: float, limit: int | None, fingerprints: list[str] | None = None
+) -> sa.Select[Any]:
+    """Events at or after ``since`` (of the alerts ``fingerprints``, when given) that have no outbox row
+    for an enabled webhook, with their alerts."""
     w, e, a = webhooks_table.c, alert_events_table.c, alerts_table.c
     d = webhook_deliveries_table.c
     recorded = sa.exists().where(
         d.webhook_id == w.id, d.fingerprint == e.fingerprint, d.sequence == e.sequence
     )
-    return (
+    query = (
         sa.select(
             w.id.label("webhook_id"),
             e.fingerprint,
@@ -472,8 +500,10 @@ def _candidates_query(since: float, limit: int) -> sa.Select[Any]:
         )
         .where(w.enabled, e.at >= since, ~recorded)
         .order_by(w.id, e.fingerprint, e.sequence)
-        .limit(limit)
     )
+    if fingerprints is not None:
+        query = query.where(e.fingerprint.in_(fingerprints))
+    return query if limit is None else query.limit(limit)
 
 
 # --- reading rows back ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -26,11 +27,21 @@ from analytics.model import (
     Window,
 )
 from analytics.rules import (
+    DEFAULT_FOR_S,
+    DEFAULT_RESOLVE_AFTER_S,
+    INCIDENT_RULES,
+    LOAD_LANE_SUBJECT,
+    LOAD_RULES,
+    RULE_LANES,
     RULES,
+    VIEW_SUBJECT,
+    LoadLaneStatus,
     RuleContext,
     RuleSettings,
     controller_elections,
     evaluate,
+    lane_of,
+    lane_rules,
     rule_1_offline_partitions,
     rule_2_under_replicated_partitions,
     rule_3_under_min_isr,
@@ -96,6 +107,7 @@ def ctx(
     history: tuple[HealthState, ...] = (),
     settings: RuleSettings | None = None,
     now: float = NOW,
+    load_lane: LoadLaneStatus | None = None,
 ) -> RuleContext:
     return RuleContext(
         window=WINDOW,
@@ -104,6 +116,7 @@ def ctx(
         history=history,
         load=load_window,
         settings=settings or RuleSettings(),
+        load_lane=load_lane,
     )
 
 
@@ -142,6 +155,24 @@ class TestRule1OfflinePartitions:
         (finding,) = rule_1_offline_partitions(ctx(health(offline=partitions(**{"a b&c": (0,)}))))
         assert finding.action is not None
         assert finding.action.path == "/api/v1/partitions?offline=true&topic=a+b%26c"
+
+    def test_a_leader_election_pending_waits_its_grace_and_an_unelectable_partition_does_not(self) -> None:
+        """A crashed broker's leaderships are offline until the controller moves them to a live in-sync
+        replica: that is the controller's to fix within ``leader_election_grace_s``; a partition no live
+        in-sync replica can lead pages at once (``for_s`` None: the rule's own, 0)."""
+        moving = health(offline=partitions(orders=(0, 1)), offline_electable=partitions(orders=(0, 1)))
+        (finding,) = rule_1_offline_partitions(ctx(moving))
+        assert finding.for_s == 10.0
+        assert finding.summary.endswith("until the controller elects one of their live in-sync replicas")
+        assert finding.evidence["electable"] == 2
+        stuck = replace(moving, offline_electable=partitions(orders=(0,)))
+        (finding,) = rule_1_offline_partitions(ctx(stuck, settings=RuleSettings(leader_election_grace_s=3.0)))
+        assert finding.for_s is None
+        assert finding.summary.endswith("clients can neither produce nor consume")
+        (finding,) = rule_1_offline_partitions(
+            ctx(moving, settings=RuleSettings(leader_election_grace_s=3.0))
+        )
+        assert finding.for_s == 3.0
 
     def test_quiet_on_a_healthy_cluster_or_without_a_sample(self) -> None:
         assert rule_1_offline_partitions(ctx(health())) == []
@@ -458,10 +489,11 @@ class TestRule10UrpGaugesDisagree:
 class TestRule11CollectorStale:
     def test_stale_flag_fires(self) -> None:
         (finding,) = rule_11_collector_stale(ctx(health(stale=True, last_good_at=NOW - 10.0)))
-        assert finding.subject == "collector:collector-1"
+        assert finding.subject == VIEW_SUBJECT == "view:zookeeper"  # names no process: survives failovers
         assert finding.severity == "critical"
         assert "stale (ZooKeeper session lost or resync running)" in finding.summary
         assert finding.evidence["age_s"] == 10.0
+        assert finding.evidence["collector_id"] == "collector-1"  # who saw it: evidence, not identity
 
     def test_old_last_good_at_fires(self) -> None:
         (finding,) = rule_11_collector_stale(ctx(health(last_good_at=NOW - 61.0)))
@@ -479,6 +511,49 @@ class TestRule11CollectorStale:
         a = rule_11_collector_stale(ctx(health(stale=True, last_good_at=NOW - 100.0)))
         b = rule_11_collector_stale(ctx(health(stale=True, last_good_at=NOW - 200.0)))
         assert [f.summary for f in a] == [f.summary for f in b]
+
+    def test_a_silent_load_lane_is_a_warning(self) -> None:
+        """Silence is time since the latest window was written (seen in the store), not its age: a job
+        that writes late but regularly is alive."""
+        lane = LoadLaneStatus(latest_window_end=NOW - 500.0, heard_at=NOW - 121.0, silent_after_s=120.0)
+        (finding,) = rule_11_collector_stale(ctx(health(), load_lane=lane))
+        assert finding.subject == LOAD_LANE_SUBJECT == "lane:load"
+        assert finding.severity == "warning"
+        assert "load lane is silent" in finding.summary
+        assert "rules 8, 9" in finding.summary
+        assert finding.evidence == {
+            "latest_window_end": NOW - 500.0,
+            "silent_s": 121.0,
+            "silent_after_s": 120.0,
+            "required": False,
+        }
+
+    def test_a_recently_written_window_is_quiet_however_old_its_end(self) -> None:
+        lane = LoadLaneStatus(latest_window_end=NOW - 500.0, heard_at=NOW - 120.0, silent_after_s=120.0)
+        assert rule_11_collector_stale(ctx(health(), load_lane=lane)) == []
+
+    def test_without_any_load_window_the_check_is_not_armed_unless_required(self) -> None:
+        never = LoadLaneStatus(latest_window_end=None, heard_at=NOW - 200.0, silent_after_s=120.0)
+        assert rule_11_collector_stale(ctx(health(), load_lane=never)) == []
+        (finding,) = rule_11_collector_stale(ctx(health(), load_lane=replace(never, required=True)))
+        assert "no load window was ever written" in finding.summary
+        assert finding.evidence["silent_s"] == 200.0
+        assert (
+            rule_11_collector_stale(ctx(health(), load_lane=replace(never, required=True, heard_at=NOW)))
+            == []
+        )
+
+    def test_a_stale_view_and_a_silent_lane_are_two_findings(self) -> None:
+        lane = LoadLaneStatus(latest_window_end=NOW - 500.0, heard_at=NOW - 500.0, silent_after_s=120.0)
+        findings = rule_11_collector_stale(ctx(health(stale=True), load_lane=lane))
+        assert subjects(findings) == [VIEW_SUBJECT, LOAD_LANE_SUBJECT]
+
+    def test_the_silent_summary_does_not_change_as_the_silence_grows(self) -> None:
+        def summary(age: float) -> str:
+            lane = LoadLaneStatus(latest_window_end=NOW - age, heard_at=NOW - age, silent_after_s=120.0)
+            return rule_11_collector_stale(ctx(health(), load_lane=lane))[0].summary
+
+        assert summary(200.0) == summary(2000.0)
 
 
 # --- evaluate ----------------------------------------------------------------------------------------
@@ -538,6 +613,31 @@ class TestEvaluate:
         result = evaluate(ctx(replace(everything_wrong(), last_good_at=NOW - 120.0)))
         assert result.evaluated == frozenset({11})
 
+    def test_one_lane_evaluates_only_its_own_rules(self) -> None:
+        everything = ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2))
+        incident = evaluate(everything, "incident")
+        assert incident.evaluated == INCIDENT_RULES == frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11})
+        assert {f.rule for f in incident.findings} == {1, 2, 3, 4, 5, 6, 7, 10}
+        loadlane = evaluate(everything, "load")
+        assert loadlane.evaluated == LOAD_RULES == frozenset({8, 9})
+        assert {f.rule for f in loadlane.findings} == {8, 9}
+        assert evaluate(everything).findings == tuple(
+            sorted(incident.findings + loadlane.findings, key=lambda f: f.rule)
+        )
+
+
+class TestLanes:
+    def test_every_rule_has_exactly_one_lane(self) -> None:
+        assert INCIDENT_RULES.isdisjoint(LOAD_RULES)
+        assert frozenset(range(1, 12)) == INCIDENT_RULES | LOAD_RULES
+        assert {rule: lane_of(rule) for rule in range(1, 12)} == dict(RULE_LANES)
+        assert lane_rules("incident") == INCIDENT_RULES
+        assert lane_rules("load") == LOAD_RULES
+
+    def test_an_unknown_rule_has_no_lane(self) -> None:
+        with pytest.raises(ValueError, match="no such rule: 12"):
+            lane_of(12)
+
 
 # --- settings ----------------------------------------------------------------------------------------
 
@@ -546,15 +646,40 @@ class TestRuleSettings:
     def test_defaults(self) -> None:
         s = RuleSettings()
         assert (s.rated_deviation, s.open_after, s.resolve_after, s.urp_for_s) == (0.10, 3, 3, 60.0)
-        assert [s.open_after_for(rule) for rule in range(1, 12)] == [1, 3, 1, 2, 3, 3, 3, 3, 3, 5, 3]
-        assert {s.resolve_after_for(rule) for rule in range(1, 12)} == {3}
+        assert [s.open_after_for(rule) for rule in (8, 9)] == [3, 3]
+        assert [s.resolve_after_for(rule) for rule in (8, 9)] == [3, 3]
+        fors = {rule: s.for_s_of(rule) for rule in sorted(INCIDENT_RULES)}
+        assert fors == {1: 0.0, 2: 60.0, 3: 0.0, 4: 15.0, 5: 90.0, 6: 60.0, 7: 300.0, 10: 30.0, 11: 15.0}
+        resolves = {rule: s.resolve_after_s_of(rule) for rule in sorted(INCIDENT_RULES)}
+        assert resolves == dict(DEFAULT_RESOLVE_AFTER_S)
+        assert set(DEFAULT_FOR_S) | {2} == set(DEFAULT_RESOLVE_AFTER_S) == INCIDENT_RULES
 
     def test_overrides(self) -> None:
-        s = RuleSettings(open_after=4, open_after_by_rule={7: 10}, resolve_after_by_rule={11: 1})
-        assert s.open_after_for(1) == 4
-        assert s.open_after_for(7) == 10
-        assert s.resolve_after_for(11) == 1
-        assert s.resolve_after_for(10) == 3
+        s = RuleSettings(open_after=4, open_after_by_rule={9: 10}, resolve_after_by_rule={8: 1})
+        assert s.open_after_for(8) == 4
+        assert s.open_after_for(9) == 10
+        assert s.resolve_after_for(8) == 1
+        assert s.resolve_after_for(9) == 3
+
+    def test_time_overrides_change_only_the_rules_given(self) -> None:
+        s = RuleSettings(for_s={5: 120.0, 1: 2.0}, resolve_after_s={11: 0.0}, urp_for_s=5.0)
+        assert (s.for_s_of(5), s.for_s_of(1), s.for_s_of(3), s.for_s_of(2)) == (120.0, 2.0, 0.0, 5.0)
+        assert (s.resolve_after_s_of(11), s.resolve_after_s_of(1)) == (0.0, 10.0)
+
+    @pytest.mark.parametrize(
+        ("values", "message"),
+        [
+            ({"for_s": {8: 1.0}}, "rules [8] belong to the load lane"),
+            ({"resolve_after_s": {9: 1.0}}, "rules [9] belong to the load lane"),
+            ({"open_after_by_rule": {1: 1}}, "rules [1] belong to the incident lane"),
+            ({"resolve_after_by_rule": {4: 2, 11: 1}}, "rules [4, 11] belong to the incident lane"),
+            ({"for_s": {2: 10.0}}, "rule 2's for is urp_for_s"),
+            ({"for_s": {12: 10.0}}, "no such rule: [12]"),
+        ],
+    )
+    def test_each_lane_has_its_own_hysteresis(self, values: dict[str, Any], message: str) -> None:
+        with pytest.raises(ValidationError, match=re.escape(message)):
+            RuleSettings(**values)
 
     @pytest.mark.parametrize(
         "bad",
@@ -564,7 +689,9 @@ class TestRuleSettings:
             {"open_after": 0},
             {"resolve_after": -1},
             {"open_after_by_rule": {12: 1}},
-            {"resolve_after_by_rule": {1: 0}},
+            {"resolve_after_by_rule": {8: 0}},
+            {"for_s": {1: -1.0}},
+            {"resolve_after_s": {3: math.inf}},
             {"urp_for_s": -1.0},
             {"leader_imbalance_per_broker_percentage": 101},
             {"suspect_share": 1.0},

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from analytics.model import HealthState
 from collectors.health import assess
 from collectors.kafka.model import ClusterSnapshot, ControllerInfo, LeaderAndIsr
 from collectors.samples import (
@@ -116,3 +117,23 @@ def test_health_documents_list_a_bounded_number_of_partitions_but_count_them_all
     assert doc["under_replicated"]["count"] == EXAMPLES_PER_TOPIC + 5
     assert doc["under_replicated"]["by_topic"] == {"t": EXAMPLES_PER_TOPIC + 5}
     assert doc["under_replicated"]["examples"] == {"t": list(range(EXAMPLES_PER_TOPIC))}
+
+
+def test_offline_partitions_a_live_in_sync_replica_can_lead_are_told_apart() -> None:
+    """A crashed broker's leaderships: offline until the controller moves them (electable); an RF-1
+    partition on it stays offline (not electable). Documents written before the field parse as none."""
+    snapshot = cluster(
+        partition("orders", 0, [3, 1, 2], isr=[3, 1, 2], leader=3),  # its leader just crashed
+        partition("orders", 1, [1, 2, 3], isr=[1, 2]),
+        partition("singles", 0, [3], isr=[3], leader=3),
+        brokers=(1, 2),
+    )
+    doc = health_document(snapshot, assess(snapshot))
+    assert doc["offline"]["by_topic"] == {"orders": 1, "singles": 1}
+    assert doc["offline_electable"] == {"count": 1, "by_topic": {"orders": 1}, "examples": {"orders": [0]}}
+    state = HealthState.from_json(doc, cluster="c", collector_id="x", timestamp=1.0)
+    assert state.offline_electable.by_topic == {"orders": 1}
+    del doc["offline_electable"]
+    assert (
+        HealthState.from_json(doc, cluster="c", collector_id="x", timestamp=1.0).offline_electable.count == 0
+    )

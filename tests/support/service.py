@@ -1,7 +1,10 @@
 """pytest plugin: ``kafka-health serve`` over real HTTP (uvicorn on a free port) on a reference cluster,
 with an analytics store, and tokens for each role; the reference cluster's fault controls are handed to
-the service as the demo does. :func:`fill_store` writes an alert and a load window the way the analytics
-job does."""
+the service as the demo does. :func:`fill_store` writes an alert the way the incident lane does and a load
+window the way the analytics job does.
+
+The fixture's service runs without its incident lane: the route tests write made-up alerts, which a lane
+judging the real cluster would resolve under them. The lane has tests of its own (tests/app/incidents)."""
 
 from __future__ import annotations
 
@@ -17,13 +20,15 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from analytics.model import BrokerLoad, LoadWindow, Window
-from analytics.pipeline import HealthSample, WindowInput, process_batch
-from analytics.rules import RuleSettings
+from analytics.lifecycle import advance_timed
+from analytics.model import BrokerLoad, HealthState, LoadWindow, Window
+from analytics.pipeline import WindowInput, process_batch
+from analytics.rules import RuleContext, RuleSettings, evaluate
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.reference_cluster.routes import reference_router
 from app.embedded.zookeeper import pick_free_port
+from app.incidents.config import IncidentSettings
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
@@ -75,7 +80,11 @@ def service(
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     open_database(store_url).close()
-    settings = ServiceSettings(tokens=SecretStr(TOKENS), view=ViewSettings(metrics_interval_s=0.3))
+    settings = ServiceSettings(
+        tokens=SecretStr(TOKENS),
+        view=ViewSettings(metrics_interval_s=0.3),
+        incidents=IncidentSettings(enabled=False),
+    )
     app = create_app(
         settings,
         zookeeper=zk_connect,
@@ -93,8 +102,9 @@ def service(
 
 
 def fill_store(service: Service, offline_topic: str = "orders") -> str:
-    """One window whose health shows 2 offline partitions of ``offline_topic`` and a load window, through
-    the analytics pipeline; returns the cluster id."""
+    """Health that shows 2 offline partitions of ``offline_topic``, through the incident lane's rules,
+    lifecycle and writer (rule 1 opens), and a load window through the analytics pipeline; returns the
+    cluster id."""
     snapshot = scan(service.zk_connect)
     doc = health_document(snapshot, assess(snapshot))
     doc["offline"] = {"count": 2, "by_topic": {offline_topic: 2}, "examples": {offline_topic: [0, 1]}}
@@ -109,12 +119,13 @@ def fill_store(service: Service, offline_topic: str = "orders") -> str:
         0.1 / 3,
         0.1,
     )
+    health = HealthState.from_json(doc, cluster=cluster_id, collector_id="c", timestamp=now)
+    rules = RuleSettings(open_after=1, resolve_after=1)
+    context = RuleContext(Window(cluster_id, now, now), now, health, (), None, rules)
     with open_store(service.store_url) as store:
-        process_batch(
-            store,
-            "test",
-            0,
-            [WindowInput(window, load, None, HealthSample("c", now, doc))],
-            RuleSettings(open_after=1, resolve_after=1),
+        step = advance_timed(cluster_id, now, evaluate(context, "incident"), {}, rules)
+        store.commit_incidents(
+            cluster_id, step.states, step.events, expected=dict.fromkeys(s.fingerprint for s in step.states)
         )
+        process_batch(store, "test", 0, [WindowInput(window, load)], rules)
     return cluster_id

@@ -35,6 +35,7 @@ from analytics.model import (
     Window,
     fingerprint,
 )
+from analytics.rules import lane_of
 from analytics.store import DEFAULT_BUSY_TIMEOUT, ClusterWindowRow, Store
 from app.storage import MIGRATIONS
 
@@ -152,7 +153,7 @@ def load_window(cluster: str = "c1", start: float = 0.0, brokers: int = 3, seed:
 
 def alert_state(
     cluster: str = "c1",
-    rule: int = 1,
+    rule: int = 9,
     subject: str = "cluster",
     state: AlertStateName = "open",
     **changes: Any,
@@ -194,8 +195,8 @@ def alert_event(state: AlertState, sequence: int, kind: EventKind = "opened", **
 
 def full_batch() -> dict[str, Any]:
     """One of everything, for two clusters."""
-    a1 = alert_state("c1", 1, "cluster")
-    a2 = alert_state("c2", 4, "broker:3", state="pending", opened_at=None, hits=1, event_sequence=0)
+    a1 = alert_state("c1", 9, "cluster")
+    a2 = alert_state("c2", 8, "broker:3", state="pending", opened_at=None, hits=1, event_sequence=0)
     return {
         "load_windows": [load_window("c1", 0.0), load_window("c2", 0.0, brokers=5)],
         "cluster_windows": [
@@ -207,3 +208,15 @@ def full_batch() -> dict[str, Any]:
         "alert_states": [a1, a2],
         "events": [alert_event(a1, 1)],
     }
+
+
+def write_alert(store: Store, state: AlertState, events: Sequence[AlertEvent], batch_id: int) -> None:
+    """Write an alert row and its events as the writer of its rule's lane does: the load lane's through
+    ``commit_batch`` (as batch ``batch_id``), the incident lane's through ``commit_incidents``, compared
+    against the row as stored now."""
+    if lane_of(state.rule) == "load":
+        assert store.commit_batch("test", batch_id, alert_states=[state], events=events)
+        return
+    stored = store.alert(state.fingerprint)
+    version = None if stored is None else (stored.event_sequence, stored.last_window_end)
+    store.commit_incidents(state.cluster, [state], events, expected={state.fingerprint: version})

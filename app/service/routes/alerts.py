@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from analytics.model import AlertEvent, AlertState
+from analytics.rules import RULE_LANES
 from analytics.store import Acknowledgement, Store
 from app.service.deps import Operator, Runner, StoreDep, Viewer
 from app.service.schemas.alerts import AckIn, AlertDetail, AlertEventOut, AlertOut
@@ -101,6 +102,7 @@ def _alert_out(alert: AlertState, ack: Acknowledgement | None) -> dict[str, Any]
         "fingerprint": alert.fingerprint,
         "cluster": alert.cluster,
         "rule": alert.rule,
+        "lane": RULE_LANES.get(alert.rule, "unknown"),
         "subject": alert.subject,
         "severity": alert.severity,
         "state": alert.state,

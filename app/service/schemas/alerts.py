@@ -23,6 +23,7 @@ class AlertOut(BaseModel):
     fingerprint: str
     cluster: str
     rule: int
+    lane: str = Field(description="who raised it: incident (kafka-health serve) or load (the Spark job)")
     subject: str
     severity: str
     state: str

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from analytics.model import AlertState, BrokerLoad, LoadWindow, Window
-from analytics.store import Acknowledgement, ClusterWindowRow, Store, StoreError
+from analytics.store import Acknowledgement, ClusterWindowRow, Store, StoreConflictError, StoreError
 from app.storage import MIGRATIONS
 from tests.support.store import (
     BACKENDS,
@@ -65,7 +65,7 @@ def test_a_batch_is_committed_exactly_once(store: Store, url: str) -> None:
         "audit_log": 0,
     }
 
-    other = alert_state("c1", 1, "cluster", state="resolved", resolved_at=240.0)
+    other = alert_state("c1", 9, "cluster", state="resolved", resolved_at=240.0)
     replay = {**batch, "load_windows": [load_window("c1", 0.0, seed=9.0)], "alert_states": [other]}
     assert not store.commit_batch("job", 7, **replay)  # the same batch id: nothing happens
     assert dump(url) == written
@@ -241,12 +241,12 @@ def test_a_failing_batch_leaves_nothing_half_applied(
 
 
 def test_reads_and_their_filters(store: Store) -> None:
-    a_open = alert_state("a", 1, "cluster", severity="critical", last_seen=300.0)
+    a_open = alert_state("a", 9, "cluster", severity="critical", last_seen=300.0)
     a_pending = alert_state(
-        "a", 2, "broker:1", state="pending", opened_at=None, last_seen=200.0, event_sequence=0
+        "a", 8, "broker:1", state="pending", opened_at=None, last_seen=200.0, event_sequence=0
     )
-    a_resolved = alert_state("a", 2, "broker:2", state="resolved", resolved_at=400.0, last_seen=100.0)
-    b_open = alert_state("b", 1, "cluster", last_seen=250.0)
+    a_resolved = alert_state("a", 8, "broker:2", state="resolved", resolved_at=400.0, last_seen=100.0)
+    b_open = alert_state("b", 9, "cluster", last_seen=250.0)
     assert store.commit_batch(
         "q",
         1,
@@ -301,7 +301,7 @@ def test_reads_and_their_filters(store: Store) -> None:
     assert fps(store.alerts(cluster="a")) == fps([a_open, a_pending, a_resolved])
     assert fps(store.alerts(state="open")) == fps([a_open, b_open])
     assert fps(store.alerts(state=["open", "pending"], cluster="a")) == fps([a_open, a_pending])
-    assert fps(store.alerts(rule=2)) == fps([a_pending, a_resolved])
+    assert fps(store.alerts(rule=8)) == fps([a_pending, a_resolved])
     assert fps(store.alerts(severity="critical")) == fps([a_open])
     assert fps(store.alerts(limit=2, offset=1)) == fps([b_open, a_pending])
     assert store.alerts(cluster="nope") == []
@@ -349,3 +349,169 @@ def test_window_rows_merge_load_and_health(store: Store) -> None:
         {"x": 1},
         True,
     )
+
+
+# --- one writer per lane -----------------------------------------------------------------------------------
+
+
+def incident(subject: str = "topic:orders", **changes: Any) -> AlertState:
+    """Rule 1's alert as the incident lane writes it: opened at 100 (event 1)."""
+    values: dict[str, Any] = {
+        "severity": "critical",
+        "hits": 1,
+        "first_seen": 100.0,
+        "last_seen": 100.0,
+        "opened_at": 100.0,
+        "last_window_end": 100.0,
+    }
+    return alert_state("c1", 1, subject, **(values | changes))
+
+
+def version(state: AlertState) -> tuple[int, float]:
+    return (state.event_sequence, state.last_window_end)
+
+
+def test_commit_batch_refuses_the_incident_lanes_rules(store: Store, url: str) -> None:
+    with pytest.raises(StoreError, match=r"commit_batch is the load lane's writer: alert \w+ is rule 1 "):
+        store.commit_batch("q", 1, alert_states=[alert_state(), incident()])
+    assert not store.batch_committed("q", 1)
+    assert all(rows == [] for rows in dump(url).values())
+
+    opened = incident()  # written by its own lane...
+    store.commit_incidents("c1", [opened], [alert_event(opened, 1)], expected={opened.fingerprint: None})
+    with pytest.raises(
+        StoreError, match=r"an event of alert \w+ is rule 1 \(topic:orders\), which the incident"
+    ):
+        store.commit_batch("q", 1, events=[alert_event(opened, 2, "resolved")])  # ...not its events either
+    assert [e.sequence for e in store.alert_events(opened.fingerprint)] == [1]
+
+
+def test_commit_incidents_refuses_the_load_lanes_rules_and_bad_batches(store: Store, url: str) -> None:
+    load = alert_state()  # rule 9
+    with pytest.raises(
+        StoreError, match=r"commit_incidents is the incident lane's writer: alert \w+ is rule 9"
+    ):
+        store.commit_incidents("c1", [load], expected={load.fingerprint: None})
+    opened = incident()
+    with pytest.raises(StoreError, match="is of cluster 'c1'"):
+        store.commit_incidents("c2", [opened], expected={opened.fingerprint: None})
+    with pytest.raises(StoreError, match="no expected version"):
+        store.commit_incidents("c1", [opened], expected={})
+    with pytest.raises(StoreError, match="without its alert's state"):
+        store.commit_incidents("c1", [], [alert_event(opened, 1)], expected={})
+    with pytest.raises(StoreError, match="no such rule"):
+        store.commit_incidents("c1", [replace(opened, rule=12)], expected={opened.fingerprint: None})
+    assert all(rows == [] for rows in dump(url).values())
+
+
+def test_commit_incidents_compares_and_sets_each_alert(store: Store, url: str) -> None:
+    opened = incident()
+    calls: list[int] = []
+    store.commit_incidents(
+        "c1",
+        [opened],
+        [alert_event(opened, 1, at=100.0)],
+        expected={opened.fingerprint: None},
+        also=lambda conn: calls.append(1),
+    )
+    assert calls == [1]
+    assert store.alert(opened.fingerprint) == opened
+    assert store.alert_states("c1", rules=[1]) == {opened.fingerprint: opened}
+    assert store.alert_states("c1", rules=[8, 9]) == {}
+
+    # a second writer that read nothing (None) finds the row there: it writes nothing
+    with pytest.raises(StoreConflictError, match="another writer was first"):
+        store.commit_incidents("c1", [opened], [alert_event(opened, 1)], expected={opened.fingerprint: None})
+
+    # the writer that read event 1 at 100 moves it on...
+    still = replace(opened, hits=2, last_seen=105.0, last_window_end=105.0)
+    store.commit_incidents("c1", [still], expected={opened.fingerprint: version(opened)})
+    assert store.alert(opened.fingerprint) == still
+
+    # ...and one that read it before that (event 1 at 100) loses, even with the same event sequence, and so
+    # does one whose event would repeat a sequence: nothing of either is written, ``also`` neither
+    before = dump(url, TABLES)
+    resolved = replace(opened, state="resolved", resolved_at=110.0, event_sequence=2, last_window_end=110.0)
+    with pytest.raises(StoreConflictError, match=r"changed since it was read \(expected event 1 at 100.0\)"):
+        store.commit_incidents(
+            "c1",
+            [resolved],
+            [alert_event(resolved, 2, "resolved")],
+            expected={opened.fingerprint: version(opened)},
+            also=lambda conn: calls.append(2),
+        )
+    other = incident("topic:other")
+    with pytest.raises(StoreConflictError):
+        store.commit_incidents(
+            "c1",
+            [other, still],
+            [alert_event(other, 1), alert_event(still, 1)],
+            expected={other.fingerprint: None, still.fingerprint: version(still)},
+        )
+    assert dump(url, TABLES) == before
+    assert calls == [1]
+
+
+def test_two_incident_writers_racing_on_one_alert_write_its_event_once(url: str) -> None:
+    stores = [open_store(url) for _ in range(4)]
+    opened = incident()
+    barrier = threading.Barrier(len(stores))
+    outcomes: list[str] = []
+
+    def write(store: Store) -> None:
+        barrier.wait()
+        try:
+            store.commit_incidents(
+                "c1", [opened], [alert_event(opened, 1)], expected={opened.fingerprint: None}
+            )
+            outcomes.append("written")
+        except StoreConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in stores]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        for s in stores:
+            s.close()
+    assert sorted(outcomes) == ["conflict", "conflict", "conflict", "written"]
+    assert counts(url)["alert_events"] == 1
+
+
+def test_an_incident_alert_that_opens_anew_loses_its_acknowledgement(store: Store) -> None:
+    opened = incident()
+    store.commit_incidents("c1", [opened], [alert_event(opened, 1)], expected={opened.fingerprint: None})
+    assert store.acknowledge(opened.fingerprint, "alice", 101.0)
+    still = replace(opened, hits=2, evidence={"count": 2}, last_window_end=102.0)
+    store.commit_incidents("c1", [still], expected={opened.fingerprint: version(opened)})
+    assert store.acknowledgements([opened.fingerprint])[opened.fingerprint].by == "alice"
+    resolved = replace(still, state="resolved", resolved_at=120.0, event_sequence=2, last_window_end=120.0)
+    store.commit_incidents(
+        "c1",
+        [resolved],
+        [alert_event(resolved, 2, "resolved")],
+        expected={opened.fingerprint: version(still)},
+    )
+    assert store.acknowledgements([opened.fingerprint]) != {}  # the same opening
+    reopened = replace(resolved, state="open", opened_at=130.0, resolved_at=None, event_sequence=3,
+                       last_window_end=130.0)  # fmt: skip
+    store.commit_incidents(
+        "c1", [reopened], [alert_event(reopened, 3)], expected={opened.fingerprint: version(resolved)}
+    )
+    assert store.acknowledgements([opened.fingerprint]) == {}
+    assert [e.sequence for e in store.alert_events(opened.fingerprint)] == [1, 2, 3]
+
+
+def test_latest_load_end_is_the_load_lanes_heartbeat(store: Store) -> None:
+    assert store.latest_load_end("c1") is None
+    store.commit_batch(
+        "q",
+        1,
+        load_windows=[load_window("c1", 0.0), load_window("c1", 60.0), load_window("c2", 600.0)],
+        cluster_windows=[ClusterWindowRow(Window("c1", 120.0, 180.0), health={"x": 1}, evaluated=True)],
+    )
+    assert store.latest_load_end("c1") == 120.0  # the window without load does not count
+    assert store.latest_load_end("c2") == 660.0

@@ -13,15 +13,16 @@ pytestmark = pytest.mark.integration
 
 DEMO_STEPS = [
     "== 1. A healthy cluster",
-    "== 2. Load skewed onto broker 1",
-    "== 3. Broker 2 crashes",
+    "== 2. Load skewed onto broker 1: the Spark job's load lane",
+    "== 3. Broker 2 crashes: the incident lane pages within a second",
     "== 4. A preferred replica election through the API",
 ]
 
 
 def test_demo_once_plays_the_story_through_the_api_and_exits_0(run_cli: CliFactory) -> None:
     """The README's first command: ZooKeeper, brokers, collectors, Spark and the service in one process
-    tree, a story told through the service's API, and nothing left running afterwards."""
+    tree, a story told through the service's API (the crash paged within a second by the incident lane, the
+    skew by the Spark job's load lane), and nothing left running afterwards."""
     cli = run_cli("demo", "--once")
     cli.expect(r"^kafka-health is up on the embedded reference cluster", timeout=180)
     children = cli.descendants()
@@ -35,7 +36,16 @@ def test_demo_once_plays_the_story_through_the_api_and_exits_0(run_cli: CliFacto
     for step, expected in zip(steps, DEMO_STEPS, strict=True):
         assert step.startswith(expected), (step, expected)
     output = cli.output()
-    assert "alert opened: [warning] broker 1 carries a load share" in output
-    assert "alert opened: [critical] broker 2 holds replicas but is not registered" in output
+    paged = re.search(
+        r"alert opened (\d+\.\d+) s after the crash by the incident lane \(serve\): \[critical\] "
+        r"clickstream: 1 partition offline",
+        output,
+    )
+    assert paged, output
+    assert float(paged[1]) < 1.0, "the broker crash is announced within a second"
+    assert re.search(
+        r"by the incident lane \(serve\): \[critical\] broker 2 holds replicas but is not registered", output
+    ), output
+    assert "the offline-partition and broker-down alerts resolved" in output
+    assert re.search(r"by the load lane \(Spark\): \[warning\] broker 1 carries a load share", output), output
     assert re.search(r"action \w+: SUCCEEDED, [1-9]\d* partitions elected", output), output
-    assert "the broker-down alert resolved" in output

@@ -17,11 +17,10 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from analytics.model import AlertEvent, EventKind, Severity, Window, fingerprint
-from analytics.pipeline import HealthSample, WindowInput, process_batch
-from analytics.rules import RuleSettings
+from analytics.model import AlertEvent, EventKind, Severity, fingerprint
 from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
+from app.incidents.config import IncidentSettings
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.container import ServiceContainer
@@ -38,11 +37,11 @@ from app.webhooks.notifier import (
     service_notifier,
 )
 from app.webhooks.signing import SIGNATURE_HEADER
-from collectors.health import assess
-from collectors.samples import health_document
 from collectors.zookeeper.collector import scan
 from tests.support.health import alert_row
 from tests.support.reference_cluster import ClusterFactory, wait_for
+from tests.support.store import write_alert
+from tests.support.tcp_proxy import TcpProxy
 from tests.support.zookeeper import expire_session
 
 pytestmark = pytest.mark.integration
@@ -67,7 +66,7 @@ class Highest(random.Random):
 
 
 class Alerts:
-    """Writes alert events the way the analytics job does (commit_batch: the alert row and its event)."""
+    """Writes alert events the way their lane's writer does (the alert row and its event)."""
 
     def __init__(self, storage: Storage) -> None:
         self.store = storage.analytics
@@ -89,7 +88,7 @@ class Alerts:
         at = time.time() if at is None else at
         state, event = alert_row("c1", rule, subject, kind, severity, sequence, at)
         self.batch += 1
-        assert self.store.commit_batch("job", self.batch, alert_states=[state], events=[event])
+        write_alert(self.store, state, [event], self.batch)
         self.keys.append(f"{fp}:{sequence}")
         return event
 
@@ -179,11 +178,14 @@ def run_server(app: Any, port: int) -> tuple[uvicorn.Server, threading.Thread]:
 def test_open_and_resolve_reach_the_receiver_signed_within_seconds(
     make_cluster: ClusterFactory, zk_connect: str, store_url: str, receiver: WebhookReceiver
 ) -> None:
-    """The whole path: a webhook created over the API, the analytics pipeline writing a rule-1 alert from
-    the reference cluster's health, the service's own notifier (default poll interval, elected through
-    ZooKeeper) delivering ``opened`` then ``resolved``, signed."""
+    """The notifier's whole path: a webhook created over the API, a rule-1 alert written into the store
+    (opened, then resolved, as the incident lane writes them but without its outbox rows, so that the poll
+    enters them), the service's own notifier (default poll interval, elected through ZooKeeper) delivering
+    ``opened`` then ``resolved``, signed. The service's incident lane is off: the alert is made up."""
     make_cluster()
-    settings = ServiceSettings(tokens=SecretStr("root:admin:admin-token-1"))
+    settings = ServiceSettings(
+        tokens=SecretStr("root:admin:admin-token-1"), incidents=IncidentSettings(enabled=False)
+    )
     app = create_app(settings, zookeeper=zk_connect, store_url=store_url)
     port = pick_free_port()
     server, thread = run_server(app, port)
@@ -198,30 +200,17 @@ def test_open_and_resolve_reach_the_receiver_signed_within_seconds(
         assert notifier is not None
         with Storage.open(store_url) as storage:
             wait_for(lambda: notifier.stats().leader, message="the notifier elected")
-            snapshot = scan(zk_connect)
-            cluster_id = snapshot.cluster_id or "unknown"
-            rules = RuleSettings(open_after=1, resolve_after=1)
+            cluster_id = scan(zk_connect).cluster_id or "unknown"
             now = time.time()
-
-            def window(batch: int, offline: int) -> WindowInput:
-                doc = health_document(snapshot, assess(snapshot))
-                doc["snapshot"]["last_good_at"] = now
-                if offline:
-                    doc["offline"] = {
-                        "count": offline,
-                        "by_topic": {"orders": 2},
-                        "examples": {"orders": [0, 1]},
-                    }
-                start = now - 10 + 10 * batch
-                return WindowInput(
-                    Window(cluster_id, start, start + 10), None, None, HealthSample("c", now, doc)
-                )
-
-            process_batch(storage.analytics, "health", 0, [window(0, 2)], rules)
+            opened_row, opened_event = alert_row(cluster_id, 1, "topic:orders", "opened", "critical", 1, now)
+            write_alert(storage.analytics, opened_row, [opened_event], 0)
             committed = time.monotonic()
             wait_for(lambda: len(receiver.accepted()) == 1, timeout=5, message="the opened event delivered")
             latency = time.monotonic() - committed
-            process_batch(storage.analytics, "health", 1, [window(1, 0)], rules)
+            resolved_row, resolved_event = alert_row(
+                cluster_id, 1, "topic:orders", "resolved", "critical", 2, now + 10
+            )
+            write_alert(storage.analytics, resolved_row, [resolved_event], 1)
             wait_for(lambda: len(receiver.accepted()) == 2, timeout=5, message="the resolved event delivered")
     finally:
         server.should_exit = True
@@ -236,7 +225,6 @@ def test_open_and_resolve_reach_the_receiver_signed_within_seconds(
         f"{fp}:2",
     )
     assert (opened["rule"], opened["subject"], opened["severity"]) == (1, "topic:orders", "critical")
-    assert opened["suggested_action"]["path"].startswith("/api/v1/partitions")
     assert_each_key_once(receiver, [f"{fp}:1", f"{fp}:2"])
     assert all(r.headers[SIGNATURE_HEADER.lower()].startswith("sha256=") for r in receiver.requests())
     assert latency < 2.0, f"commit to delivery took {latency:.2f} s"
@@ -486,6 +474,65 @@ def test_a_leader_whose_session_expires_loses_the_leadership(
         alerts.event("opened", "topic:a")
         wait_for(lambda: all_delivered(store_url, 1), message="delivered by the new leader")
     assert leader.stats().delivered == 1
+    assert_each_key_once(receiver, alerts.keys)
+
+
+def test_the_last_leader_keeps_delivering_while_its_session_is_disconnected(
+    zk_connect: str, store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    """The leader cut off from ZooKeeper (a proxy between them): nobody can tell yet whether its session
+    will expire, so it stays the ``last-leader`` and keeps delivering (the database's claims keep one
+    sender per row); once its session expired on the server, the other instance is elected, and the old
+    one, connected again, is a follower."""
+    create_webhook(store_url, receiver)
+    settings = FAST.model_copy(update={"election": "zookeeper"})
+    servers, _, chroot = zk_connect.partition("/")
+    host, port = servers.split(",")[0].rsplit(":", 1)
+    with TcpProxy((host, int(port))) as proxy:
+        one_election = ZooKeeperLeadership(
+            proxy.address("/" + chroot), settings.lock_path, identity="one", session_timeout_s=4.0
+        )
+        one = notifiers(store_url, settings, one_election)
+        wait_for(lambda: one.stats().leader, message="the first one elected")
+        two_election = ZooKeeperLeadership(zk_connect, settings.lock_path, identity="two")
+        two = notifiers(store_url, settings, two_election)
+        wait_for(lambda: two.stats().polls >= 3, message="the second one polling")
+        assert two_election.standing() == "follower"
+
+        proxy.cut()
+        wait_for(lambda: not one_election.client.connected, message="the leader cut off")
+        assert one_election.standing() == "last-leader"
+        assert not one_election.is_leader()
+        assert one.stats().leader
+        with Storage.open(store_url) as job:
+            alerts = Alerts(job)
+            alerts.event("opened", "topic:a")
+            wait_for(lambda: all_delivered(store_url, 1), message="delivered by the last leader")
+            assert (one.stats().delivered, two.stats().attempts) == (1, 0)
+
+            wait_for(two_election.is_leader, timeout=20, message="the other elected once the session expired")
+            assert one_election.standing() == "last-leader"  # it cannot know yet
+            alerts.event("resolved", "topic:a")
+            wait_for(lambda: all_delivered(store_url, 2), message="the next one delivered")
+            proxy.restore()
+            wait_for(lambda: one_election.standing() == "follower", timeout=20, message="the old one follows")
+        assert two_election.is_leader()
+    assert_each_key_once(receiver, alerts.keys)
+
+
+def test_a_wake_polls_at_once(store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory) -> None:
+    """The incident lane wakes the notifier after a commit: a delivery does not wait for the poll."""
+    create_webhook(store_url, receiver)
+    notifier = notifiers(store_url, FAST.model_copy(update={"poll_interval_s": 30.0}))
+    wait_for(lambda: notifier.stats().polls == 1, message="the first poll")
+    with Storage.open(store_url) as job:
+        alerts = Alerts(job)
+        alerts.event("opened", "topic:a")
+        woken = time.monotonic()
+        notifier.wake()
+        wait_for(lambda: all_delivered(store_url, 1), timeout=5, message="delivered after the wake")
+    assert time.monotonic() - woken < 2.0
+    assert notifier.stats().wakes == 1
     assert_each_key_once(receiver, alerts.keys)
 
 

@@ -18,7 +18,7 @@ from app.storage import Storage
 from app.webhooks.model import AlertNotice, Webhook
 from app.webhooks.store import WebhookStore
 from tests.support.health import alert_row
-from tests.support.store import BACKENDS, database_url
+from tests.support.store import BACKENDS, database_url, write_alert
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def store(url: str) -> Iterator[WebhookStore]:
 
 
 class Alerts:
-    """Writes alert events the way the analytics job does (commit_batch: the alert row, then its events),
+    """Writes alert events the way their lane's writer does (the alert row, then its events),
     on the webhook store's database."""
 
     def __init__(self, store: WebhookStore) -> None:
@@ -59,7 +59,7 @@ class Alerts:
         self.sequences[fp] = sequence
         state, event = alert_row(cluster, rule, subject, kind, severity, sequence, at)
         self.batch += 1
-        assert self.store.commit_batch("test", self.batch, alert_states=[state], events=[event])
+        write_alert(self.store, state, [event], self.batch)
         return event
 
 
@@ -185,6 +185,59 @@ def test_filters_skip_events_but_follow_ups_of_sent_ones_go_out(store: WebhookSt
     assert reason == "not sent: rule 1 is not in the webhook's rules [2]"
     (four,) = [d for d in store.deliveries(critical_only.id) if d.sequence == 4]
     assert four.last_error == "not sent: severity warning is not in the webhook's severities ['critical']"
+
+
+def test_the_incident_lane_writes_the_outbox_rows_enqueue_deliveries_would_write(store: WebhookStore) -> None:
+    """``enqueue_in`` inside ``commit_incidents``' transaction: for the same events, the same rows as the
+    notifier's ``enqueue_deliveries`` afterwards (states, reasons, payloads), and nothing left for it."""
+    hook(store, "critical", severities=["critical"])
+    hook(store, "rule-2", rules=[2])
+    hook(store, "old", rules=[1])
+    analytics = Store(store.database)
+
+    script: list[tuple[EventKind, Severity, float]] = [
+        ("opened", "critical", NOW),
+        ("updated", "warning", NOW + 1),
+        ("resolved", "warning", NOW + 2),
+        ("opened", "warning", NOW + 3),
+    ]
+
+    def run(subject: str, inline: bool) -> None:
+        for sequence, (kind, severity, at) in enumerate(script, start=1):
+            state, event = alert_row("c1", 1, subject, kind, severity, sequence, at)
+            stored = analytics.alert(state.fingerprint)
+            expected = None if stored is None else (stored.event_sequence, stored.last_window_end)
+
+            def enqueue(conn: Any, fp: str = state.fingerprint, now: float = at) -> None:
+                store.enqueue_in(conn, [fp], now, render)
+
+            analytics.commit_incidents(
+                "c1",
+                [state],
+                [event],
+                expected={state.fingerprint: expected},
+                also=enqueue if inline else None,
+            )
+            if not inline:
+                assert store.enqueue_deliveries(at, render) == 3
+
+    run("topic:inline", inline=True)
+    assert store.enqueue_deliveries(NOW + 10, render) == 0  # the lane left nothing to enter
+    run("topic:polled", inline=False)
+
+    def rows(subject: str) -> list[tuple[Any, ...]]:
+        fp = fingerprint("c1", 1, subject)
+        return sorted(
+            (d.webhook_id, d.sequence, d.kind, d.state, d.last_error, d.next_attempt_at,
+             None if d.payload is None else json.loads(d.payload)["kind"])
+            for d in store.deliveries(limit=1000)
+            if d.fingerprint == fp
+        )  # fmt: skip
+
+    inline, polled = rows("topic:inline"), rows("topic:polled")
+    assert inline == polled
+    assert len(inline) == 12
+    assert {r[3] for r in inline} == {"pending", "skipped"}
 
 
 def test_events_beyond_the_horizon_and_disabled_webhooks_are_left_out(store: WebhookStore) -> None:

@@ -1,6 +1,6 @@
-"""The load and alert routes over real HTTP, with the analytics store filled the way the analytics job fills
-it (``process_batch``, :func:`tests.support.service.fill_store`): reads, filters, acknowledgement and their
-4xx paths."""
+"""The load and alert routes over real HTTP, with the store filled the way the lanes fill it (a rule-1 alert
+as the incident lane writes it, a load window through ``process_batch``: :func:`tests.support.service.
+fill_store`): reads, filters, acknowledgement and their 4xx paths."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def test_load_and_alerts_from_the_store(service: Service) -> None:
     alerts = service.get("/api/v1/alerts").json()
     (alert,) = [a for a in alerts["items"] if a["rule"] == 1]
     assert (alert["state"], alert["subject"], alert["severity"]) == ("open", "topic:orders", "critical")
+    assert alert["lane"] == "incident"
     assert alert["suggested_action"]["path"].startswith("/api/v1/partitions")
     assert service.get("/api/v1/alerts", state="resolved").json()["total"] == 0
     assert service.get("/api/v1/alerts", rule=1, severity="critical").json()["total"] == 1

@@ -99,7 +99,7 @@ def open_alert(store: Store, subject: str = "topic:orders") -> str:
         fp, "c1", 1, subject, "critical", "open", "offline", {}, None, 1, 0, at, at, at, None, at, 1
     )
     event = AlertEvent(fp, 1, "opened", at, "critical", "offline", {})
-    store.commit_batch("job", int(at * 1000), alert_states=[state], events=[event])
+    store.commit_incidents("c1", [state], [event], expected={fp: None})  # as the incident lane writes it
     return f"{fp}:1"
 
 

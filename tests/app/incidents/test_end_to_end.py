@@ -1,0 +1,277 @@
+"""The incident lane end to end, as an operator runs it: the reference cluster, real ``kafka-health serve``
+processes (no ``collect``, no Spark) on one store, a webhook subscribed through the API and a real HTTP
+receiver (app.embedded.webhook_receiver: verifies signatures, deduplicates on the idempotency key).
+
+- a broker crash that takes RF-1 partitions offline is paged (rule 1's ``opened`` at the receiver) within
+  2 s, and ``resolved`` after the broker returns, with the default settings;
+- two replicas on one SQLite file: the leader SIGKILLed during an incident, the other takes over, and the
+  receiver gets every event of the incident exactly once, keys gapless per alert;
+- the service cut off from ZooKeeper (a proxy between them): its view goes stale, and the last leader,
+  which cannot know whether anyone took over, still pages rule 11 and resolves it once back.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from analytics.model import fingerprint
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.config import TopicSpec
+from app.embedded.webhook_receiver import WebhookReceiver
+from app.embedded.zookeeper import pick_free_port
+from collectors.zookeeper.collector import scan
+from tests.support.cli import REPO
+from tests.support.reference_cluster import ClusterFactory, scrape, wait_for
+from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.integration
+
+SECRET = "a-shared-secret-for-the-tests"
+ADMIN_TOKEN = "admin-token-for-the-tests"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+START_TIMEOUT_S = 60.0
+
+
+class Serve:
+    """``python -m app.cli.main serve`` in a child process (output in ``log``)."""
+
+    def __init__(self, zookeeper: str, store_url: str, log: Path, **env: str) -> None:
+        self.port = pick_free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_HEALTH_")}
+        clean |= {"KAFKA_HEALTH_SERVICE__TOKENS": f"root:admin:{ADMIN_TOKEN}", **env}
+        argv = [
+            sys.executable, "-m", "app.cli.main", "serve", "--zookeeper", zookeeper,
+            "--store-url", store_url, "--port", str(self.port),
+        ]  # fmt: skip
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(argv, cwd=REPO, env=clean, stdout=out, stderr=subprocess.STDOUT)
+
+    def ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"serve exited with {self.process.returncode}:\n{self.output()}")
+        try:
+            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def standing(self) -> str | None:
+        """Where its incident lane stands (its ``/metrics``), or None when it does not answer."""
+        try:
+            metrics = scrape(self.url + "/metrics", timeout=2)
+        except httpx.HTTPError:
+            return None
+        for sample in metrics.series("kafka_health_incident_lane_leader"):
+            if sample.value == 1:
+                return sample.labels["standing"]
+        return None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-5000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+@pytest.fixture
+def serves(tmp_path: Path) -> Iterator[Callable[..., Serve]]:
+    started: list[Serve] = []
+
+    def start(zookeeper: str, store_url: str, **env: str) -> Serve:
+        serve = Serve(zookeeper, store_url, tmp_path / f"serve-{len(started)}.log", **env)
+        started.append(serve)
+        return serve
+
+    yield start
+    for serve in started:
+        serve.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver(secret=SECRET) as running:
+        yield running
+
+
+def subscribe(serve: Serve, receiver: WebhookReceiver, rules: list[int] | None = None) -> None:
+    body: dict[str, Any] = {"name": "oncall", "url": receiver.url, "secret": SECRET, "rules": rules}
+    created = httpx.post(serve.url + "/api/v1/webhooks", json=body, headers=ADMIN, timeout=10)
+    assert created.status_code == 201, created.text
+
+
+def singles_cluster(make_cluster: ClusterFactory) -> ReferenceCluster:
+    return make_cluster(
+        topics=[
+            TopicSpec(name="orders", partitions=4, replication_factor=3),
+            TopicSpec(name="singles", partitions=3, replication_factor=1),
+        ]
+    )
+
+
+def broker_with_singles(zk_connect: str) -> int:
+    snapshot = scan(zk_connect)
+    return min(
+        info.assignment.replicas[0] for tp, info in snapshot.partitions.items() if tp.topic == "singles"
+    )
+
+
+def received(receiver: WebhookReceiver, rule: int, kind: str) -> list[dict[str, Any]]:
+    found = [body for body in receiver.accepted().values() if body["rule"] == rule and body["kind"] == kind]
+    if len(found) > 1:
+        print("\n".join(f"{b['idempotency_key']} {b['kind']} {b['subject']} {b['summary']}" for b in found))
+    return found
+
+
+def assert_each_event_once_and_gapless(receiver: WebhookReceiver) -> dict[str, list[int]]:
+    """Every accepted key once, signed, no request twice; per alert the sequences 1..n without a gap."""
+    requests = receiver.requests()
+    assert all(r.signature_error is None and r.status == 200 for r in requests)
+    keys = [r.idempotency_key or "" for r in requests]
+    assert len(keys) == len(set(keys)), f"a key was sent twice: {sorted(keys)}"
+    per_alert: dict[str, list[int]] = {}
+    for key in receiver.accepted():
+        fp, _, sequence = key.partition(":")
+        per_alert.setdefault(fp, []).append(int(sequence))
+    for fp, sequences in per_alert.items():
+        assert sorted(sequences) == list(range(1, len(sequences) + 1)), (fp, sorted(sequences))
+    return per_alert
+
+
+# --- serve alone pages a broker crash -----------------------------------------------------------------------
+
+
+def test_a_broker_crash_is_paged_within_two_seconds_by_serve_alone(
+    make_cluster: ClusterFactory,
+    zk_connect: str,
+    tmp_path: Path,
+    serves: Callable[..., Serve],
+    receiver: WebhookReceiver,
+) -> None:
+    cluster = singles_cluster(make_cluster)
+    broker = broker_with_singles(zk_connect)
+    serve = serves(zk_connect, f"sqlite:///{tmp_path / 'store.db'}")
+    wait_for(serve.ready, timeout=START_TIMEOUT_S, message="serve ready")
+    wait_for(lambda: serve.standing() == "leader", timeout=30, message="its incident lane elected")
+    subscribe(serve, receiver, rules=[1])
+
+    crashed_at = time.time()
+    cluster.stop_broker(broker)
+    (opened,) = wait_for(lambda: received(receiver, 1, "opened"), timeout=10, message="rule 1 opened")
+    latency = receiver.accepted_requests()[0].received_at - crashed_at
+    assert opened["subject"] == "topic:singles"
+    assert opened["severity"] == "critical"
+    assert (
+        opened["idempotency_key"]
+        == f"{fingerprint(scan(zk_connect).cluster_id or 'unknown', 1, 'topic:singles')}:1"
+    )
+    assert latency < 2.0, f"crash to page took {latency:.2f} s\n{serve.output()}"
+
+    cluster.start_broker(broker)
+    wait_for(lambda: received(receiver, 1, "resolved"), timeout=60, message="rule 1 resolved")
+    per_alert = assert_each_event_once_and_gapless(receiver)
+    assert list(per_alert.values()) == [[1, 2]]
+    print(f"\nbroker crash -> rule 1 opened at the receiver: {latency * 1000:.0f} ms")
+
+
+# --- two replicas, the leader killed mid-incident -----------------------------------------------------------
+
+
+def test_two_replicas_the_leader_killed_mid_incident_every_event_once(
+    make_cluster: ClusterFactory,
+    zk_connect: str,
+    tmp_path: Path,
+    serves: Callable[..., Serve],
+    receiver: WebhookReceiver,
+) -> None:
+    cluster = singles_cluster(make_cluster)
+    broker = broker_with_singles(zk_connect)
+    store_url = f"sqlite:///{tmp_path / 'shared.db'}"
+    fast = {  # rule 5 (broker down) opens after 2 s, so that the incident has more than one alert
+        "KAFKA_HEALTH_ANALYTICS__RULES__FOR_S": '{"5": 2}',
+        "KAFKA_HEALTH_ANALYTICS__RULES__RESOLVE_AFTER_S": '{"1": 3, "5": 3}',
+    }
+    one = serves(zk_connect, store_url, **fast)
+    two = serves(zk_connect, store_url, **fast)
+    for serve in (one, two):
+        wait_for(serve.ready, timeout=START_TIMEOUT_S, message="serve ready")
+    leader = wait_for(
+        lambda: next((s for s in (one, two) if s.standing() == "leader"), None),
+        timeout=30,
+        message="a leader",
+    )
+    other = two if leader is one else one
+    assert other.standing() == "follower"
+    subscribe(other, receiver, rules=[1, 5])  # through either replica: they share the store
+
+    cluster.stop_broker(broker)
+    wait_for(lambda: received(receiver, 1, "opened"), timeout=10, message="rule 1 opened")
+    wait_for(lambda: received(receiver, 5, "opened"), timeout=15, message="rule 5 opened")
+
+    leader.process.send_signal(signal.SIGKILL)
+    leader.process.wait(10)
+    cluster.start_broker(broker)  # the incident ends while nobody leads yet
+    wait_for(lambda: other.standing() == "leader", timeout=40, message="the other replica took over")
+    wait_for(
+        lambda: received(receiver, 1, "resolved"), timeout=30, message="rule 1 resolved by the new leader"
+    )
+    wait_for(
+        lambda: received(receiver, 5, "resolved"), timeout=30, message="rule 5 resolved by the new leader"
+    )
+    time.sleep(2.0)  # nothing more arrives
+    per_alert = assert_each_event_once_and_gapless(receiver)
+    assert sorted(len(s) for s in per_alert.values()) == [2, 2]  # opened and resolved, once each
+    kinds = sorted((body["rule"], body["kind"]) for body in receiver.accepted().values())
+    assert kinds == [(1, "opened"), (1, "resolved"), (5, "opened"), (5, "resolved")]
+
+
+# --- cut off from ZooKeeper: the last leader pages rule 11 --------------------------------------------------
+
+
+def test_cut_off_from_zookeeper_the_last_leader_pages_rule_11(
+    make_cluster: ClusterFactory,
+    zk_connect: str,
+    tmp_path: Path,
+    serves: Callable[..., Serve],
+    receiver: WebhookReceiver,
+) -> None:
+    make_cluster()
+    servers, _, chroot = zk_connect.partition("/")
+    host, port = servers.split(",")[0].rsplit(":", 1)
+    with TcpProxy((host, int(port))) as proxy:
+        serve = serves(
+            proxy.address("/" + chroot),
+            f"sqlite:///{tmp_path / 'store.db'}",
+            KAFKA_HEALTH_ANALYTICS__RULES__FOR_S='{"11": 2}',
+            KAFKA_HEALTH_ZOOKEEPER__SESSION_TIMEOUT_S="6",
+        )
+        wait_for(serve.ready, timeout=START_TIMEOUT_S, message="serve ready")
+        wait_for(lambda: serve.standing() == "leader", timeout=30, message="its incident lane elected")
+        subscribe(serve, receiver, rules=[11])
+
+        proxy.cut()
+        (opened,) = wait_for(lambda: received(receiver, 11, "opened"), timeout=20, message="rule 11 opened")
+        assert opened["subject"] == "view:zookeeper"
+        assert opened["severity"] == "critical"
+        assert "view of ZooKeeper is stale" in opened["summary"]
+        assert serve.standing() == "last-leader"
+        proxy.restore()
+        wait_for(lambda: received(receiver, 11, "resolved"), timeout=60, message="rule 11 resolved")
+        wait_for(lambda: serve.standing() == "leader", timeout=30, message="elected again")
+    assert [len(s) for s in assert_each_event_once_and_gapless(receiver).values()] == [2]
