@@ -318,6 +318,39 @@ def healthy(zk: KazooClient, topics: Sequence[str], brokers: int) -> bool:
     return True
 
 
+def min_isr_followers(zk: KazooClient, topic: str) -> list[int]:
+    """The brokers that follow (in the ISR, not leading) a partition of ``topic`` now: stalling one of them
+    shrinks an ISR. Leaderships move with every crash and restart (auto rebalance is off), so a broker that
+    followed one before may lead all its partitions of the topic now."""
+    followers: set[int] = set()
+    for p in zk.get_children(zkdata.topic_partitions_path(topic)):
+        tp = TopicPartition(topic, int(p))
+        raw, _ = zk.get(zkdata.partition_state_path(tp))
+        state = zkdata.decode_partition_state(zkdata.partition_state_path(tp), raw)
+        followers.update(r for r in state.isr if r != state.leader)
+    if not followers:
+        raise BenchError(f"no broker follows a {topic} partition")
+    return sorted(followers)
+
+
+def offline_since(zk: KazooClient, topic: str) -> float | None:
+    """When (ZooKeeper's mtime, epoch seconds) the first leaderless partition of ``topic`` was written."""
+    times: list[float] = []
+    for p in zk.get_children(zkdata.topic_partitions_path(topic)):
+        tp = TopicPartition(topic, int(p))
+        raw, stat = zk.get(zkdata.partition_state_path(tp))
+        if not zkdata.decode_partition_state(zkdata.partition_state_path(tp), raw).has_leader:
+            times.append(float(stat.mtime) / 1000.0)
+    return min(times, default=None)
+
+
+def after_write(zk: KazooClient, topic: str, received_at: float) -> str:
+    """How long after the controller's write of the first offline state the webhook arrived: the service's
+    own part of the latency (the rest is the cluster's: the broker's session ending, the election)."""
+    written = offline_since(zk, topic)
+    return "" if written is None else f", {(received_at - written) * 1000:.0f} ms after the offline state"
+
+
 def first_shrink_below(zk: KazooClient, topic: str, minimum: int, timeout: float) -> float:
     """When (ZooKeeper's mtime, epoch seconds) the first partition of ``topic`` went below ``minimum`` ISR."""
     deadline = time.monotonic() + timeout
@@ -357,7 +390,9 @@ def run_small(args: argparse.Namespace, workdir: Path, results: Results) -> None
                     if kind == "crash":
                         fault_crash(cluster, zk, receiver, results, broker, args.timeout)
                     elif kind == "min-isr":
-                        fault_min_isr(cluster, zk, receiver, results, (i % brokers), args.timeout)
+                        followers = min_isr_followers(zk, MIN_ISR_TOPIC)
+                        stalled = followers[i % len(followers)]
+                        fault_min_isr(cluster, zk, receiver, results, stalled, args.timeout)
                     elif kind == "controller":
                         fault_controller(cluster, zk, receiver, results, rf1, args.timeout)
                     else:
@@ -390,7 +425,8 @@ def fault_crash(
     t0 = time.time()
     cluster.stop_broker(broker)
     event = wait_for(receiver, opened(1, f"topic:{RF1_TOPIC}"), timeout, f"broker {broker}'s crash", seen)
-    results.add("crash", event.received_at - t0, f"(broker {broker})")
+    note = f"(broker {broker}{after_write(zk, RF1_TOPIC, event.received_at)})"
+    results.add("crash", event.received_at - t0, note)
     seen = len(events(receiver))
     cluster.start_broker(broker)
     wait_for(receiver, resolved(event.fingerprint), args_resolve_timeout(timeout), "rule 1's resolve", seen)
@@ -435,7 +471,9 @@ def fault_controller(
     if active not in rf1:
         raise BenchError(f"controller {active} holds no {RF1_TOPIC} partition: nothing would page")
     event = wait_for(receiver, opened(1, f"topic:{RF1_TOPIC}"), timeout, f"controller {active}'s loss", seen)
-    results.add("controller", event.received_at - t0, f"(broker {active}, failover {failover * 1000:.0f} ms)")
+    written = after_write(zk, RF1_TOPIC, event.received_at)
+    note = f"(broker {active}, failover {failover * 1000:.0f} ms{written})"
+    results.add("controller", event.received_at - t0, note)
     seen = len(events(receiver))
     cluster.start_broker(active)
     wait_for(receiver, resolved(event.fingerprint), args_resolve_timeout(timeout), "rule 1's resolve", seen)

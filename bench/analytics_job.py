@@ -9,12 +9,14 @@ metrics each (plus a cluster sample per round) into a spool directory, then star
 the load model (grouped pandas UDF per window) and the store. The job's start-up (~5 s) is excluded and
 reported apart.
 
-``latency``: a simulated collector writes a round (4 brokers + health) every ``--interval`` seconds with
-event time = now, as ``kafka-health collect`` does. ``--faults`` times it flips the health document to
-"2 offline partitions" and times how long it takes from the write of the first faulty sample until the
-rule-1 alert's ``opened`` row is in the store (polled every 10 ms), then clears the fault and waits for
-``resolved``. p50/p95/max. The floor is the window plus one collector interval (the window must close
-and the watermark needs a later sample) plus up to one trigger.
+``latency`` (the load lane's own latency, without the collector or the webhook): a simulated collector
+writes a round (4 brokers with equal load + health) every ``--interval`` seconds with event time = now, as
+``kafka-health collect`` does. ``--faults`` times it skews broker 0's load (every load metric x4) and times
+how long it takes from the write of the first skewed sample until the rule-8 alert's ``opened`` row is in
+the store (polled every 10 ms), then removes the skew and waits for ``resolved``. p50/p95/max. The floor is
+the window plus one collector interval (the window must close and the watermark needs a later sample) plus
+up to one trigger. (The incident rules are not the job's: ``bench/alert_latency.py incident`` measures
+them in ``serve``.)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from analytics.config import AnalyticsSettings
+from analytics.model import fingerprint
 from analytics.rules import RuleSettings
 from analytics.spark.job import build_session, start_query, stop_query, stop_session
 from analytics.store import Store
@@ -37,6 +40,7 @@ from collectors.samples import LOAD_METRICS, Sample
 from collectors.transport import SpoolDirectorySink
 
 CLUSTER = "bench"
+SKEWED = fingerprint(CLUSTER, 8, "broker:0")
 
 
 def empty(count: int = 0, topic: str = "orders") -> dict[str, Any]:
@@ -45,14 +49,14 @@ def empty(count: int = 0, topic: str = "orders") -> dict[str, Any]:
     return {"count": count, "by_topic": {topic: count}, "examples": {topic: list(range(count))}}
 
 
-def health(now: float, brokers: int, offline: int = 0) -> dict[str, Any]:
+def health(now: float, brokers: int) -> dict[str, Any]:
     return {
         "snapshot": {"version": 1, "taken_at": now, "last_good_at": now, "stale": False},
         "controller": {"broker_id": 0, "epoch": 1, "active_controller_gauges": 1.0},
         "brokers": list(range(brokers)),
         "brokers_down": [],
         "partitions": brokers * 10,
-        "offline": empty(offline),
+        "offline": empty(),
         "under_replicated": empty(),
         "under_min_isr": empty(),
         "at_min_isr": empty(),
@@ -69,15 +73,18 @@ class Collector:
         self.name = name
         self.sequence = 0
 
-    def round(self, t: float, brokers: int, offline: int = 0) -> list[Sample]:
+    def round(self, t: float, brokers: int, skew: float | None = None) -> list[Sample]:
+        """One round; with ``skew`` the brokers have equal load but broker 0, which has ``skew`` times it."""
         samples = []
         for b in range(brokers):
-            metrics = {m: 100.0 + (b * 7 + i * 13) % 50 for i, m in enumerate(LOAD_METRICS)}
+            if skew is None:
+                metrics = {m: 100.0 + (b * 7 + i * 13) % 50 for i, m in enumerate(LOAD_METRICS)}
+            else:
+                factor = skew if b == 0 else 1.0
+                metrics = {m: factor * (100.0 + (i * 13) % 50) for i, m in enumerate(LOAD_METRICS)}
             samples.append(Sample(self.name, self.sequence, t, "broker", CLUSTER, b, metrics))
             self.sequence += 1
-        samples.append(
-            Sample(self.name, self.sequence, t, "cluster", CLUSTER, None, {}, health(t, brokers, offline))
-        )
+        samples.append(Sample(self.name, self.sequence, t, "cluster", CLUSTER, None, {}, health(t, brokers)))
         self.sequence += 1
         return samples
 
@@ -133,17 +140,22 @@ def throughput(args: argparse.Namespace, root: Path) -> int:
     return 0
 
 
+def count(store: Store, kind: str) -> int:
+    """The events of ``kind`` of rule 8's alert on broker 0."""
+    return sum(1 for e in store.alert_events(SKEWED, limit=100_000) if e.kind == kind)
+
+
 def latency(args: argparse.Namespace, root: Path) -> int:
     window_s, trigger_s = seconds(args.window), seconds(args.trigger)
     settings = settings_for(root, master=args.master, window_s=window_s, watermark_s=0.0, trigger_s=trigger_s)
     sink = SpoolDirectorySink(root / "spool", retention_s=10**9)
     collector = Collector()
-    offline = [0]
+    skew = [1.0]
     stop = threading.Event()
 
     def collect() -> None:
         while not stop.is_set():
-            sink.write(collector.round(time.time(), 4, offline[0]))
+            sink.write(collector.round(time.time(), 4, skew[0]))
             stop.wait(args.interval)
 
     spark = build_session(settings)
@@ -156,12 +168,12 @@ def latency(args: argparse.Namespace, root: Path) -> int:
             thread.start()
             time.sleep(max(5.0, 3 * window_s))  # warm up: first windows, Python workers
             for _ in range(args.faults):
-                for value, kind, into in ((2, "opened", opened), (0, "resolved", resolved)):
-                    before = len([e for e in store.alert_events(limit=100_000) if e.kind == kind])
-                    offline[0] = value
+                for value, kind, into in ((4.0, "opened", opened), (1.0, "resolved", resolved)):
+                    before = count(store, kind)
+                    skew[0] = value
                     t = time.perf_counter()
                     deadline = t + 60
-                    while len([e for e in store.alert_events(limit=100_000) if e.kind == kind]) == before:
+                    while count(store, kind) == before:
                         if time.perf_counter() > deadline:
                             print(f"no {kind} event within 60 s", file=sys.stderr)
                             return 1
