@@ -717,7 +717,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--kinds", default="crash,min-isr,controller", help="small scale's fault kinds")
     parser.add_argument("--repeats", type=int, default=3, help="load skews (3)")
     parser.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds a fault may take to be announced"
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds a fault may take to be announced (incident: 60, load: 600, as windows take minutes)",
     )
     parser.add_argument("--heap", default="3g", help="the embedded ZooKeeper's heap at 200k (3g)")
     parser.add_argument(
@@ -729,7 +732,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="a setting for the kafka-health processes (repeatable), e.g. KAFKA_HEALTH_...=...",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, store)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.timeout is None:
+        args.timeout = 600.0 if args.lane == "load" else 60.0
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
