@@ -39,7 +39,7 @@ without a new finding, and :func:`worth_writing` which changed rows the incident
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from analytics.model import (
@@ -76,18 +76,43 @@ def advance(
     settings: RuleSettings,
 ) -> Transition:
     """Apply one window's evaluation to the cluster's alerts (current states by fingerprint)."""
+    return _apply(
+        cluster,
+        evaluation,
+        alerts,
+        stale=lambda previous: window.end <= previous.last_window_end,
+        hit=lambda fp, finding, previous: _hit(fp, cluster, window, finding, previous, settings),
+        clean=lambda previous: _clean(window, previous, settings),
+    )
+
+
+Step = tuple[AlertState, AlertEvent | None]
+
+
+def _apply(
+    cluster: str,
+    evaluation: Evaluation,
+    alerts: Mapping[str, AlertState],
+    *,
+    stale: Callable[[AlertState], bool],
+    hit: Callable[[str, Finding, AlertState | None], Step],
+    clean: Callable[[AlertState], Step],
+) -> Transition:
+    """Both lifecycles' walk: every fingerprint found now or known before, in order. Another cluster's
+    alerts and ``stale`` ones are left alone; a finding is a ``hit``; an evaluated rule without a finding
+    is a ``clean`` of its unresolved alert; a rule that was not evaluated changes nothing."""
     findings = findings_by_fingerprint(cluster, evaluation.findings)
     states: list[AlertState] = []
     events: list[AlertEvent] = []
     for fp in sorted(findings.keys() | alerts.keys()):
         previous = alerts.get(fp)
-        if previous is not None and (previous.cluster != cluster or window.end <= previous.last_window_end):
+        if previous is not None and (previous.cluster != cluster or stale(previous)):
             continue
         finding = findings.get(fp)
         if finding is not None:
-            state, event = _hit(fp, cluster, window, finding, previous, settings)
+            state, event = hit(fp, finding, previous)
         elif previous is not None and previous.rule in evaluation.evaluated and previous.state != "resolved":
-            state, event = _clean(window, previous, settings)
+            state, event = clean(previous)
         else:
             continue
         states.append(state)
@@ -198,24 +223,14 @@ def advance_timed(
     ``now - last_seen >= resolve_after_s_of(rule)``. A rule that was not evaluated (its inputs missing)
     changes nothing. Events are timed ``now``.
     """
-    findings = findings_by_fingerprint(cluster, evaluation.findings)
-    states: list[AlertState] = []
-    events: list[AlertEvent] = []
-    for fp in sorted(findings.keys() | alerts.keys()):
-        previous = alerts.get(fp)
-        if previous is not None and previous.cluster != cluster:
-            continue
-        finding = findings.get(fp)
-        if finding is not None:
-            state, event = _timed_hit(fp, cluster, now, finding, previous, settings)
-        elif previous is not None and previous.rule in evaluation.evaluated and previous.state != "resolved":
-            state, event = _timed_clean(now, previous, settings)
-        else:
-            continue
-        states.append(state)
-        if event is not None:
-            events.append(event)
-    return Transition(states=tuple(states), events=tuple(events))
+    return _apply(
+        cluster,
+        evaluation,
+        alerts,
+        stale=lambda previous: False,
+        hit=lambda fp, finding, previous: _timed_hit(fp, cluster, now, finding, previous, settings),
+        clean=lambda previous: _timed_clean(now, previous, settings),
+    )
 
 
 def _timed_hit(
