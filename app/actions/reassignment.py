@@ -259,20 +259,31 @@ def throttle_config(
     ValueError for a rate below 1 (0 would stop replication and the reassignment would never finish) or an
     entry whose partition the snapshot does not have (validate first).
     """
+    sources: dict[TopicPartition, Sequence[int]] = {}
+    for item in items:
+        info = snapshot.partitions.get(item.tp)
+        if info is None:
+            raise ValueError(f"partition {item.tp} does not exist: cannot throttle its reassignment")
+        sources[item.tp] = info.assignment.replicas
+    return throttle_config_from(items, sources, rate)
+
+
+def throttle_config_from(
+    items: Sequence[ReassignmentRequest], sources: Mapping[TopicPartition, Sequence[int]], rate: int
+) -> ThrottleConfig:
+    """:func:`throttle_config` with each partition's current replicas (the *sources*) given: a resumed
+    reassignment computes them from the assignment it recorded before it began."""
     if isinstance(rate, bool) or not isinstance(rate, int) or rate < 1:
         raise ValueError(f"the throttle rate must be an integer of at least 1 byte/s, got {rate!r}")
     leaders: dict[str, set[str]] = {}
     followers: dict[str, set[str]] = {}
     brokers: set[int] = set()
     for item in items:
-        info = snapshot.partitions.get(item.tp)
-        if info is None:
-            raise ValueError(f"partition {item.tp} does not exist: cannot throttle its reassignment")
-        sources = set(info.assignment.replicas)
-        destinations = set(item.replicas) - sources
-        leaders.setdefault(item.topic, set()).update(f"{item.partition}:{b}" for b in sources)
+        current = set(sources.get(item.tp, ()))
+        destinations = set(item.replicas) - current
+        leaders.setdefault(item.topic, set()).update(f"{item.partition}:{b}" for b in current)
         followers.setdefault(item.topic, set()).update(f"{item.partition}:{b}" for b in destinations)
-        brokers.update(sources, destinations)
+        brokers.update(current, destinations)
     value = str(rate)
     return ThrottleConfig(
         broker_configs={
@@ -358,3 +369,47 @@ def reassignment_status(
         )
         statuses[item.tp] = ReassignmentStatus(state, target, replicas, tuple(b for b in target if b in isr))
     return statuses
+
+
+# --- the dry run's throttle check ---------------------------------------------------------------------
+
+
+def throttle_warnings(
+    rate: int,
+    batches: Sequence[Sequence[ReassignmentRequest]],
+    snapshot: ClusterSnapshot,
+    produce: Mapping[TopicPartition, float],
+) -> list[str]:
+    """What makes a throttle too low to finish: a moving partition that takes in more than ``rate`` bytes/s
+    (its new replica copies slower than the log grows: it never catches up), and a destination broker whose
+    moving partitions of one batch take in more than ``rate`` together (the follower rate is the broker's,
+    shared by its throttled replicas). Rates measured from the brokers' metrics (``produce``)."""
+    warnings: list[str] = []
+    too_fast: list[tuple[TopicPartition, float]] = []
+    for number, batch in enumerate(batches, start=1):
+        incoming: dict[int, float] = {}
+        for item in batch:
+            added = added_replicas(item, snapshot)
+            if not added:
+                continue
+            measured = produce.get(item.tp, 0.0)
+            if measured > rate:
+                too_fast.append((item.tp, measured))
+            for broker in added:
+                incoming[broker] = incoming.get(broker, 0.0) + measured
+        for broker, total in sorted(incoming.items()):
+            if total > rate:
+                warnings.append(
+                    f"batch {number}: the partitions moving to broker {broker} take in {total:,.0f} B/s "
+                    f"together, above the throttle of {rate:,} B/s: they cannot all catch up (raise the "
+                    "throttle or lower max_concurrent_moves)"
+                )
+    if too_fast:
+        listed = ", ".join(f"{tp} ({r:,.0f} B/s)" for tp, r in too_fast[:_MAX_LISTED])
+        more = f" and {len(too_fast) - _MAX_LISTED} more" if len(too_fast) > _MAX_LISTED else ""
+        warnings.insert(
+            0,
+            f"{len(too_fast)} moving partition(s) take in more than the throttle of {rate:,} B/s, so their "
+            f"new replicas would never catch up: {listed}{more}",
+        )
+    return warnings

@@ -18,16 +18,21 @@ It knows nothing of HTTP: the service maps its errors to 404, 409 and 422.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import queue
+import socket
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 from analytics.model import LoadWindow
+from app.actions.config import ActionSettings
 from app.actions.election import (
     ElectionPlan,
     ElectionScope,
@@ -35,7 +40,14 @@ from app.actions.election import (
     plan_preferred_election,
     validate_scope,
 )
-from app.actions.executor import ElectionExecutor, ReassignmentExecutor
+from app.actions.executor import (
+    BrokerSignals,
+    ElectionExecutor,
+    LogSizes,
+    ReassignmentExecutor,
+)
+from app.actions.handle import ActionHandle, Gate, Standing, claim
+from app.actions.journal import ElectionJournal, JournalError, ReassignmentJournal, items_json, rollback_items
 from app.actions.reassignment import (
     Problem,
     ReassignmentRequest,
@@ -43,6 +55,8 @@ from app.actions.reassignment import (
     added_replicas,
     plan_batches,
     throttle_config,
+    throttle_removal,
+    throttle_warnings,
     validate_reassignment,
 )
 from app.actions.rebalance import RebalancePlan, plan_drain, plan_rebalance
@@ -53,6 +67,7 @@ from app.actions.state import (
     ActionState,
     AuditEntry,
     IllegalTransitionError,
+    StaleRecordError,
     new_action_id,
 )
 from collectors.health import HealthReport
@@ -60,11 +75,15 @@ from collectors.kafka import zkdata
 from collectors.kafka.admin import AdminZooKeeper
 from collectors.kafka.model import ClusterSnapshot, TopicPartition
 
+if TYPE_CHECKING:
+    from app.actions.adaptive import AdaptiveThrottle
+
 log = logging.getLogger(__name__)
 
 ELECTION = "preferred-replica-election"
 REASSIGNMENT = "reassignment"
 CANCEL = "cancel"
+ROLLBACK = "rollback"
 PLAN_REBALANCE = "plan-rebalance"
 PLAN_DRAIN = "plan-drain"
 
@@ -178,18 +197,29 @@ class ReassignmentOrder:
     """Replicas added per batch: a batch is written only when the previous one completed."""
     allow_replication_factor_change: bool = False
     dry_run: bool = True
+    adaptive: AdaptiveThrottle | None = None
+    """An adaptive throttle instead of the static one (starts at its minimum)."""
+    parent: str | None = None
+    """The action this one rolls back."""
 
     def as_request(self) -> dict[str, Any]:
         """The request as recorded with the action."""
-        return {
-            "partitions": [
-                {"topic": i.topic, "partition": i.partition, "replicas": list(i.replicas)} for i in self.items
-            ],
+        request: dict[str, Any] = {
+            "partitions": items_json(self.items),
             "throttle_bytes_per_sec": self.throttle_bytes_per_sec,
             "max_concurrent_moves": self.max_concurrent_moves,
             "allow_replication_factor_change": self.allow_replication_factor_change,
             "dry_run": self.dry_run,
         }
+        if self.adaptive is not None:
+            request["throttle"] = {"mode": "adaptive", **self.adaptive.model_dump()}
+        if self.parent is not None:
+            request["rollback_of"] = self.parent
+        return request
+
+    @property
+    def initial_rate(self) -> int | None:
+        return self.adaptive.min_bytes_per_s if self.adaptive is not None else self.throttle_bytes_per_sec
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +230,17 @@ class ReassignmentOutcome:
     replicas_added: int
     action: ActionRecord | None = None
     """The execution started (PENDING when returned); None for a dry run."""
+    warnings: tuple[str, ...] = ()
+    """What the dry run found risky but not wrong (a throttle below the moving partitions' produce rate)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackOrder:
+    """A rollback as asked for: the reassignment back, with its own throttle and batch size."""
+
+    throttle_bytes_per_sec: int | None = None
+    max_concurrent_moves: int = 10
+    dry_run: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,9 +275,8 @@ class ActionPool:
     """At most ``workers`` actions execute at once, the others wait in order.
 
     The workers are daemon threads, started as work arrives: stopping the service never waits for an
-    action (a reassignment can take hours). What a stopped action wrote to ZooKeeper is the controller's to
-    finish, and the next start marks the action FAILED (:func:`interrupted`), as for queued work dropped at
-    :meth:`shutdown`.
+    action (a reassignment can take hours). A stopped action stays unfinished in the log, its journal saying
+    where it stood, and the next instance to lead adopts it (:class:`ActionRunner`).
     """
 
     def __init__(self, workers: int = DEFAULT_WORKERS, name: str = "action") -> None:
@@ -300,6 +340,8 @@ ClusterReader = Callable[[], tuple[ClusterSnapshot, HealthReport]]
 """The live snapshot and its health report (the service's cluster view)."""
 LatestLoad = Callable[[str | None], LoadWindow | None]
 """The latest load window of a cluster (None: of any cluster), from the analytics store."""
+ProduceRates = Callable[[], Mapping[TopicPartition, float]]
+"""Each partition's measured produce rate (bytes/s), from the brokers' metrics (empty: not measured)."""
 
 
 @dataclass(slots=True)
@@ -324,7 +366,15 @@ class _Plans:
 class ActionRunner:
     """What the action routes call (see the module docstring). ``cluster`` reads the live snapshot and its
     health (each call the latest: executions follow the cluster while they run); ``latest_load`` reads the
-    analytics store for plans (None without a store: plans then balance replica and leader counts)."""
+    analytics store for plans (None without a store: plans then balance replica and leader counts).
+
+    Executions: accepting an action only records it (PENDING, its journal in the plan). The instance that
+    leads (``leadership``, shared with the notifier; always this one without it) runs every unfinished
+    action of the log: the ones it accepted, ones another replica accepted, and ones an instance that
+    stopped or crashed left RUNNING, which it adopts where their journal says they stood. Only one executor
+    runs an action: taking it over is a compare-and-set of its ``owner``. :meth:`start` starts looking;
+    :meth:`shutdown` stops the executors where they are (the next leader goes on from there).
+    """
 
     def __init__(
         self,
@@ -335,16 +385,107 @@ class ActionRunner:
         latest_load: LatestLoad | None = None,
         pool: ActionPool | None = None,
         plans_kept: int = PLANS_KEPT,
+        settings: ActionSettings | None = None,
+        leadership: Standing | None = None,
+        identity: str | None = None,
+        log_sizes: LogSizes | None = None,
+        signals: BrokerSignals | None = None,
+        produce_rates: ProduceRates | None = None,
     ) -> None:
+        self.settings = settings or ActionSettings()
         self._actions = actions
         self._admin = admin
         self._cluster = cluster
         self._latest_load = latest_load
-        self._pool = pool or ActionPool()
+        self._pool = pool or ActionPool(self.settings.workers)
         self._plans = _Plans(plans_kept)
+        self.identity = identity or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.gate = Gate(leadership)
+        self._log_sizes = log_sizes
+        self._signals = signals
+        self._produce_rates = produce_rates
+        self._running: set[str] = set()
+        self._running_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- executions ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run unfinished actions (adopting what a previous instance left) while this instance leads."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._supervise, name="action-supervisor", daemon=True)
+            self._thread.start()
 
     def shutdown(self) -> None:
+        """Stop looking for work and stop the executors at their next poll (their actions stay unfinished,
+        for the next leader); queued work is dropped (it is in the log)."""
+        self.gate.stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
         self._pool.shutdown()
+
+    def adopt_now(self) -> int:
+        """Look for unfinished actions once, now (the supervisor does it every ``adopt_interval_s``);
+        returns how many were started."""
+        if self.gate.stop.is_set() or self.gate.standing() != "leader":
+            return 0
+        started = 0
+        for record in self._actions.unfinished():
+            with self._running_lock:
+                if record.id in self._running:
+                    continue
+            handle = claim(self._actions, record, self.identity)
+            if handle is None:
+                continue
+            with self._running_lock:
+                self._running.add(record.id)
+            try:
+                self._pool.submit(functools.partial(self._execute, handle))
+            except RuntimeError:  # shut down meanwhile
+                with self._running_lock:
+                    self._running.discard(record.id)
+                return started
+            started += 1
+        return started
+
+    def _supervise(self) -> None:
+        while not self.gate.stop.is_set():
+            try:
+                self.adopt_now()
+            except Exception:
+                log.exception("looking for unfinished actions failed")
+            self._wake.wait(self.settings.adopt_interval_s)
+            self._wake.clear()
+
+    def _execute(self, handle: ActionHandle) -> None:
+        try:
+            if handle.record.kind == ELECTION:
+                ElectionExecutor(self._admin, lambda: self._cluster()[0], self.gate, self.settings).run(
+                    handle
+                )
+            elif handle.record.kind == REASSIGNMENT:
+                ReassignmentExecutor(
+                    self._admin,
+                    self._cluster,
+                    self.gate,
+                    self.settings,
+                    log_sizes=self._log_sizes,
+                    signals=self._signals,
+                    audit=self._actions.audit,
+                ).run(handle)
+            else:
+                handle.move(ActionState.FAILED, error=f"unknown action kind {handle.record.kind!r}")
+        finally:
+            with self._running_lock:
+                self._running.discard(handle.id)
+
+    def running(self) -> set[str]:
+        """Ids of the actions this instance executes now."""
+        with self._running_lock:
+            return set(self._running)
 
     # --- audit -----------------------------------------------------------------------------------------
 
@@ -394,17 +535,20 @@ class ActionRunner:
             )
             self.audit(who, ELECTION, dry_run=False, outcome="refused", detail={"reason": reason, **summary})
             raise ConflictError(reason)
+        self._refuse_if_unfinished(who, ELECTION, summary)
+        journal = ElectionJournal(plan.to_elect, order.budget_bytes)
         record = self._accept(
             who,
             ELECTION,
             order.as_request(),
-            plan={**summary, "chunks": chunks, "predicted_leaders": outcome.predicted_leaders},
+            plan={
+                **summary,
+                "chunks": chunks,
+                "predicted_leaders": outcome.predicted_leaders,
+                **journal.plan_json(),
+            },
             summary=summary,
         )
-        executor = ElectionExecutor(
-            self._admin, lambda: self._cluster()[0], self._actions, budget_bytes=order.budget_bytes
-        )
-        self._pool.submit(lambda: executor.run(record, plan.to_elect))
         return replace(outcome, action=record)
 
     # --- reassignment ----------------------------------------------------------------------------------
@@ -433,26 +577,52 @@ class ActionRunner:
         if problems:
             self._refuse_problems(who, REASSIGNMENT, order.dry_run, problems)
         batches = plan_batches(items, snapshot, order.max_concurrent_moves)
-        rate = order.throttle_bytes_per_sec
+        rate = order.initial_rate
         outcome = ReassignmentOutcome(
             order,
             batches,
             None if rate is None else throttle_config(items, snapshot, rate),
             sum(len(added_replicas(item, snapshot)) for item in items),
+            warnings=tuple(self._throttle_warnings(order, snapshot, batches)),
         )
         if order.dry_run:
             self.audit(who, REASSIGNMENT, dry_run=True, outcome="dry-run", detail=summary)
             return outcome
+        self._refuse_if_unfinished(who, REASSIGNMENT, summary)
+        removal = throttle_removal(items, snapshot)
+        journal = ReassignmentJournal.of(batches, snapshot, removal.brokers)
         record = self._accept(
             who,
             REASSIGNMENT,
             order.as_request(),
-            plan={"batches": len(batches), "replicas_added": outcome.replicas_added},
+            plan={"batches": len(batches), "replicas_added": outcome.replicas_added, **journal.plan_json()},
             summary=summary,
+            parent=order.parent,
         )
-        executor = ReassignmentExecutor(self._admin, self._cluster, self._actions)
-        self._pool.submit(lambda: executor.run(record, items, rate, order.max_concurrent_moves))
         return replace(outcome, action=record)
+
+    def _throttle_warnings(
+        self,
+        order: ReassignmentOrder,
+        snapshot: ClusterSnapshot,
+        batches: Sequence[Sequence[ReassignmentRequest]],
+    ) -> list[str]:
+        """A throttle below what the moving partitions take in: a replica copied slower than its partition
+        grows never catches up, and the reassignment never completes."""
+        rate = order.throttle_bytes_per_sec if order.adaptive is None else order.adaptive.max_bytes_per_s
+        if rate is None or self._produce_rates is None:
+            return []
+        try:
+            produce = self._produce_rates()
+        except Exception as exc:
+            log.debug("produce rates unavailable for the dry run: %s", exc)
+            return []
+        if not produce:
+            return [
+                "the partitions' produce rates are not measured (no metrics scraped): the throttle "
+                "could not be checked against them"
+            ]
+        return throttle_warnings(rate, batches, snapshot, produce)
 
     # --- the actions -----------------------------------------------------------------------------------
 
@@ -463,25 +633,81 @@ class ActionRunner:
         return record
 
     def cancel(self, who: Requester, action_id: str) -> ActionRecord:
-        """Stop further chunks or batches; what is already written to ZooKeeper is left to the controller."""
+        """Stop the action before its next write to ZooKeeper: a PENDING one ends CANCELLED now; a running
+        one's executor writes no further chunk or batch, removes its throttles and ends CANCELLED (what is
+        already written is the controller's to finish). A compare-and-set: never lost under an executor's
+        progress update."""
+        for _ in range(20):
+            record = self.action(action_id)
+            if record.state in TERMINAL:
+                self.audit(
+                    who,
+                    CANCEL,
+                    dry_run=False,
+                    outcome="refused",
+                    action_id=action_id,
+                    detail={"state": record.state.value},
+                )
+                raise ConflictError(
+                    str(IllegalTransitionError(action_id, record.state, ActionState.CANCELLED))
+                )
+            if record.state is ActionState.PENDING:
+                wanted = record.moved_to(ActionState.CANCELLED, cancel_requested=True)
+            else:
+                wanted = replace(record, cancel_requested=True)
+            try:
+                record = self._actions.update(wanted)
+            except StaleRecordError:
+                continue  # the executor wrote meanwhile: read it again
+            self.audit(who, CANCEL, dry_run=False, outcome="accepted", action_id=action_id)
+            self._wake.set()
+            return record
+        raise ConflictError(f"action {action_id} changes too fast to cancel; try again")
+
+    def rollback(self, who: Requester, action_id: str, order: RollbackOrder) -> ReassignmentOutcome:
+        """A reassignment back to the replicas the partitions had before reassignment ``action_id`` began,
+        for the partitions it changed: a new action linked to it (``parent``), dry run by default like
+        every action, with the same checks."""
         record = self.action(action_id)
-        if record.state in TERMINAL:
+        detail: dict[str, Any] = {"rollback_of": action_id}
+        if record.kind != REASSIGNMENT:
             self.audit(
-                who,
-                CANCEL,
-                dry_run=False,
-                outcome="refused",
-                action_id=action_id,
-                detail={"state": record.state.value},
+                who, ROLLBACK, dry_run=order.dry_run, outcome="refused", action_id=action_id, detail=detail
             )
-            raise ConflictError(str(IllegalTransitionError(action_id, record.state, ActionState.CANCELLED)))
-        if record.state is ActionState.PENDING:
-            record = record.moved_to(ActionState.CANCELLED, cancel_requested=True)
-        else:
-            record = replace(record, cancel_requested=True)
-        self._actions.save(record)
-        self.audit(who, CANCEL, dry_run=False, outcome="accepted", action_id=action_id)
-        return record
+            raise InvalidRequestError(
+                f"action {action_id} is a {record.kind}: only a reassignment rolls back"
+            )
+        if record.state not in TERMINAL:
+            reason = f"action {action_id} is {record.state.value}: cancel it first, then roll it back"
+            self.audit(
+                who, ROLLBACK, dry_run=order.dry_run, outcome="refused", action_id=action_id, detail=detail
+            )
+            raise ConflictError(reason)
+        try:
+            journal = ReassignmentJournal.from_plan(record.plan)
+        except JournalError as exc:
+            self.audit(
+                who, ROLLBACK, dry_run=order.dry_run, outcome="refused", action_id=action_id, detail=detail
+            )
+            raise InvalidRequestError(f"action {action_id} cannot be rolled back: {exc}") from None
+        snapshot, _ = self._cluster()
+        items = rollback_items(journal, snapshot)
+        if not items:
+            self.audit(
+                who, ROLLBACK, dry_run=order.dry_run, outcome="refused", action_id=action_id, detail=detail
+            )
+            raise InvalidRequestError(
+                f"nothing to roll back: every partition of action {action_id} has its original replicas"
+            )
+        reassignment = ReassignmentOrder(
+            items,
+            throttle_bytes_per_sec=order.throttle_bytes_per_sec,
+            max_concurrent_moves=order.max_concurrent_moves,
+            allow_replication_factor_change=True,
+            dry_run=order.dry_run,
+            parent=action_id,
+        )
+        return self.reassign(who, reassignment)
 
     # --- plans -----------------------------------------------------------------------------------------
 
@@ -551,6 +777,17 @@ class ActionRunner:
         self.audit(who, action, dry_run=dry_run, outcome="refused", detail=detail)
         raise InvalidRequestError.of(problems)
 
+    def _refuse_if_unfinished(self, who: Requester, kind: str, summary: Mapping[str, Any]) -> None:
+        """One election and one reassignment at a time: a second would wait behind the first's znodes."""
+        for record in self._actions.unfinished():
+            if record.kind == kind:
+                reason = (
+                    f"action {record.id} ({kind}) is {record.state.value}: wait for it to finish, or cancel "
+                    f"it (POST /api/v1/actions/{record.id}/cancel)"
+                )
+                self.audit(who, kind, dry_run=False, outcome="refused", detail={"reason": reason, **summary})
+                raise ConflictError(reason)
+
     def _accept(
         self,
         who: Requester,
@@ -558,18 +795,23 @@ class ActionRunner:
         request: Mapping[str, Any],
         plan: Mapping[str, Any],
         summary: Mapping[str, Any],
+        parent: str | None = None,
     ) -> ActionRecord:
-        record = ActionRecord(
-            id=new_action_id(),
-            kind=kind,
-            state=ActionState.PENDING,
-            requested_by=who.name,
-            requested_at=time.time(),
-            request=request,
-            plan=plan,
+        """Record the action, PENDING, with its journal: the leading instance runs it."""
+        record = self._actions.create(
+            ActionRecord(
+                id=new_action_id(),
+                kind=kind,
+                state=ActionState.PENDING,
+                requested_by=who.name,
+                requested_at=time.time(),
+                request=request,
+                plan=plan,
+                parent=parent,
+            )
         )
-        self._actions.save(record)
         self.audit(who, kind, dry_run=False, outcome="accepted", action_id=record.id, detail=summary)
+        self._wake.set()
         return record
 
     def _load_input(self, snapshot: ClusterSnapshot) -> tuple[dict[int, dict[str, float]] | None, str]:
@@ -581,16 +823,3 @@ class ActionRunner:
             return None, "replica and leader counts (no load window yet)"
         load = {b.broker: dict(b.metrics) for b in latest.brokers}
         return load, f"load window {latest.window.start:.0f}-{latest.window.end:.0f}"
-
-
-def interrupted(actions: ActionLog) -> None:
-    """Actions a previous run of the service left PENDING or RUNNING: no thread runs them any more, so they
-    are FAILED with the reason (what they wrote to ZooKeeper is left to the controller, as on a cancel)."""
-    for state in (ActionState.PENDING, ActionState.RUNNING):
-        for record in actions.records(state=state.value, limit=10_000):
-            actions.save(
-                record.moved_to(
-                    ActionState.FAILED,
-                    error="interrupted: the service stopped while the action ran; check its partitions",
-                )
-            )

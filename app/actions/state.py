@@ -2,7 +2,14 @@
 :class:`MemoryActionLog` here, :class:`app.actions.store.StoreActionLog` in the database.
 
 PENDING → RUNNING → SUCCEEDED | PARTIAL | FAILED | CANCELLED; PENDING may also go straight to CANCELLED
-or FAILED. Terminal states stay terminal; any other transition raises :class:`IllegalTransitionError`.
+or FAILED; RUNNING ⇄ STALLED (no progress for the set time: the action still runs, and ends as a running one
+does). Terminal states stay terminal; any other transition raises :class:`IllegalTransitionError`.
+
+Several writers touch one record: its executor (progress, state), a cancel (any replica of the service), a
+new executor adopting it after a crash or a failover. Every update is therefore a compare-and-set on the
+record's ``version`` (:meth:`ActionLog.update`): a writer that read an old copy gets
+:class:`StaleRecordError` with the current one instead of overwriting what another wrote (a cancel is never
+lost under a progress update).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any, Protocol
 class ActionState(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    STALLED = "STALLED"
     SUCCEEDED = "SUCCEEDED"
     PARTIAL = "PARTIAL"
     FAILED = "FAILED"
@@ -29,7 +37,22 @@ class ActionState(StrEnum):
 TRANSITIONS: Mapping[ActionState, frozenset[ActionState]] = {
     ActionState.PENDING: frozenset({ActionState.RUNNING, ActionState.CANCELLED, ActionState.FAILED}),
     ActionState.RUNNING: frozenset(
-        {ActionState.SUCCEEDED, ActionState.PARTIAL, ActionState.FAILED, ActionState.CANCELLED}
+        {
+            ActionState.STALLED,
+            ActionState.SUCCEEDED,
+            ActionState.PARTIAL,
+            ActionState.FAILED,
+            ActionState.CANCELLED,
+        }
+    ),
+    ActionState.STALLED: frozenset(
+        {
+            ActionState.RUNNING,
+            ActionState.SUCCEEDED,
+            ActionState.PARTIAL,
+            ActionState.FAILED,
+            ActionState.CANCELLED,
+        }
     ),
     ActionState.SUCCEEDED: frozenset(),
     ActionState.PARTIAL: frozenset(),
@@ -37,6 +60,17 @@ TRANSITIONS: Mapping[ActionState, frozenset[ActionState]] = {
     ActionState.CANCELLED: frozenset(),
 }
 TERMINAL = frozenset(s for s, nexts in TRANSITIONS.items() if not nexts)
+UNFINISHED = frozenset(ActionState) - TERMINAL
+"""PENDING, RUNNING, STALLED: an executor runs these (or will adopt them)."""
+
+
+class StaleRecordError(Exception):
+    """An update based on an old copy of the record: ``current`` is the record as stored now (None: it is
+    gone). The writer reads what changed (a cancel, a new owner) and decides again."""
+
+    def __init__(self, action_id: str, current: ActionRecord | None) -> None:
+        super().__init__(f"action {action_id} was changed by another writer")
+        self.current = current
 
 
 class IllegalTransitionError(ValueError):
@@ -62,13 +96,19 @@ class ActionRecord:
     started_at: float | None = None
     finished_at: float | None = None
     cancel_requested: bool = False
+    version: int = 0
+    """Bumped by every update (compare-and-set: :meth:`ActionLog.update`)."""
+    owner: str | None = None
+    """The service instance executing it (None: none yet); a new leader takes it over."""
+    parent: str | None = None
+    """The action this one rolls back (a rollback's link to what it undoes)."""
 
     def moved_to(self, state: ActionState, **changes: Any) -> ActionRecord:
         if state not in TRANSITIONS[self.state]:
             raise IllegalTransitionError(self.id, self.state, state)
         now = time.time()
         extra: dict[str, Any] = {}
-        if state is ActionState.RUNNING:
+        if state is ActionState.RUNNING and self.started_at is None:
             extra["started_at"] = now
         if state in TERMINAL:
             extra["finished_at"] = now
@@ -96,11 +136,19 @@ class AuditEntry:
 class ActionLog(Protocol):
     """Where actions and the audit trail are kept (the store in the service; memory in unit tests)."""
 
-    def save(self, record: ActionRecord) -> None: ...
+    def create(self, record: ActionRecord) -> ActionRecord:
+        """Insert a new action (ValueError if its id exists); returns it as stored (version 1)."""
+
+    def update(self, record: ActionRecord) -> ActionRecord:
+        """Replace the stored action if its version is still ``record.version``; returns it with the next
+        version. :class:`StaleRecordError` (with the stored record) when another writer was first."""
 
     def get(self, action_id: str) -> ActionRecord | None: ...
 
     def records(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[ActionRecord]: ...
+
+    def unfinished(self) -> list[ActionRecord]:
+        """Every PENDING, RUNNING or STALLED action, oldest first (what an executor must run or adopt)."""
 
     def audit(self, entry: AuditEntry) -> None: ...
 
@@ -120,9 +168,27 @@ class MemoryActionLog:
         self._audit: list[AuditEntry] = []
         self._sequence = itertools.count(1)
 
-    def save(self, record: ActionRecord) -> None:
+    def create(self, record: ActionRecord) -> ActionRecord:
         with self._lock:
-            self._actions[record.id] = record
+            if record.id in self._actions:
+                raise ValueError(f"action {record.id} exists already")
+            stored = replace(record, version=1)
+            self._actions[record.id] = stored
+            return stored
+
+    def update(self, record: ActionRecord) -> ActionRecord:
+        with self._lock:
+            current = self._actions.get(record.id)
+            if current is None or current.version != record.version:
+                raise StaleRecordError(record.id, current)
+            stored = replace(record, version=record.version + 1)
+            self._actions[record.id] = stored
+            return stored
+
+    def unfinished(self) -> list[ActionRecord]:
+        with self._lock:
+            records = [r for r in self._actions.values() if r.state in UNFINISHED]
+        return sorted(records, key=lambda r: (r.requested_at, r.id))
 
     def get(self, action_id: str) -> ActionRecord | None:
         with self._lock:

@@ -1,11 +1,12 @@
 """The runbook actions' data: the ``actions`` table (one row per action: its request, plan, progress, result
-and state) and the append-only ``audit_log``, their migration (version 3), and :class:`StoreActionLog`, the
-:class:`~app.actions.state.ActionLog` the service keeps them in, so that they survive restarts and every
-instance of the service on one database shares them.
+and state) and the append-only ``audit_log``, their migrations (versions 3 and 4), and
+:class:`StoreActionLog`, the :class:`~app.actions.state.ActionLog` the service keeps them in, so that they
+survive restarts and every instance of the service on one database shares them.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -13,15 +14,15 @@ from sqlalchemy.engine import Connection
 
 from analytics.store import Database, Migration
 from analytics.store.database import JSON_TYPE, TIME_TYPE, check_page, opt_float
-from app.actions.state import ActionRecord, ActionState, AuditEntry
+from app.actions.state import UNFINISHED, ActionRecord, ActionState, AuditEntry, StaleRecordError
 
 __all__ = ["ACTION_MIGRATIONS", "StoreActionLog", "actions_table", "audit_log_table", "metadata"]
 
 
 # --- the tables ------------------------------------------------------------------------------------------
 #
-# Migration 3 below is the DDL of record; these tables describe the schema it leaves behind and are what the
-# queries are built from (tests/app/test_storage.py checks that the two agree).
+# Migrations 3 and 4 below are the DDL of record; these tables describe the schema they leave behind and are
+# what the queries are built from (tests/app/test_storage.py checks that the two agree).
 
 metadata = sa.MetaData()
 """The action tables, as :data:`ACTION_MIGRATIONS` create them (for queries, not for creating them)."""
@@ -42,7 +43,11 @@ actions_table = sa.Table(
     sa.Column("started_at", TIME_TYPE),
     sa.Column("finished_at", TIME_TYPE),
     sa.Column("cancel_requested", sa.Boolean, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("owner", sa.Text),
+    sa.Column("parent", sa.Text),
     sa.Index("ix_actions_requested_at", "requested_at"),
+    sa.Index("ix_actions_state", "state"),
 )
 
 audit_log_table = sa.Table(
@@ -108,10 +113,62 @@ def _create_action_tables(conn: Connection) -> None:
         conn.exec_driver_sql(statement.replace("{big_id}", big_id))
 
 
+# --- migration 4 --------------------------------------------------------------------------------------
+
+_V4_STATES: Final = "('PENDING', 'RUNNING', 'STALLED', 'SUCCEEDED', 'PARTIAL', 'FAILED', 'CANCELLED')"
+
+_V4_ACTIONS_SQLITE: Final = (
+    f"""CREATE TABLE actions_v4 (
+        id TEXT NOT NULL PRIMARY KEY,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        requested_by TEXT NOT NULL,
+        requested_at DOUBLE PRECISION NOT NULL,
+        request JSON NOT NULL,
+        plan JSON NOT NULL,
+        progress JSON NOT NULL,
+        result JSON NOT NULL,
+        error TEXT,
+        started_at DOUBLE PRECISION,
+        finished_at DOUBLE PRECISION,
+        cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+        version BIGINT NOT NULL DEFAULT 1,
+        owner TEXT,
+        parent TEXT,
+        CONSTRAINT ck_actions_state CHECK (state IN {_V4_STATES})
+    )""",
+    """INSERT INTO actions_v4 (id, kind, state, requested_by, requested_at, request, plan, progress, result,
+        error, started_at, finished_at, cancel_requested)
+        SELECT id, kind, state, requested_by, requested_at, request, plan, progress, result, error,
+        started_at, finished_at, cancel_requested FROM actions""",
+    "DROP TABLE actions",
+    "ALTER TABLE actions_v4 RENAME TO actions",
+    "CREATE INDEX ix_actions_requested_at ON actions (requested_at)",
+)
+_V4_ACTIONS_POSTGRESQL: Final = (
+    "ALTER TABLE actions ADD COLUMN version BIGINT NOT NULL DEFAULT 1",
+    "ALTER TABLE actions ADD COLUMN owner TEXT",
+    "ALTER TABLE actions ADD COLUMN parent TEXT",
+    "ALTER TABLE actions DROP CONSTRAINT ck_actions_state",
+    f"ALTER TABLE actions ADD CONSTRAINT ck_actions_state CHECK (state IN {_V4_STATES})",
+)
+
+
+def _resumable_actions(conn: Connection) -> None:
+    """Migration 4: the STALLED state, a version for compare-and-set updates, the executing instance
+    (``owner``) and a rollback's link to the action it undoes (``parent``). SQLite cannot change a CHECK
+    constraint in place: the table is rebuilt, its rows copied."""
+    statements = _V4_ACTIONS_POSTGRESQL if conn.dialect.name == "postgresql" else _V4_ACTIONS_SQLITE
+    for statement in statements:
+        conn.exec_driver_sql(statement)
+    conn.exec_driver_sql("CREATE INDEX ix_actions_state ON actions (state)")
+
+
 ACTION_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(3, "runbook actions and the audit log", (_create_action_tables,)),
+    Migration(4, "resumable actions: STALLED, versions, owners, rollbacks", (_resumable_actions,)),
 )
-"""The action tables' migration (version 3)."""
+"""The action tables' migrations (versions 3 and 4)."""
 
 
 # --- the log ---------------------------------------------------------------------------------------------
@@ -128,16 +185,41 @@ class StoreActionLog:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    def save(self, record: ActionRecord) -> None:
-        """Insert the action, or replace it (its latest state)."""
-        values = _action_values(record)
+    def create(self, record: ActionRecord) -> ActionRecord:
+        """Insert a new action (version 1); ValueError if the id exists."""
+        stored = replace(record, version=1)
+        exists = sa.select(actions_table.c.id).where(actions_table.c.id == record.id)
+        with self._db.errors(f"create action {record.id}"), self._db.write() as conn:
+            if conn.execute(exists).first() is not None:
+                raise ValueError(f"action {record.id} exists already")
+            conn.execute(sa.insert(actions_table).values(_action_values(stored)))
+        return stored
+
+    def update(self, record: ActionRecord) -> ActionRecord:
+        """Compare-and-set on ``version``: :class:`StaleRecordError` with the stored record when another
+        writer updated it since ``record`` was read."""
+        stored = replace(record, version=record.version + 1)
+        values = {k: v for k, v in _action_values(stored).items() if k != "id"}
         statement = (
-            self._db.insert(actions_table)
+            sa.update(actions_table)
+            .where(actions_table.c.id == record.id, actions_table.c.version == record.version)
             .values(values)
-            .on_conflict_do_update(index_elements=["id"], set_={k: v for k, v in values.items() if k != "id"})
         )
-        with self._db.errors(f"save action {record.id}"), self._db.write() as conn:
-            conn.execute(statement)
+        with self._db.errors(f"update action {record.id}"), self._db.write() as conn:
+            updated = conn.execute(statement).rowcount
+        if updated != 1:
+            raise StaleRecordError(record.id, self.get(record.id))
+        return stored
+
+    def unfinished(self) -> list[ActionRecord]:
+        """PENDING, RUNNING and STALLED actions, oldest first."""
+        query = (
+            sa.select(actions_table)
+            .where(actions_table.c.state.in_([s.value for s in UNFINISHED]))
+            .order_by(actions_table.c.requested_at, actions_table.c.id)
+        )
+        with self._db.errors("read the unfinished actions"), self._db.read() as conn:
+            return [_action_record(row) for row in conn.execute(query)]
 
     def get(self, action_id: str) -> ActionRecord | None:
         query = sa.select(actions_table).where(actions_table.c.id == action_id)
@@ -193,6 +275,9 @@ def _action_values(record: ActionRecord) -> dict[str, Any]:
         "started_at": record.started_at,
         "finished_at": record.finished_at,
         "cancel_requested": record.cancel_requested,
+        "version": record.version,
+        "owner": record.owner,
+        "parent": record.parent,
     }
 
 
@@ -211,6 +296,9 @@ def _action_record(row: sa.Row[Any]) -> ActionRecord:
         started_at=opt_float(row.started_at),
         finished_at=opt_float(row.finished_at),
         cancel_requested=bool(row.cancel_requested),
+        version=int(row.version),
+        owner=None if row.owner is None else str(row.owner),
+        parent=None if row.parent is None else str(row.parent),
     )
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from app.actions.config import ActionSettings
 from app.incidents.config import IncidentSettings
 from app.service.state import ViewSettings
 from app.webhooks.notifier import NotifierSettings
@@ -24,6 +25,9 @@ class ServiceSettings(BaseModel):
     view: ViewSettings = Field(default_factory=ViewSettings)
     webhooks: NotifierSettings = Field(default_factory=NotifierSettings)
     """The webhook notifier (``KAFKA_HEALTH_SERVICE__WEBHOOKS__*``): polling, retries, leader election."""
+    actions: ActionSettings = Field(default_factory=ActionSettings)
+    """The runbook actions' executors (``KAFKA_HEALTH_SERVICE__ACTIONS__*``): stall detection, progress,
+    adoption of unfinished actions."""
     incidents: IncidentSettings = Field(default_factory=IncidentSettings)
     """The incident lane (``KAFKA_HEALTH_SERVICE__INCIDENTS__*``): coalescing, timer, the load lane's
     silence; its rules' settings are ``analytics.rules``."""

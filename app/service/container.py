@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 
 from analytics.rules import RuleSettings
 from analytics.store import Store
-from app.actions.runner import ActionRunner, interrupted
+from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog, MemoryActionLog
 from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
@@ -133,19 +133,33 @@ def service_components(
             state = view.state
             return state.snapshot, state.report
 
+        def signals() -> dict[int, dict[str, float]]:
+            scrape = view.state.scrape
+            if scrape is None:
+                return {}
+            return {b: dict(s.values) for b, s in scrape.scrapes.items() if s.ok}
+
         runner = ActionRunner(
-            actions, admin, cluster, latest_load=None if store is None else store.latest_load
+            actions,
+            admin,
+            cluster,
+            latest_load=None if store is None else store.latest_load,
+            settings=settings.actions,
+            # one executor per action: the leader of the service's replicas (the notifier's leadership);
+            # without a store the actions live in this process's memory, and it runs them
+            leadership=leadership if notifier is not None else None,
+            identity=getattr(leadership, "identity", None),
+            signals=signals if scraper is not None else None,
         )
+        runner.start()
         stack.callback(runner.shutdown)
         yield ServiceContainer(view, tokens, store, webhooks, actions, runner, notifier, lane)
 
 
 def _action_log(storage: Storage | None, given: ActionLog | None) -> ActionLog:
-    """``given``, else the store's (failing what a previous run left running), else one in memory."""
+    """``given``, else the store's (what a previous run left unfinished is adopted), else one in memory."""
     if given is not None:
         return given
     if storage is None:
         return MemoryActionLog()
-    log = storage.actions
-    interrupted(log)
-    return log
+    return storage.actions

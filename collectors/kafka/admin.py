@@ -28,6 +28,9 @@ from collectors.kafka import zkdata
 class AdminZooKeeper(Protocol):
     def exists(self, path: str) -> bool: ...
 
+    def read(self, path: str) -> bytes | None:
+        """The znode's data; None when it does not exist."""
+
     def create(self, path: str, data: bytes) -> None:
         """Raises NodeExistsError when the znode is there already."""
 
@@ -92,6 +95,13 @@ class KazooAdmin:
 
     def exists(self, path: str) -> bool:
         return self._zk().exists(path) is not None
+
+    def read(self, path: str) -> bytes | None:
+        try:
+            data, _ = self._zk().get(path)
+        except NoNodeError:
+            return None
+        return bytes(data)
 
     def create(self, path: str, data: bytes) -> None:
         self._zk().create(path, data, makepath=True)

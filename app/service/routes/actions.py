@@ -20,6 +20,7 @@ from app.service.schemas.actions import (
     ElectionPlanOut,
     ReassignmentIn,
     ReassignmentPlanOut,
+    RollbackIn,
 )
 
 router = APIRouter(prefix="/api/v1", tags=["actions"])
@@ -73,8 +74,24 @@ def action(action_id: str, runner: Runner, _: Viewer) -> ActionOut:
 
 @router.post("/actions/{action_id}/cancel", response_model=ActionOut, responses={404: {}, 409: {}})
 def cancel(action_id: str, runner: Runner, who: Operator) -> ActionOut:
-    """Stop further chunks or batches; what is already written to ZooKeeper is left to the controller."""
+    """Stop the action before its next write to ZooKeeper: no further chunk or batch, its throttles
+    removed, CANCELLED. A batch already written is the controller's to finish (a rollback undoes it)."""
     return ActionOut.of(runner.cancel(who, action_id))
+
+
+@router.post(
+    "/actions/{action_id}/rollback",
+    response_model=ReassignmentPlanOut,
+    responses={202: {"model": ReassignmentPlanOut}, 404: {}, 409: {}, 422: {}},
+)
+def rollback(
+    action_id: str, runner: Runner, who: Operator, body: RollbackIn | None = None
+) -> ReassignmentPlanOut | JSONResponse:
+    """A reassignment back to the replicas recorded before reassignment ``action_id`` began, for the
+    partitions it changed: dry run by default, ``"dry_run": false`` runs it as a new action linked to the
+    first (``rollback_of``). The action must have ended (cancel it first)."""
+    outcome = runner.rollback(who, action_id, (body or RollbackIn()).order())
+    return _accepted_or_dry_run(ReassignmentPlanOut.of(outcome), outcome.action is not None)
 
 
 def _accepted_or_dry_run(out: Plan, accepted: bool) -> Plan | JSONResponse:

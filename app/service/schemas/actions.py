@@ -6,10 +6,17 @@ No ``from __future__ import annotations`` here: :class:`ActionOut` declares its 
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from app.actions.reassignment import ReassignmentRequest
-from app.actions.runner import ElectionOrder, ElectionOutcome, ReassignmentOrder, ReassignmentOutcome
+from app.actions.adaptive import AdaptiveThrottle
+from app.actions.runner import (
+    ElectionOrder,
+    ElectionOutcome,
+    ReassignmentOrder,
+    ReassignmentOutcome,
+    RollbackOrder,
+)
 from app.actions.state import ActionRecord
 from app.service.schemas.common import PUBLISHED_ACTIONS
 from collectors.kafka.model import TopicPartition
@@ -85,6 +92,10 @@ class ActionOut(BaseModel):
     progress: dict[str, Any]
     result: dict[str, Any]
     error: str | None
+    owner: str | None = None
+    """The service instance executing it (a new leader adopts unfinished actions)."""
+    rollback_of: str | None = None
+    """The action this one rolls back."""
 
     @classmethod
     def of(cls, record: ActionRecord) -> "ActionOut":
@@ -102,6 +113,8 @@ class ActionOut(BaseModel):
             progress=dict(record.progress),
             result=dict(record.result),
             error=record.error,
+            owner=record.owner,
+            rollback_of=record.parent,
         )
 
 
@@ -123,6 +136,15 @@ class ReassignmentIn(BaseModel):
     """Replicas added per batch: a batch is written only when the previous one completed."""
     allow_replication_factor_change: bool = False
     dry_run: bool = True
+    throttle: AdaptiveThrottle | None = None
+    """``{"mode": "adaptive", "min_bytes_per_s": .., "max_bytes_per_s": ..}``: a throttle that follows the
+    brokers' health instead of ``throttle_bytes_per_sec`` (give one or the other)."""
+
+    @model_validator(mode="after")
+    def _one_throttle(self) -> "ReassignmentIn":
+        if self.throttle is not None and self.throttle_bytes_per_sec is not None:
+            raise ValueError("give throttle_bytes_per_sec (static) or throttle (adaptive), not both")
+        return self
 
     def order(self) -> ReassignmentOrder:
         return ReassignmentOrder(
@@ -131,7 +153,19 @@ class ReassignmentIn(BaseModel):
             max_concurrent_moves=self.max_concurrent_moves,
             allow_replication_factor_change=self.allow_replication_factor_change,
             dry_run=self.dry_run,
+            adaptive=self.throttle,
         )
+
+
+class RollbackIn(BaseModel):
+    throttle_bytes_per_sec: int | None = Field(default=None, ge=1)
+    """Replication throttle of the rollback (set before, always removed after); None: no throttle."""
+    max_concurrent_moves: int = Field(default=10, ge=1, le=100_000)
+    dry_run: bool = True
+    """Dry run by default: say ``"dry_run": false`` to move the partitions back."""
+
+    def order(self) -> RollbackOrder:
+        return RollbackOrder(self.throttle_bytes_per_sec, self.max_concurrent_moves, self.dry_run)
 
 
 class ReassignmentPlanOut(BaseModel):
@@ -142,6 +176,9 @@ class ReassignmentPlanOut(BaseModel):
     throttle_brokers: dict[str, dict[str, str]]
     throttle_topics: dict[str, dict[str, str]]
     action_id: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    """Risky but not wrong: a throttle below the moving partitions' measured produce rate."""
+    rollback_of: str | None = None
 
     @classmethod
     def of(cls, outcome: ReassignmentOutcome) -> "ReassignmentPlanOut":
@@ -158,4 +195,6 @@ class ReassignmentPlanOut(BaseModel):
             if throttles is None
             else {t: dict(c) for t, c in throttles.topic_configs.items()},
             action_id=None if outcome.action is None else outcome.action.id,
+            warnings=list(outcome.warnings),
+            rollback_of=outcome.order.parent,
         )

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from kazoo.client import KazooClient
 
+from app.actions.config import ActionSettings
 from app.actions.election import ElectionScope, plan_preferred_election
 from app.actions.executor import ElectionExecutor
+from app.actions.handle import ActionHandle, Gate
+from app.actions.journal import ElectionJournal
 from app.actions.state import ActionRecord, ActionState, MemoryActionLog
 from app.embedded.reference_cluster.bulk import BulkClusterSpec, write_bulk_cluster
 from app.embedded.reference_cluster.bulk.writer import KAFKA_ROOT_PATHS, delete_trees
@@ -121,12 +125,15 @@ def test_an_election_of_50k_partitions_goes_in_chunks_under_the_budget_and_compl
             plan = plan_preferred_election(collector.snapshot, ElectionScope.all_partitions())
             assert len(plan.to_elect) == PARTITIONS
             log = MemoryActionLog()
-            record = ActionRecord("big", "preferred-replica-election", ActionState.PENDING, "test", 0.0, {})
-            log.save(record)
-            executor = ElectionExecutor(
-                admin, lambda: collector.snapshot, log, budget_bytes=BUDGET, verify_timeout_s=120
+            journal = ElectionJournal(plan.to_elect, BUDGET)
+            record = ActionRecord(
+                "big", "preferred-replica-election", ActionState.PENDING, "test", 0.0, {}, journal.plan_json()
             )
-            done = executor.run(record, plan.to_elect)
+            handle = ActionHandle(log, log.create(replace(record, owner="test")), "test")
+            executor = ElectionExecutor(
+                admin, lambda: collector.snapshot, Gate(), ActionSettings(verify_timeout_s=120)
+            )
+            done = executor.run(handle)
             wait_for(
                 lambda: len(stand_in.elected) == PARTITIONS, timeout=60, message="every partition elected"
             )
@@ -142,4 +149,5 @@ def test_an_election_of_50k_partitions_goes_in_chunks_under_the_budget_and_compl
     chunked = [tp for p in stand_in.payloads for tp in zkdata.decode_partition_list("/x", p)]
     assert len(chunked) == PARTITIONS
     assert set(chunked) == set(plan.to_elect)
-    assert done.progress == {"chunks_written": len(sizes), "chunks": len(sizes)}
+    assert done.progress["chunks_written"] == done.progress["chunks"] == len(sizes)
+    assert done.progress["step"] == {"done": len(sizes), "state": "pending"}

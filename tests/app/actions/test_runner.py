@@ -85,6 +85,9 @@ class FakeAdmin:
     def exists(self, path: str) -> bool:
         return path in self.znodes
 
+    def read(self, path: str) -> bytes | None:
+        return self.znodes.get(path)
+
     def create(self, path: str, data: bytes) -> None:
         if path in self.znodes:
             raise NodeExistsError()
@@ -121,6 +124,7 @@ def make_runner(
     log = MemoryActionLog()
     admin = FakeAdmin(cluster)
     runner = ActionRunner(log, admin, cluster.read, latest_load=latest_load, plans_kept=plans_kept)
+    runner.start()
     return Runner(runner, log, admin, cluster)
 
 
@@ -185,6 +189,8 @@ def test_an_election_is_recorded_audited_and_run_in_the_background() -> None:
         "ineligible": 1,
         "chunks": 1,
         "predicted_leaders": {"1": 1, "2": 1, "3": 0},
+        "to_elect_partitions": [["orders", 0]],
+        "budget_bytes": 2048,
     }
     (entry,) = r.audit()
     assert (entry.outcome, entry.dry_run, entry.action_id) == ("accepted", False, outcome.action.id)
@@ -270,7 +276,13 @@ def test_an_executed_reassignment_is_recorded_and_runs_in_the_background() -> No
         "allow_replication_factor_change": False,
         "dry_run": False,
     }
-    assert outcome.action.plan == {"batches": 1, "replicas_added": 1}
+    assert outcome.action.plan == {
+        "batches": 1,
+        "replicas_added": 1,
+        "batch_plan": [[{"topic": "orders", "partition": 0, "replicas": [1, 2, 4]}]],
+        "original": [{"topic": "orders", "partition": 0, "replicas": [1, 2, 3]}],
+        "throttles": {"brokers": [1, 2, 3, 4], "topics": ["orders"]},
+    }
     assert [(e.outcome, e.action_id) for e in r.audit()] == [("accepted", outcome.action.id)]
     done = wait_until_done(r.log, outcome.action.id)
     assert done.state is ActionState.SUCCEEDED, done
@@ -285,8 +297,8 @@ def test_cancel() -> None:
     r = make_runner()
     with pytest.raises(NotFoundError, match="no action 'nope'"):
         r.runner.cancel(Who(), "nope")
-    pending = ActionRecord("a1", "reassignment", ActionState.PENDING, "oncall", 1.0, {})
-    r.log.save(pending)
+    r.runner.shutdown()  # nothing executes: the cancel of a PENDING action is the runner's alone
+    r.log.create(ActionRecord("a1", "reassignment", ActionState.PENDING, "oncall", 1.0, {}))
     cancelled = r.runner.cancel(Who(), "a1")
     assert (cancelled.state, cancelled.cancel_requested) == (ActionState.CANCELLED, True)
     assert r.log.get("a1") == cancelled

@@ -18,6 +18,7 @@ from app.actions.state import (
     AuditEntry,
     IllegalTransitionError,
     MemoryActionLog,
+    StaleRecordError,
 )
 from app.actions.store import StoreActionLog
 from app.storage import open_database
@@ -35,6 +36,10 @@ def record(action_id: str = "a1", at: float = 10.0) -> ActionRecord:
         ([ActionState.RUNNING, ActionState.SUCCEEDED], True),
         ([ActionState.RUNNING, ActionState.PARTIAL], True),
         ([ActionState.RUNNING, ActionState.CANCELLED], True),
+        ([ActionState.RUNNING, ActionState.STALLED, ActionState.RUNNING, ActionState.SUCCEEDED], True),
+        ([ActionState.RUNNING, ActionState.STALLED, ActionState.CANCELLED], True),
+        ([ActionState.STALLED], False),
+        ([ActionState.RUNNING, ActionState.STALLED, ActionState.PENDING], False),
         ([ActionState.CANCELLED], True),
         ([ActionState.FAILED], True),
         ([ActionState.SUCCEEDED], False),
@@ -72,13 +77,15 @@ def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ActionLog]:
 
 @pytest.mark.integration
 def test_the_log_keeps_actions_and_their_latest_state(log: ActionLog) -> None:
-    first, second = record("a1", 10.0), record("a2", 20.0)
-    log.save(first)
-    log.save(second)
-    running = first.moved_to(ActionState.RUNNING, progress={"batches_done": 1})
-    log.save(running)
+    first = log.create(record("a1", 10.0))
+    log.create(record("a2", 20.0))
+    assert first.version == 1
+    running = log.update(first.moved_to(ActionState.RUNNING, progress={"batches_done": 1}, owner="me"))
+    assert running.version == 2
     assert log.get("a1") == running
     assert log.get("nope") is None
+    with pytest.raises(ValueError, match="exists already"):
+        log.create(record("a1"))
     assert [r.id for r in log.records()] == ["a2", "a1"]
     assert [r.id for r in log.records(state="RUNNING")] == ["a1"]
     assert [r.id for r in log.records(limit=1, offset=1)] == ["a1"]
@@ -110,15 +117,17 @@ def test_a_record_reads_back_as_it_was_saved(log: ActionLog) -> None:
         {"topics": ["orders"], "dry_run": False},
         plan={"partitions": [{"topic": "orders", "partition": 0, "to": 2}], "ratio": 1 / 3},
     )
-    log.save(pending)
+    pending = log.create(replace(pending, parent="a0"))
     assert log.get("a1") == pending
     finished = pending.moved_to(ActionState.RUNNING, progress={"done": 1, "of": 3, "note": "ü ✓"}).moved_to(
         ActionState.PARTIAL,
         result={"elected": [["orders", 0]], "failed": {"orders-1": "not in ISR"}},
         error="1 of 3 partitions kept their leader",
         cancel_requested=True,
+        owner="host:1:abc",
     )
-    log.save(finished)
+    finished = log.update(finished)
+    assert finished.version == 2
     assert log.get("a1") == finished
     assert log.records() == [finished]
     assert (finished.started_at, finished.finished_at) != (None, None)
@@ -141,27 +150,47 @@ def test_an_audit_entry_reads_back_as_it_was_appended(log: ActionLog) -> None:
 
 
 @pytest.mark.integration
+def test_an_update_from_an_old_copy_is_refused_with_the_stored_record(log: ActionLog) -> None:
+    """The compare-and-set that keeps a cancel from being overwritten by an executor's progress."""
+    created = log.create(record("a1"))
+    running = log.update(created.moved_to(ActionState.RUNNING, owner="executor"))
+    cancelled = log.update(replace(running, cancel_requested=True))
+    with pytest.raises(StaleRecordError) as refused:
+        log.update(replace(running, progress={"batches_done": 1}))  # the executor's stale copy
+    assert refused.value.current == cancelled
+    stored = log.get("a1")
+    assert stored is not None
+    assert stored.cancel_requested
+    assert stored.progress == {}
+    with pytest.raises(StaleRecordError) as missing:
+        log.update(replace(record("nope"), version=1))
+    assert missing.value.current is None
+
+
+@pytest.mark.integration
+def test_unfinished_lists_pending_running_and_stalled_oldest_first(log: ActionLog) -> None:
+    paths = {
+        "a0": [ActionState.RUNNING],
+        "a1": [ActionState.RUNNING, ActionState.SUCCEEDED],
+        "a2": [],
+        "a3": [ActionState.RUNNING, ActionState.STALLED],
+        "a4": [ActionState.CANCELLED],
+    }
+    for n, (action_id, path) in enumerate(paths.items()):
+        current = log.create(record(action_id, 50.0 - n))
+        for state in path:
+            current = log.update(current.moved_to(state))
+    assert [r.id for r in log.unfinished()] == ["a3", "a2", "a0"]
+
+
+@pytest.mark.integration
 def test_records_filter_by_state_and_page(log: ActionLog) -> None:
     for n in range(5):
-        saved = record(f"a{n}", 10.0 * n)
-        log.save(saved if n % 2 else saved.moved_to(ActionState.CANCELLED))
+        saved = log.create(record(f"a{n}", 10.0 * n))
+        if n % 2 == 0:
+            log.update(saved.moved_to(ActionState.CANCELLED))
     assert [r.id for r in log.records(state="CANCELLED")] == ["a4", "a2", "a0"]
     assert [r.id for r in log.records(state="CANCELLED", limit=1, offset=1)] == ["a2"]
     assert [r.id for r in log.records(state="PENDING")] == ["a3", "a1"]
     assert log.records(state="RUNNING") == []
     assert log.records(offset=5) == []
-
-
-@pytest.mark.integration
-def test_actions_a_previous_run_left_running_are_failed_at_start_up(log: ActionLog) -> None:
-    from app.actions.runner import interrupted
-
-    log.save(record("a1").moved_to(ActionState.RUNNING))
-    log.save(record("a2"))
-    log.save(record("a3").moved_to(ActionState.CANCELLED))
-    interrupted(log)
-    states = {r.id: (r.state, r.error) for r in log.records()}
-    assert states["a1"][0] is ActionState.FAILED
-    assert "interrupted" in (states["a1"][1] or "")
-    assert states["a2"][0] is ActionState.FAILED
-    assert states["a3"] == (ActionState.CANCELLED, None)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.actions.state import ActionRecord, ActionState, AuditEntry
+from app.actions.state import StaleRecordError
 from app.actions.store import StoreActionLog
 from app.storage import open_database
 from tests.support.store import BACKENDS, database_url
@@ -27,7 +28,8 @@ def record(action_id: str = "a1", at: float = 10.0) -> ActionRecord:
 
 def test_the_store_log_survives_a_reopen(url: str) -> None:
     with open_database(url) as database:
-        StoreActionLog(database).save(record().moved_to(ActionState.RUNNING))
+        log = StoreActionLog(database)
+        log.update(log.create(record()).moved_to(ActionState.RUNNING))
         StoreActionLog(database).audit(AuditEntry(1.0, "root", "admin", "ack", False, "accepted"))
     with open_database(url) as database:
         log = StoreActionLog(database)
@@ -40,13 +42,14 @@ def test_the_store_log_survives_a_reopen(url: str) -> None:
 def test_two_services_on_one_database_share_the_log(url: str) -> None:
     with open_database(url) as one, open_database(url) as other:
         first, second = StoreActionLog(one), StoreActionLog(other)
-        first.save(record("a1", 10.0))
-        second.save(record("a2", 20.0))
+        created = first.create(record("a1", 10.0))
+        second.create(record("a2", 20.0))
         first.audit(AuditEntry(1.0, "oncall", "operator", "reassignment", False, "accepted", "a1"))
         second.audit(AuditEntry(2.0, "oncall", "operator", "reassignment", False, "accepted", "a2"))
         for log in (first, second):
             assert [r.id for r in log.records()] == ["a2", "a1"]
             assert [e.action_id for e in log.audit_entries()] == ["a2", "a1"]
-        cancelled = record("a1", 10.0).moved_to(ActionState.CANCELLED)
-        second.save(cancelled)
+        cancelled = second.update(created.moved_to(ActionState.CANCELLED))
         assert first.get("a1") == cancelled
+        with pytest.raises(StaleRecordError):
+            first.update(created.moved_to(ActionState.RUNNING))  # the other service was first

@@ -1,0 +1,77 @@
+"""A reassignment's replication throttle: what was asked for (:class:`ThrottleSpec`), and writing and removing
+the throttle keys of entity configs (read-modify-write of ``/config/<type>/<entity>``, the brokers told
+through ``/config/changes`` as kafka-configs does; every other key of the config is kept)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from app.actions.reassignment import BROKER_THROTTLE_KEYS, TOPIC_THROTTLE_KEYS
+from collectors.kafka.admin import AdminZooKeeper
+
+if TYPE_CHECKING:
+    from app.actions.adaptive import AdaptiveThrottle
+
+ThrottleMode = Literal["none", "static", "adaptive"]
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleSpec:
+    mode: ThrottleMode
+    rate: int | None = None
+    """The static rate (bytes/s)."""
+    adaptive: AdaptiveThrottle | None = None
+
+    @property
+    def initial_rate(self) -> int | None:
+        """The rate set before the first batch: the static one, or the adaptive minimum (it rises from
+        there while the brokers stay healthy)."""
+        if self.adaptive is not None:
+            return int(self.adaptive.min_bytes_per_s)
+        return self.rate
+
+    @staticmethod
+    def from_request(request: Mapping[str, Any]) -> ThrottleSpec:
+        """From the action's recorded request (``throttle`` for an adaptive one, else
+        ``throttle_bytes_per_sec``); ValueError when it is malformed."""
+        throttle = request.get("throttle")
+        if isinstance(throttle, Mapping) and throttle.get("mode") == "adaptive":
+            from app.actions.adaptive import AdaptiveThrottle
+
+            return ThrottleSpec("adaptive", adaptive=AdaptiveThrottle.model_validate(dict(throttle)))
+        rate = request.get("throttle_bytes_per_sec")
+        if rate is None:
+            return ThrottleSpec("none")
+        if isinstance(rate, bool) or not isinstance(rate, int) or rate < 1:
+            raise ValueError(f"the throttle rate must be an integer of at least 1 byte/s, got {rate!r}")
+        return ThrottleSpec("static", rate=rate)
+
+
+def set_config_keys(
+    zk: AdminZooKeeper, entity_type: str, entity: str, values: Mapping[str, str], drop: Iterable[str] = ()
+) -> bool:
+    """Merge ``values`` into the entity's config and drop the keys ``drop``; writes (and notifies) only
+    when something changes. Returns whether it wrote."""
+    config = zk.get_config(entity_type, entity)
+    dropped = set(drop)
+    updated = {k: v for k, v in config.items() if k not in dropped} | dict(values)
+    if updated == config:
+        return False
+    zk.set_config(entity_type, entity, updated)
+    return True
+
+
+def remove_throttles(zk: AdminZooKeeper, brokers: Iterable[int], topics: Iterable[str]) -> list[str]:
+    """Kafka's ``clearAllThrottles``: both rates of every broker given, both replica lists of every topic;
+    goes on past a failure. Returns what failed (empty: all removed)."""
+    failures = []
+    targets = [("brokers", str(b), BROKER_THROTTLE_KEYS) for b in brokers]
+    targets += [("topics", t, TOPIC_THROTTLE_KEYS) for t in topics]
+    for entity_type, entity, keys in targets:
+        try:
+            set_config_keys(zk, entity_type, entity, {}, keys)
+        except Exception as exc:
+            failures.append(f"could not remove the throttle of {entity_type}/{entity}: {exc}")
+    return failures
