@@ -21,5 +21,6 @@ pytest_plugins = [
     "tests.support.postgres",
     "tests.support.spark",
     "tests.support.service",
+    "tests.support.serve_process",
     "tests.support.prometheus",
 ]

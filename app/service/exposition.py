@@ -137,6 +137,7 @@ class KafkaHealthCollector(Collector):
             yield self._deliveries(cluster)
         if self.actions is not None:
             yield self._actions(cluster)
+            yield from self._running_actions(cluster)
         if self.incidents is not None:
             yield from self._incidents(cluster)
 
@@ -180,6 +181,42 @@ class KafkaHealthCollector(Collector):
             for state in ActionState:
                 family.add_metric([cluster, kind, state.value], counts[(kind, state.value)])
         return family
+
+    def _running_actions(self, cluster: str) -> Iterator[Metric]:
+        """Each unfinished action: stalled or not, progress, ETA, its throttle (the operations dashboard)."""
+        assert self.actions is not None
+        labels = ("action", "kind")
+        stalled = _gauge("action_stalled", "1 while an unfinished action is STALLED (no progress).", *labels)
+        partitions = _gauge(
+            "action_partitions_remaining", "Partitions an unfinished reassignment has still to move.", *labels
+        )
+        remaining = _gauge(
+            "action_bytes_remaining",
+            "Bytes an unfinished reassignment has still to copy (from the brokers' log sizes).",
+            *labels,
+        )
+        rate = _gauge("action_copy_rate_bytes_per_second", "The measured copy rate (smoothed).", *labels)
+        eta = _gauge(
+            "action_eta_seconds", "Seconds until the reassignment is done at the measured rate.", *labels
+        )
+        throttle = _gauge(
+            "action_throttle_bytes_per_second", "The replication throttle an action set (now).", *labels
+        )
+        for record in self.actions.unfinished():
+            values = [cluster, record.id, record.kind]
+            progress = record.progress
+            stalled.add_metric(values, 1 if record.state is ActionState.STALLED else 0)
+            for family, key in (
+                (partitions, "partitions_remaining"),
+                (remaining, "bytes_remaining"),
+                (rate, "rate_bytes_per_s"),
+                (eta, "eta_s"),
+                (throttle, "throttle_bytes_per_s"),
+            ):
+                value = progress.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    family.add_metric(values, float(value))
+        yield from (stalled, partitions, remaining, rate, eta, throttle)
 
     def _freshness(self, cluster: str) -> Iterator[Metric]:
         state = self.view.state

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from app.actions.reassignment import ReassignmentRequest
 from app.actions.adaptive import AdaptiveThrottle
+from app.actions.reassignment import ReassignmentRequest
 from app.actions.runner import (
     ElectionOrder,
     ElectionOutcome,

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.actions.state import ActionRecord, ActionState, AuditEntry
-from app.actions.state import StaleRecordError
+from app.actions.state import ActionRecord, ActionState, AuditEntry, StaleRecordError
 from app.actions.store import StoreActionLog
 from app.storage import open_database
 from tests.support.store import BACKENDS, database_url

@@ -12,10 +12,7 @@ receiver (app.embedded.webhook_receiver: verifies signatures, deduplicates on th
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,80 +25,14 @@ from analytics.model import fingerprint
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec
 from app.embedded.webhook_receiver import WebhookReceiver
-from app.embedded.zookeeper import pick_free_port
 from collectors.zookeeper.collector import scan
-from tests.support.cli import REPO
-from tests.support.reference_cluster import ClusterFactory, scrape, wait_for
+from tests.support.reference_cluster import ClusterFactory, wait_for
+from tests.support.serve_process import ADMIN, START_TIMEOUT_S, Serve
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.integration
 
 SECRET = "a-shared-secret-for-the-tests"
-ADMIN_TOKEN = "admin-token-for-the-tests"
-ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-START_TIMEOUT_S = 60.0
-
-
-class Serve:
-    """``python -m app.cli.main serve`` in a child process (output in ``log``)."""
-
-    def __init__(self, zookeeper: str, store_url: str, log: Path, **env: str) -> None:
-        self.port = pick_free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_HEALTH_")}
-        clean |= {"KAFKA_HEALTH_SERVICE__TOKENS": f"root:admin:{ADMIN_TOKEN}", **env}
-        argv = [
-            sys.executable, "-m", "app.cli.main", "serve", "--zookeeper", zookeeper,
-            "--store-url", store_url, "--port", str(self.port),
-        ]  # fmt: skip
-        with log.open("ab") as out:
-            self.process = subprocess.Popen(argv, cwd=REPO, env=clean, stdout=out, stderr=subprocess.STDOUT)
-
-    def ready(self) -> bool:
-        if self.process.poll() is not None:
-            raise AssertionError(f"serve exited with {self.process.returncode}:\n{self.output()}")
-        try:
-            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def standing(self) -> str | None:
-        """Where its incident lane stands (its ``/metrics``), or None when it does not answer."""
-        try:
-            metrics = scrape(self.url + "/metrics", timeout=2)
-        except httpx.HTTPError:
-            return None
-        for sample in metrics.series("kafka_health_incident_lane_leader"):
-            if sample.value == 1:
-                return sample.labels["standing"]
-        return None
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-5000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-
-@pytest.fixture
-def serves(tmp_path: Path) -> Iterator[Callable[..., Serve]]:
-    started: list[Serve] = []
-
-    def start(zookeeper: str, store_url: str, **env: str) -> Serve:
-        serve = Serve(zookeeper, store_url, tmp_path / f"serve-{len(started)}.log", **env)
-        started.append(serve)
-        return serve
-
-    yield start
-    for serve in started:
-        serve.stop()
 
 
 @pytest.fixture

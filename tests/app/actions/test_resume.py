@@ -1,0 +1,276 @@
+"""Runbook actions that survive the service, end to end: the reference cluster, real ``kafka-health serve``
+processes on one SQLite store, requests over HTTP, and ZooKeeper read back with a kazoo session of the
+test's own.
+
+- a throttled reassignment of three batches: ``serve`` SIGKILLed (a crash) or SIGTERMed (a rolling restart
+  of the service) while batch 1 is in flight, started again: the new process adopts the action, writes
+  batches 2 and 3, ends SUCCEEDED at the target assignment, and no throttle config is left anywhere;
+- a cancel during batch 1 of 3: no further batch is written, CANCELLED, no throttle left;
+- a destination broker down: the action reports STALLED within the set time, with the reason;
+- a rollback returns the partitions to their original replicas;
+- progress moves as the reassignment runs.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from app.actions.reassignment import BROKER_THROTTLE_KEYS, TOPIC_THROTTLE_KEYS
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.config import TopicSpec, TrafficSettings
+from collectors.kafka import zkdata
+from collectors.kafka.admin import read_entity_config
+from collectors.zookeeper.collector import scan
+from tests.support.reference_cluster import ClusterFactory, wait_for
+from tests.support.serve_process import START_TIMEOUT_S, Serve
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "moves"
+THROTTLE = 1024 * 1024
+"""Bytes/s: each partition's 3 MiB log takes about 3 s to copy, so batches are in flight long enough to
+interrupt, and the test stays short."""
+REASSIGNMENTS = "/api/v1/actions/reassignments"
+
+
+@pytest.fixture
+def cluster(make_cluster: ClusterFactory) -> ReferenceCluster:
+    return make_cluster(
+        brokers=4,
+        topics=[TopicSpec(name=TOPIC, partitions=3, replication_factor=2)],
+        traffic=TrafficSettings(initial_log_bytes=3 * 1024 * 1024, produce_bytes_per_sec=16 * 1024),
+    )
+
+
+@pytest.fixture
+def zk(zk_connect: str) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def start(serves: Callable[..., Serve], zk_connect: str, store_url: str, **env: str) -> Serve:
+    serve = serves(zk_connect, store_url, KAFKA_HEALTH_SERVICE__ACTIONS__PROGRESS_INTERVAL_S="0.5", **env)
+    wait_for(serve.ready, timeout=START_TIMEOUT_S, message="serve ready")
+    return serve
+
+
+def targets(zk_connect: str, exclude: int | None = None) -> list[dict[str, Any]]:
+    """Each partition of the topic keeps its first replica and gets, as its second, a broker it does not
+    have (one new replica per partition: with ``max_concurrent_moves`` 1, three batches)."""
+    snapshot = scan(zk_connect)
+    brokers = sorted(b for b in snapshot.brokers if b != exclude)
+    moves = []
+    for tp, info in sorted(snapshot.partitions.items()):
+        if tp.topic != TOPIC:
+            continue
+        replicas = info.assignment.replicas
+        new = next(b for b in brokers if b not in replicas)
+        moves.append({"topic": TOPIC, "partition": tp.partition, "replicas": [replicas[0], new]})
+    return moves
+
+
+def reassign(serve: Serve, moves: list[dict[str, Any]], **options: Any) -> str:
+    body = {"partitions": moves, "max_concurrent_moves": 1, "dry_run": False, **options}
+    accepted = serve.post(REASSIGNMENTS, body)
+    assert accepted.status_code == 202, accepted.text
+    action_id: str = accepted.json()["action_id"]
+    return action_id
+
+
+def action(serve: Serve, action_id: str) -> dict[str, Any]:
+    response = serve.get(f"/api/v1/actions/{action_id}")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def step(serve: Serve, action_id: str) -> dict[str, Any] | None:
+    step: dict[str, Any] | None = action(serve, action_id)["progress"].get("step")
+    return step
+
+
+def finished(serve: Serve, action_id: str, timeout: float = 90) -> dict[str, Any]:
+    return wait_for(
+        lambda: (
+            (a := action(serve, action_id))["state"] in ("SUCCEEDED", "PARTIAL", "FAILED", "CANCELLED") and a
+        ),
+        timeout=timeout,
+        message=f"action {action_id} finished",
+    )
+
+
+def throttles_left(zk: KazooClient) -> dict[str, dict[str, str]]:
+    """Every throttle key in any broker or topic config."""
+    found = {}
+    for entity_type, keys in (("brokers", BROKER_THROTTLE_KEYS), ("topics", TOPIC_THROTTLE_KEYS)):
+        path = f"{zkdata.CONFIG_PATH}/{entity_type}"
+        for entity in zk.get_children(path) if zk.exists(path) else []:
+            config = read_entity_config(zk, entity_type, entity)
+            kept = {k: v for k, v in config.items() if k in keys}
+            if kept:
+                found[f"{entity_type}/{entity}"] = kept
+    return found
+
+
+def assignment(zk_connect: str) -> dict[int, list[int]]:
+    snapshot = scan(zk_connect)
+    return {
+        tp.partition: list(info.assignment.replicas)
+        for tp, info in sorted(snapshot.partitions.items())
+        if tp.topic == TOPIC
+    }
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_serve_stopped_mid_reassignment_the_next_start_completes_it_and_removes_the_throttles(
+    how: str,
+    cluster: ReferenceCluster,
+    zk_connect: str,
+    zk: KazooClient,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    first = start(serves, zk_connect, store_url)
+    moves = targets(zk_connect)
+    action_id = reassign(first, moves, throttle_bytes_per_sec=THROTTLE)
+    wait_for(
+        lambda: step(first, action_id) == {"done": 0, "state": "written"},
+        timeout=30,
+        message="batch 1 written",
+    )
+    stopped_at = time.monotonic()
+    if how == "SIGKILL":
+        first.kill()
+    else:
+        assert first.terminate() == 0, first.output()
+    stop_s = time.monotonic() - stopped_at
+    assert throttles_left(zk), "the stopped service left its throttles (for the next one to remove)"
+
+    second = start(serves, zk_connect, store_url)
+    done = finished(second, action_id)
+    assert done["state"] == "SUCCEEDED", done
+    assert done["progress"]["adoptions"] >= 1
+    assert done["result"]["throttles_removed"] is True
+    assert assignment(zk_connect) == {m["partition"]: m["replicas"] for m in moves}
+    assert throttles_left(zk) == {}
+    print(f"\n{how}: serve stopped in {stop_s:.2f} s; the next start finished the action")
+
+
+def test_a_cancel_during_batch_1_of_3_writes_no_further_batch_and_leaves_no_throttle(
+    cluster: ReferenceCluster,
+    zk_connect: str,
+    zk: KazooClient,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    serve = start(serves, zk_connect, store_url)
+    before = assignment(zk_connect)
+    moves = targets(zk_connect)
+    action_id = reassign(serve, moves, throttle_bytes_per_sec=THROTTLE)
+    wait_for(lambda: step(serve, action_id) == {"done": 0, "state": "written"}, timeout=30, message="batch 1")
+    cancelled = serve.post(f"/api/v1/actions/{action_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["cancel_requested"] is True
+    done = finished(serve, action_id, timeout=30)
+    assert done["state"] == "CANCELLED", done
+    assert done["progress"]["step"]["done"] == 0, "no batch after the first"
+    assert done["result"]["throttles_removed"] is True
+    assert throttles_left(zk) == {}
+    time.sleep(2 * 0.5)  # two progress intervals: an executor still running would write batch 2 by now
+    now = assignment(zk_connect)
+    for partition in (moves[1]["partition"], moves[2]["partition"]):
+        assert now[partition] == before[partition], f"partition {partition} was moved after the cancel"
+    assert not zk.exists(zkdata.REASSIGN_PARTITIONS_PATH) or now[moves[0]["partition"]] != before[0]
+    audit = serve.get("/api/v1/audit").json()
+    assert any(e["action"] == "cancel" and e["outcome"] == "accepted" for e in audit)
+
+
+def test_a_destination_broker_down_makes_the_reassignment_stalled_within_the_set_time(
+    cluster: ReferenceCluster,
+    zk_connect: str,
+    zk: KazooClient,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    stall_after_s = 3.0
+    serve = start(
+        serves, zk_connect, store_url, KAFKA_HEALTH_SERVICE__ACTIONS__STALL_AFTER_S=str(stall_after_s)
+    )
+    moves = targets(zk_connect)
+    destination = moves[0]["replicas"][1]
+    action_id = reassign(serve, moves[:1], throttle_bytes_per_sec=THROTTLE // 8)
+    wait_for(lambda: step(serve, action_id) == {"done": 0, "state": "written"}, timeout=30, message="written")
+    cluster.stop_broker(destination)
+    down_at = time.monotonic()
+    stalled = wait_for(
+        lambda: (a := action(serve, action_id))["state"] == "STALLED" and a,
+        timeout=stall_after_s + 10,
+        message="STALLED",
+    )
+    after_s = time.monotonic() - down_at
+    reason = stalled["progress"]["stalled"]["reason"]
+    assert f"broker(s) {destination}" in reason, reason
+    assert "down" in reason, reason
+    assert after_s <= stall_after_s + 3, after_s
+    metrics = serve.get("/metrics").text
+    stalled_series = (
+        rf'kafka_health_action_stalled{{action="{action_id}",cluster="[^"]+",kind="reassignment"}} 1.0'
+    )
+    assert re.search(stalled_series, metrics), metrics
+    assert serve.post(f"/api/v1/actions/{action_id}/cancel").status_code == 200
+    done = finished(serve, action_id, timeout=30)
+    assert done["state"] == "CANCELLED"
+    assert throttles_left(zk) == {}
+    cluster.start_broker(destination)
+    print(f"\ndestination broker down -> STALLED after {after_s:.1f} s (stall_after_s {stall_after_s:g})")
+
+
+def test_a_rollback_returns_the_partitions_to_their_original_replicas(
+    cluster: ReferenceCluster,
+    zk_connect: str,
+    zk: KazooClient,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    serve = start(serves, zk_connect, store_url)
+    original = assignment(zk_connect)
+    moves = targets(zk_connect)
+    action_id = reassign(serve, moves, max_concurrent_moves=10)
+    assert finished(serve, action_id)["state"] == "SUCCEEDED"
+    assert assignment(zk_connect) != original
+
+    dry = serve.post(f"/api/v1/actions/{action_id}/rollback")
+    assert dry.status_code == 200, dry.text
+    plan = dry.json()
+    assert plan["dry_run"] is True
+    assert plan["action_id"] is None
+    assert plan["rollback_of"] == action_id
+    planned = {i["partition"]: i["replicas"] for batch in plan["batches"] for i in batch}
+    assert planned == original
+
+    run = serve.post(f"/api/v1/actions/{action_id}/rollback", {"dry_run": False})
+    assert run.status_code == 202, run.text
+    rollback_id = run.json()["action_id"]
+    done = finished(serve, rollback_id)
+    assert done["state"] == "SUCCEEDED", done
+    assert done["rollback_of"] == action_id
+    assert assignment(zk_connect) == original
+    again = serve.post(f"/api/v1/actions/{action_id}/rollback")
+    assert again.status_code == 422
+    assert "nothing to roll back" in again.json()["detail"]
+    assert serve.post("/api/v1/actions/nope/rollback").status_code == 404
