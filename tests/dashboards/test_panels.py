@@ -202,7 +202,10 @@ def test_the_rules_evaluate_and_the_faults_make_them_pending(
 
     names = set(prometheus.label_values("__name__", '{job="kafka-health"}'))
     used = set(re.findall(r"\bkafka_health_\w+", RULES_FILE.read_text()))
-    assert used <= names, f"the rules read series /metrics does not have: {sorted(used - names)}"
+    # a series per unfinished runbook action: none runs here (tests/app/actions/test_resume.py reads it)
+    while_an_action_runs = {"kafka_health_action_stalled"}
+    missing = used - names - while_an_action_runs
+    assert not missing, f"the rules read series /metrics does not have: {sorted(missing)}"
 
     def evaluated() -> list[dict[str, object]] | None:
         rules = [r for g in prometheus.rule_groups() for r in g["rules"]]
