@@ -8,7 +8,8 @@ test's own.
 - a cancel during batch 1 of 3: no further batch is written, CANCELLED, no throttle left;
 - a destination broker down: the action reports STALLED within the set time, with the reason;
 - a rollback returns the partitions to their original replicas;
-- progress moves as the reassignment runs.
+- a chunked election: ``serve`` SIGKILLed between chunks, and the next start writes each remaining chunk
+  once.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from app.actions.reassignment import BROKER_THROTTLE_KEYS, TOPIC_THROTTLE_KEYS
+from app.embedded.reference_cluster.bulk import BulkClusterSpec, write_bulk_cluster
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec, TrafficSettings
 from collectors.kafka import zkdata
 from collectors.kafka.admin import read_entity_config
 from collectors.zookeeper.collector import scan
+from tests.support.controller_stand_in import ControllerStandIn
 from tests.support.reference_cluster import ClusterFactory, wait_for
 from tests.support.serve_process import START_TIMEOUT_S, Serve
 
@@ -274,3 +277,48 @@ def test_a_rollback_returns_the_partitions_to_their_original_replicas(
     assert again.status_code == 422
     assert "nothing to roll back" in again.json()["detail"]
     assert serve.post("/api/v1/actions/nope/rollback").status_code == 404
+
+
+def test_serve_killed_mid_election_the_next_start_writes_the_remaining_chunks_once(
+    zk_connect: str,
+    zk: KazooClient,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    """A chunked election over a bulk cluster (no simulated brokers: the controller's part is a stand-in
+    the test holds between chunks): ``serve`` is SIGKILLed with chunk 2 written and not yet taken; the
+    next start waits for chunk 2 (it does not write it again) and writes the rest."""
+    spec = BulkClusterSpec(
+        brokers=5, topics=10, partitions_per_topic=30, replication_factor=3, non_preferred_fraction=1.0
+    )
+    write_bulk_cluster(zk_connect, spec)
+    controller = ControllerStandIn(zk, zk_connect, held=True)
+    controller.start()
+    try:
+        first = start(serves, zk_connect, store_url)
+        accepted = first.post(
+            "/api/v1/actions/preferred-replica-election",
+            {"scope": "all", "dry_run": False, "budget_bytes": 1024},
+        )
+        assert accepted.status_code == 202, accepted.text
+        action_id = accepted.json()["action_id"]
+        chunks = accepted.json()["chunks"]
+        assert chunks >= 5
+        controller.allow(1)
+        wait_for(
+            lambda: step(first, action_id) == {"done": 1, "state": "written"}, timeout=30, message="chunk 2"
+        )
+        first.kill()
+        assert zk.exists(zkdata.PREFERRED_REPLICA_ELECTION_PATH), "chunk 2 is written, not taken"
+
+        second = start(serves, zk_connect, store_url)
+        controller.release()
+        done = finished(second, action_id, timeout=120)
+    finally:
+        controller.stop()
+    assert done["state"] == "SUCCEEDED", done
+    assert done["result"]["elected"] == spec.partitions
+    assert len(controller.payloads) == chunks, "every chunk written once"
+    elected = [tp for p in controller.payloads for tp in zkdata.decode_partition_list("/x", p)]
+    assert len(elected) == len(set(elected)) == spec.partitions
+    assert controller.failures == []
