@@ -108,13 +108,11 @@ def step(serve: Serve, action_id: str) -> dict[str, Any] | None:
 
 
 def finished(serve: Serve, action_id: str, timeout: float = 90) -> dict[str, Any]:
-    return wait_for(
-        lambda: (
-            (a := action(serve, action_id))["state"] in ("SUCCEEDED", "PARTIAL", "FAILED", "CANCELLED") and a
-        ),
-        timeout=timeout,
-        message=f"action {action_id} finished",
-    )
+    def ended() -> dict[str, Any] | None:
+        body = action(serve, action_id)
+        return body if body["state"] in ("SUCCEEDED", "PARTIAL", "FAILED", "CANCELLED") else None
+
+    return wait_for(ended, timeout=timeout, message=f"action {action_id} finished")
 
 
 def throttles_left(zk: KazooClient) -> dict[str, dict[str, str]]:
@@ -220,11 +218,11 @@ def test_a_destination_broker_down_makes_the_reassignment_stalled_within_the_set
     wait_for(lambda: step(serve, action_id) == {"done": 0, "state": "written"}, timeout=30, message="written")
     cluster.stop_broker(destination)
     down_at = time.monotonic()
-    stalled = wait_for(
-        lambda: (a := action(serve, action_id))["state"] == "STALLED" and a,
-        timeout=stall_after_s + 10,
-        message="STALLED",
-    )
+    def is_stalled() -> dict[str, Any] | None:
+        body = action(serve, action_id)
+        return body if body["state"] == "STALLED" else None
+
+    stalled = wait_for(is_stalled, timeout=stall_after_s + 10, message="STALLED")
     after_s = time.monotonic() - down_at
     reason = stalled["progress"]["stalled"]["reason"]
     assert f"broker(s) {destination}" in reason, reason
