@@ -48,14 +48,14 @@ from analytics.model import (
     Window,
 )
 
-RULE_NUMBERS = range(1, 12)
+RULE_NUMBERS = range(1, 13)
 EXAMPLES_IN_SUMMARY = 3
 
 Lane = Literal["incident", "load"]
 """Who evaluates a rule and writes its alerts: ``incident``, the service's incident lane (live view,
 time-based hysteresis); ``load``, the Spark job (event-time windows, windowed hysteresis)."""
 LANES: tuple[Lane, ...] = ("incident", "load")
-INCIDENT_RULES: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11})
+INCIDENT_RULES: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 12})
 """Rules about the cluster's state (and our own view of it): the incident lane's."""
 LOAD_RULES: frozenset[int] = frozenset({8, 9})
 """Rules about the load model's statistics over a window: the Spark job's."""
@@ -68,7 +68,7 @@ def lane_of(rule: int) -> Lane:
     try:
         return RULE_LANES[rule]
     except KeyError:
-        raise ValueError(f"no such rule: {rule} (rules are numbered 1-11)") from None
+        raise ValueError(f"no such rule: {rule} (rules are numbered 1-12)") from None
 
 
 def lane_rules(lane: Lane) -> frozenset[int]:
@@ -76,7 +76,17 @@ def lane_rules(lane: Lane) -> frozenset[int]:
     return INCIDENT_RULES if lane == "incident" else LOAD_RULES
 
 
-DEFAULT_FOR_S: Mapping[int, float] = {1: 0.0, 3: 0.0, 4: 15.0, 5: 90.0, 6: 60.0, 7: 300.0, 10: 30.0, 11: 15.0}
+DEFAULT_FOR_S: Mapping[int, float] = {
+    1: 0.0,
+    3: 0.0,
+    4: 15.0,
+    5: 90.0,
+    6: 60.0,
+    7: 300.0,
+    10: 30.0,
+    11: 15.0,
+    12: 0.0,
+}
 """How long an incident rule's condition must hold before its alert opens (rule 2's is ``urp_for_s``).
 
 Rules 1 and 3 page at once: clients are failing now. Rule 4 waits 15 s: a normal failover leaves
@@ -87,7 +97,8 @@ absence stops clients). Rule 6 waits 60 s, as long as the URPs it explains usual
 Rule 7 waits 300 s, Kafka's ``leader.imbalance.check.interval.seconds``: with auto-rebalance on, the
 controller fixes it within that time. Rule 10 waits 30 s, three scrapes at the default interval, because
 the gauges and ZooKeeper are read at different instants. Rule 11 waits 15 s: a ZooKeeper ensemble's
-leader election or a resync after a lost session leaves the view stale for a few seconds."""
+leader election or a resync after a lost session leaves the view stale for a few seconds. Rule 12 pages at
+once: an action is STALLED only after the executors' own ``stall_after_s`` without progress."""
 
 DEFAULT_RESOLVE_AFTER_S: Mapping[int, float] = {
     1: 10.0,
@@ -99,6 +110,7 @@ DEFAULT_RESOLVE_AFTER_S: Mapping[int, float] = {
     7: 60.0,
     10: 30.0,
     11: 10.0,
+    12: 10.0,
 }
 """How long an open incident alert's condition must have been clear before it resolves: short for the
 outage rules (1, 3) and for rule 11, so that "it is over" reaches on-call soon; longer where conditions
@@ -197,7 +209,7 @@ class RuleSettings(BaseModel):
 def _check_lane(value: Mapping[int, Any], lane: Lane, instead: str) -> None:
     unknown = sorted(set(value).difference(RULE_NUMBERS))
     if unknown:
-        raise ValueError(f"no such rule: {unknown} (rules are numbered 1-11)")
+        raise ValueError(f"no such rule: {unknown} (rules are numbered 1-12)")
     others = sorted(rule for rule in value if RULE_LANES[rule] != lane)
     if others:
         raise ValueError(
@@ -236,9 +248,22 @@ class RuleContext:
     settings: RuleSettings
     load_lane: LoadLaneStatus | None = None
     """The load lane's heartbeat for rule 11 (incident lane); None: not checked."""
+    stalled_actions: tuple[StalledAction, ...] | None = None
+    """The runbook actions that are STALLED now (rule 12, incident lane); None: not checked (rule 12 is
+    then not evaluated, so its alerts neither open nor resolve)."""
 
 
-Needs = Literal["health", "current", "load"]
+@dataclass(frozen=True, slots=True)
+class StalledAction:
+    """A runbook action the service's executors report STALLED (rule 12)."""
+
+    id: str
+    kind: str
+    reason: str
+    since: float | None = None
+
+
+Needs = Literal["health", "current", "load", "actions"]
 RuleCheck = Callable[[RuleContext], list[Finding]]
 
 
@@ -765,6 +790,29 @@ def rule_11_collector_stale(ctx: RuleContext) -> list[Finding]:
     return findings
 
 
+def rule_12_action_stalled(ctx: RuleContext) -> list[Finding]:
+    """Rule 12: a runbook action (a reassignment, an election) is STALLED: no progress for the executors'
+    ``stall_after_s`` (a destination broker down, a throttle below the partitions' produce rate, a cluster
+    unhealthy before its next batch). It holds its throttles and blocks other reassignments: a warning, with
+    the reason, per action (subject ``action:<id>``)."""
+    return [
+        Finding(
+            rule=12,
+            subject=f"action:{action.id}",
+            severity="warning",
+            summary=f"{action.kind} {action.id} is stalled: {action.reason}",
+            evidence={
+                "action": action.id,
+                "kind": action.kind,
+                "reason": action.reason,
+                "since": action.since,
+            },
+            action=ActionRef("GET", f"/api/v1/actions/{action.id}"),
+        )
+        for action in ctx.stalled_actions or ()
+    ]
+
+
 # --- evaluation --------------------------------------------------------------------------------------
 
 RULES: tuple[Rule, ...] = (
@@ -779,6 +827,7 @@ RULES: tuple[Rule, ...] = (
     Rule(9, rule_9_cluster_load_imbalance, "load"),
     Rule(10, rule_10_urp_gauges_disagree, "current"),
     Rule(11, rule_11_collector_stale, "health"),
+    Rule(12, rule_12_action_stalled, "actions"),
 )
 
 
@@ -790,6 +839,8 @@ def available_inputs(ctx: RuleContext) -> frozenset[Needs]:
             present.add("current")
     if ctx.load is not None:
         present.add("load")
+    if ctx.stalled_actions is not None:
+        present.add("actions")
     return frozenset(present)
 
 

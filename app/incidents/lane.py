@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -43,7 +43,14 @@ from sqlalchemy.engine import Connection
 
 from analytics.lifecycle import advance_timed, next_due, worth_writing
 from analytics.model import AlertEvent, AlertState, Window
-from analytics.rules import INCIDENT_RULES, LoadLaneStatus, RuleContext, RuleSettings, evaluate
+from analytics.rules import (
+    INCIDENT_RULES,
+    LoadLaneStatus,
+    RuleContext,
+    RuleSettings,
+    StalledAction,
+    evaluate,
+)
 from analytics.store import Store, StoreConflictError, StoreError
 from app.incidents.config import IncidentSettings
 from app.incidents.observe import ControllerHistory, HealthObserver, LiveView
@@ -118,8 +125,10 @@ class IncidentLane:
         webhook_horizon_s: float = DEFAULT_WEBHOOK_HORIZON_S,
         identity: str | None = None,
         clock: Callable[[], float] = time.time,
+        stalled_actions: Callable[[], Sequence[StalledAction]] | None = None,
     ) -> None:
         self.view = view
+        self._stalled_actions = stalled_actions
         self.store = store
         self.leadership = leadership
         self.settings = settings or IncidentSettings()
@@ -229,6 +238,16 @@ class IncidentLane:
                 self._set(last_evaluation_s=time.monotonic() - started)
             return outcome
 
+    def _stalled(self) -> tuple[StalledAction, ...] | None:
+        """The STALLED runbook actions (rule 12); None when they cannot be read (rule 12 then waits)."""
+        if self._stalled_actions is None:
+            return None
+        try:
+            return tuple(self._stalled_actions())
+        except Exception as exc:
+            log.warning("incident lane: the runbook actions could not be read (rule 12 waits): %s", exc)
+            return None
+
     def _evaluate(self) -> Outcome:
         now = self._clock()
         standing = self.leadership.standing()
@@ -253,6 +272,7 @@ class IncidentLane:
                 load=None,
                 settings=self.rules,
                 load_lane=self._load_lane(cluster, now),
+                stalled_actions=self._stalled(),
             )
             transition = advance_timed(cluster, now, evaluate(context, "incident"), states, self.rules)
             changed = list(transition.states)

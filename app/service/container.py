@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from starlette.applications import Starlette
 
-from analytics.rules import RuleSettings
+from analytics.rules import RuleSettings, StalledAction
 from analytics.store import Store
 from app.actions.runner import ActionRunner
-from app.actions.state import ActionLog, MemoryActionLog
+from app.actions.state import ActionLog, ActionState, MemoryActionLog
 from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
 from app.service.auth import TokenStore
@@ -107,6 +107,17 @@ def service_components(
         webhooks = None if storage is None else storage.webhooks
         leadership = service_leadership(zookeeper, settings.webhooks)
         notifier = stack.enter_context(service_notifier(webhooks, zookeeper, settings.webhooks, leadership))
+        actions = _action_log(storage, actions)
+
+        def stalled_actions() -> list[StalledAction]:
+            return [
+                StalledAction(
+                    r.id, r.kind, str((r.progress.get("stalled") or {}).get("reason", "")), r.started_at
+                )
+                for r in actions.unfinished()
+                if r.state is ActionState.STALLED
+            ]
+
         lane = None
         if store is not None and notifier is not None and settings.incidents.enabled:
             lane = IncidentLane(
@@ -120,6 +131,7 @@ def service_components(
                 rules=rules,
                 load_window_s=load_window_s,
                 webhook_horizon_s=settings.webhooks.horizon_s,
+                stalled_actions=stalled_actions,
             )
             if changes is not None:
                 stack.callback(changes.subscribe(lane.changed))
@@ -127,7 +139,6 @@ def service_components(
             stack.callback(lane.stop)
         admin = KazooAdmin(zookeeper)
         stack.callback(admin.close)
-        actions = _action_log(storage, actions)
 
         def cluster() -> tuple[ClusterSnapshot, HealthReport]:
             state = view.state

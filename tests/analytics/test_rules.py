@@ -38,6 +38,7 @@ from analytics.rules import (
     LoadLaneStatus,
     RuleContext,
     RuleSettings,
+    StalledAction,
     controller_elections,
     evaluate,
     lane_of,
@@ -53,6 +54,7 @@ from analytics.rules import (
     rule_9_cluster_load_imbalance,
     rule_10_urp_gauges_disagree,
     rule_11_collector_stale,
+    rule_12_action_stalled,
 )
 from tests.support.health import healthy_state
 
@@ -108,6 +110,7 @@ def ctx(
     settings: RuleSettings | None = None,
     now: float = NOW,
     load_lane: LoadLaneStatus | None = None,
+    stalled_actions: tuple[StalledAction, ...] | None = None,
 ) -> RuleContext:
     return RuleContext(
         window=WINDOW,
@@ -117,6 +120,7 @@ def ctx(
         load=load_window,
         settings=settings or RuleSettings(),
         load_lane=load_lane,
+        stalled_actions=stalled_actions,
     )
 
 
@@ -574,17 +578,42 @@ def everything_wrong() -> HealthState:
     )
 
 
+class TestRule12:
+    def test_each_stalled_action_is_a_warning_with_its_reason(self) -> None:
+        stalled = (
+            StalledAction(
+                "a1", "reassignment", "replica broker(s) 3 of the batch are not registered (down)", 1.0
+            ),
+            StalledAction("b2", "preferred-replica-election", "no progress for 300 s"),
+        )
+        findings = rule_12_action_stalled(ctx(health(), stalled_actions=stalled))
+        assert subjects(findings) == ["action:a1", "action:b2"]
+        assert {f.severity for f in findings} == {"warning"}
+        assert "broker(s) 3" in findings[0].summary
+        assert findings[0].action is not None
+        assert findings[0].action.path == "/api/v1/actions/a1"
+        assert findings[0].evidence["since"] == 1.0
+
+    def test_none_stalled_is_clean_and_unknown_is_not_evaluated(self) -> None:
+        assert rule_12_action_stalled(ctx(health(), stalled_actions=())) == []
+        assert 12 in evaluate(ctx(health(), stalled_actions=()), "incident").evaluated
+        assert 12 not in evaluate(ctx(health()), "incident").evaluated
+
+
 class TestEvaluate:
-    def test_rules_are_numbered_1_to_11_and_named_after_their_number(self) -> None:
-        assert [rule.number for rule in RULES] == list(range(1, 12))
+    def test_rules_are_numbered_1_to_12_and_named_after_their_number(self) -> None:
+        assert [rule.number for rule in RULES] == list(range(1, 13))
         for rule in RULES:
             assert rule.check.__name__.startswith(f"rule_{rule.number}_")
             assert rule.check.__doc__
 
     def test_everything_present(self) -> None:
-        result = evaluate(ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2)))
-        assert result.evaluated == frozenset(range(1, 12))
-        assert sorted({f.rule for f in result.findings}) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        stalled = (StalledAction("a1", "reassignment", "no progress for 300 s", NOW - 10),)
+        result = evaluate(
+            ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2), stalled_actions=stalled)
+        )
+        assert result.evaluated == frozenset(range(1, 13))
+        assert sorted({f.rule for f in result.findings}) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12]
         for finding in result.findings:
             json.dumps(dict(finding.evidence), allow_nan=False)
             if finding.action is not None:
@@ -597,7 +626,7 @@ class TestEvaluate:
 
     def test_no_load_window_evaluates_only_the_health_rules(self) -> None:
         result = evaluate(ctx(health()))
-        assert result.evaluated == frozenset(range(1, 12)) - {8, 9}
+        assert result.evaluated == frozenset(range(1, 12)) - {8, 9}, "nor rule 12 without the actions"
         assert result.findings == ()
 
     def test_nothing_present_evaluates_nothing(self) -> None:
@@ -616,7 +645,7 @@ class TestEvaluate:
     def test_one_lane_evaluates_only_its_own_rules(self) -> None:
         everything = ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2))
         incident = evaluate(everything, "incident")
-        assert incident.evaluated == INCIDENT_RULES == frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11})
+        assert incident.evaluated == INCIDENT_RULES - {12} == frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11})
         assert {f.rule for f in incident.findings} == {1, 2, 3, 4, 5, 6, 7, 10}
         loadlane = evaluate(everything, "load")
         assert loadlane.evaluated == LOAD_RULES == frozenset({8, 9})
@@ -629,14 +658,14 @@ class TestEvaluate:
 class TestLanes:
     def test_every_rule_has_exactly_one_lane(self) -> None:
         assert INCIDENT_RULES.isdisjoint(LOAD_RULES)
-        assert frozenset(range(1, 12)) == INCIDENT_RULES | LOAD_RULES
-        assert {rule: lane_of(rule) for rule in range(1, 12)} == dict(RULE_LANES)
+        assert frozenset(range(1, 13)) == INCIDENT_RULES | LOAD_RULES
+        assert {rule: lane_of(rule) for rule in range(1, 13)} == dict(RULE_LANES)
         assert lane_rules("incident") == INCIDENT_RULES
         assert lane_rules("load") == LOAD_RULES
 
     def test_an_unknown_rule_has_no_lane(self) -> None:
-        with pytest.raises(ValueError, match="no such rule: 12"):
-            lane_of(12)
+        with pytest.raises(ValueError, match="no such rule: 13"):
+            lane_of(13)
 
 
 # --- settings ----------------------------------------------------------------------------------------
@@ -649,7 +678,18 @@ class TestRuleSettings:
         assert [s.open_after_for(rule) for rule in (8, 9)] == [3, 3]
         assert [s.resolve_after_for(rule) for rule in (8, 9)] == [3, 3]
         fors = {rule: s.for_s_of(rule) for rule in sorted(INCIDENT_RULES)}
-        assert fors == {1: 0.0, 2: 60.0, 3: 0.0, 4: 15.0, 5: 90.0, 6: 60.0, 7: 300.0, 10: 30.0, 11: 15.0}
+        assert fors == {
+            1: 0.0,
+            2: 60.0,
+            3: 0.0,
+            4: 15.0,
+            5: 90.0,
+            6: 60.0,
+            7: 300.0,
+            10: 30.0,
+            11: 15.0,
+            12: 0.0,
+        }
         resolves = {rule: s.resolve_after_s_of(rule) for rule in sorted(INCIDENT_RULES)}
         assert resolves == dict(DEFAULT_RESOLVE_AFTER_S)
         assert set(DEFAULT_FOR_S) | {2} == set(DEFAULT_RESOLVE_AFTER_S) == INCIDENT_RULES
@@ -674,7 +714,7 @@ class TestRuleSettings:
             ({"open_after_by_rule": {1: 1}}, "rules [1] belong to the incident lane"),
             ({"resolve_after_by_rule": {4: 2, 11: 1}}, "rules [4, 11] belong to the incident lane"),
             ({"for_s": {2: 10.0}}, "rule 2's for is urp_for_s"),
-            ({"for_s": {12: 10.0}}, "no such rule: [12]"),
+            ({"for_s": {13: 10.0}}, "no such rule: [13]"),
         ],
     )
     def test_each_lane_has_its_own_hysteresis(self, values: dict[str, Any], message: str) -> None:

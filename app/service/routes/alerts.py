@@ -25,7 +25,7 @@ def alerts(
     store: StoreDep,
     _: Viewer,
     state: Annotated[list[str] | None, Query(description="open, resolved")] = None,
-    rule: Annotated[int | None, Query(ge=1, le=11)] = None,
+    rule: Annotated[int | None, Query(ge=1, le=12)] = None,
     severity: Annotated[list[str] | None, Query(description="critical, warning, info")] = None,
     cluster: str | None = None,
     offset: Annotated[int, Query(ge=0)] = 0,

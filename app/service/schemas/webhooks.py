@@ -16,7 +16,7 @@ from app.webhooks.model import AlertNotice, DeliveryState, Webhook, WebhookDeliv
 from app.webhooks.notifier import AttemptResult
 
 MAX_URL = 2048
-RuleNumber = Annotated[int, Field(ge=1, le=11)]
+RuleNumber = Annotated[int, Field(ge=1, le=12)]
 SeverityName = Literal["critical", "warning", "info"]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
 Secret = Annotated[SecretStr, Field(min_length=16, max_length=256)]

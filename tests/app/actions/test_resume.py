@@ -218,6 +218,7 @@ def test_a_destination_broker_down_makes_the_reassignment_stalled_within_the_set
     wait_for(lambda: step(serve, action_id) == {"done": 0, "state": "written"}, timeout=30, message="written")
     cluster.stop_broker(destination)
     down_at = time.monotonic()
+
     def is_stalled() -> dict[str, Any] | None:
         body = action(serve, action_id)
         return body if body["state"] == "STALLED" else None
@@ -233,6 +234,14 @@ def test_a_destination_broker_down_makes_the_reassignment_stalled_within_the_set
         rf'kafka_health_action_stalled{{action="{action_id}",cluster="[^"]+",kind="reassignment"}} 1.0'
     )
     assert re.search(stalled_series, metrics), metrics
+
+    def paged() -> dict[str, Any] | None:
+        alerts: list[dict[str, Any]] = serve.get("/api/v1/alerts", rule=12).json()["items"]
+        return next((a for a in alerts if a["subject"] == f"action:{action_id}"), None)
+
+    alert = wait_for(paged, timeout=5, message="rule 12 opened by the incident lane")
+    assert alert["severity"] == "warning"
+    assert "down" in alert["summary"]
     assert serve.post(f"/api/v1/actions/{action_id}/cancel").status_code == 200
     done = finished(serve, action_id, timeout=30)
     assert done["state"] == "CANCELLED"
