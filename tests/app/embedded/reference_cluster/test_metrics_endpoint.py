@@ -398,6 +398,10 @@ NETWORK_IDLE = "kafka_network_socketserver_networkprocessoravgidlepercent"
 TOTAL_TIME = "kafka_network_requestmetrics_totaltimems"
 
 
+Signals = dict[int, tuple[float, float, float]]
+"""Broker -> (request-handler idle, network-processor idle, Produce p99 in ms)."""
+
+
 def request_signals(s: Scrape) -> tuple[float, float, float]:
     """(request-handler idle, network-processor idle, Produce p99 in ms) from one scrape."""
     return s.unlabelled(HANDLER_IDLE), s.unlabelled(NETWORK_IDLE), s.value(TOTAL_TIME, quantile="0.99")
@@ -422,10 +426,9 @@ def test_idle_ratios_fall_and_produce_latency_rises_with_a_skew_and_come_back_af
     skewed = 1
     assert any(p.leader == skewed for p in zk_partitions(zk_client).values()), "broker 1 should lead"
 
-    def settled(
-        check: Callable[[dict[int, tuple[float, float, float]]], bool],
-    ) -> dict[int, tuple[float, ...]]:
-        deadline, seen = time.monotonic() + smoothing_s * 30, {}
+    def settled(check: Callable[[Signals], bool]) -> Signals:
+        deadline = time.monotonic() + smoothing_s * 30
+        seen: Signals = {}
         while time.monotonic() < deadline:
             seen = {b: request_signals(s) for b, s in scrape_brokers(cluster, [0, 1, 2]).items()}
             if check(seen):

@@ -364,12 +364,12 @@ def test_a_skewed_broker_is_busier_and_its_signals_come_back_when_the_skew_is_re
     takes broker 1 to 80 % busy; resetting the skew brings it back to 10 %."""
     settings = ReferenceClusterSettings(
         brokers=2,
-        traffic={
-            "produce_bytes_per_sec": 1e6,
-            "consumer_fanout": 1.0,
-            "request_capacity_bytes_per_sec": 20e6,
-            "signal_smoothing_s": 0.5,
-        },
+        traffic=TrafficSettings(
+            produce_bytes_per_sec=1e6,
+            consumer_fanout=1.0,
+            request_capacity_bytes_per_sec=20e6,
+            signal_smoothing_s=0.5,
+        ),
     )
     brokers = {0: fresh_broker(0), 1: fresh_broker(1)}
     for leader in (0, 1):
