@@ -1,5 +1,6 @@
 """The metrics collector: scrape every broker's Prometheus endpoint, map its series through a name table to
-the load model's and the health model's metrics, and turn counters into per-second rates.
+the load model's and the health model's metrics (and the request signals: how busy each broker's request
+threads are), and turn counters into per-second rates.
 
 Brokers expose jmx_exporter's Kafka names (docs/kafka-reference.md §5) and node_exporter's host metrics. Each
 broker's URL comes from a template or an explicit map; all brokers are scraped at once on a thread pool,
@@ -151,7 +152,9 @@ class MetricRule(BaseModel):
     ``series`` selects the samples (a PromQL selector); with ``rate`` each series becomes its per-second
     rate (counters); ``aggregate`` combines the series (``sum`` over CPUs and disks, ``max`` for the
     busiest disk); ``minus`` names a second selector, treated alike, whose result is subtracted (e.g.
-    memory total − available).
+    memory total − available). ``fallbacks`` are selectors read in turn when ``series`` selects nothing:
+    the name another common exporter configuration gives the same MBean (Strimzi's rules name some
+    gauges differently from jmx_exporter's example rules), so that one table reads both.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -160,6 +163,7 @@ class MetricRule(BaseModel):
     rate: bool = False
     aggregate: Literal["sum", "max"] = "sum"
     minus: str | None = None
+    fallbacks: tuple[str, ...] = ()
 
     @field_validator("series", "minus")
     @classmethod
@@ -167,6 +171,18 @@ class MetricRule(BaseModel):
         if value is not None:
             parse_selector(value)
         return value
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _check_fallbacks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for selector in value:
+            parse_selector(selector)
+        return value
+
+    @property
+    def selectors(self) -> tuple[str, ...]:
+        """``series`` then its fallbacks, in the order they are tried."""
+        return (self.series, *self.fallbacks)
 
 
 def _gauge(series: str) -> MetricRule:
@@ -200,8 +216,19 @@ DEFAULT_NAME_TABLE: Mapping[str, MetricRule] = {
     "active_controller": _gauge("kafka_controller_kafkacontroller_activecontrollercount"),
     "offline_partitions": _gauge("kafka_controller_kafkacontroller_offlinepartitionscount"),
     "preferred_imbalance": _gauge("kafka_controller_kafkacontroller_preferredreplicaimbalancecount"),
+    # how busy the broker's request threads are (docs/kafka-reference.md §5), read by the adaptive
+    # throttle; fractions idle in [0, 1], milliseconds
+    "request_handler_idle": _gauge("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent"),
+    "network_processor_idle": MetricRule(
+        series="kafka_network_socketserver_networkprocessoravgidlepercent",
+        fallbacks=("kafka_network_socketserver_networkprocessoravgidle_percent",),
+    ),
+    "produce_p99_ms": MetricRule(
+        series='kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}', aggregate="max"
+    ),
 }
-"""Metric name -> rule, for jmx_exporter's Kafka example rules and node_exporter."""
+"""Metric name -> rule, for jmx_exporter's Kafka example rules (Strimzi's where they differ) and
+node_exporter."""
 
 HEALTH_METRICS = (
     "urp",
@@ -212,6 +239,10 @@ HEALTH_METRICS = (
     "offline_partitions",
     "preferred_imbalance",
 )
+BROKER_SIGNALS = ("request_handler_idle", "network_processor_idle", "produce_p99_ms")
+"""How busy each broker is: its request handlers' and network processors' idle fractions and its Produce
+requests' 99th percentile total time. Neither load-model metrics nor health gauges: samples leave them
+out (``collectors.samples.LOAD_METRICS``); the adaptive throttle reads them from the service's scrape."""
 
 
 # --- endpoints ---------------------------------------------------------------------------------------
@@ -542,7 +573,7 @@ def parse_exposition(text: str, wanted: Iterable[str] | None = None) -> dict[str
 
 def selectors_of(table: Mapping[str, MetricRule]) -> frozenset[str]:
     """The sample names the table reads."""
-    texts = [t for rule in table.values() for t in (rule.series, rule.minus) if t is not None]
+    texts = [t for rule in table.values() for t in (*rule.selectors, rule.minus) if t is not None]
     return frozenset(parse_selector(t).name for t in texts)
 
 
@@ -564,13 +595,22 @@ def evaluate(
     counters: dict[str, Mapping[LabelSet, float]] = {}
     values: dict[str, float] = {}
     for name, rule in table.items():
-        value = _term(rule, rule.series, exposition, at, previous, counters)
+        value = _term(rule, _chosen(rule, exposition), exposition, at, previous, counters)
         if value is not None and rule.minus is not None:
             minus = _term(rule, rule.minus, exposition, at, previous, counters)
             value = None if minus is None else value - minus
         if value is not None and math.isfinite(value):
             values[name] = value
     return values, CounterState(at, counters)
+
+
+def _chosen(rule: MetricRule, exposition: Exposition) -> str:
+    """The rule's first selector that selects a series (``series`` when none does)."""
+    if rule.fallbacks:
+        for selector in rule.selectors:
+            if parse_selector(selector).select(exposition):
+                return selector
+    return rule.series
 
 
 def _term(
@@ -645,6 +685,20 @@ class MetricsScrape:
         return sum(given.values()) if given else None
 
 
+@dataclass(frozen=True, slots=True)
+class RawScrape:
+    """One broker's endpoint read once, its samples as exposed (:meth:`MetricsCollector.fetch_series`)."""
+
+    broker_id: int
+    url: str | None
+    scraped_at: float
+    """Epoch seconds when the request started (the collector's clock)."""
+    duration_s: float
+    exposition: Exposition | None
+    """Sample name -> series; None when the read failed."""
+    error: str | None = None
+
+
 # --- the collector -----------------------------------------------------------------------------------
 
 _ABANDON_GRACE_S = 0.25
@@ -656,6 +710,7 @@ _POLL_S = 0.05
 class _Job:
     broker_id: int
     url: str
+    wanted: frozenset[str] | None = None
     started_at: float | None = None
     started_mono: float | None = None
     future: Future[_Outcome] | None = None
@@ -701,6 +756,7 @@ class MetricsCollector:
         self._clock = clock
         self._previous: dict[int, tuple[str, CounterState]] = {}
         self._lock = threading.Lock()
+        self._pool_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
 
@@ -714,7 +770,8 @@ class MetricsCollector:
         """Stop the pool and close the connections of the HTTP fetcher the collector made (a fetcher handed
         in is its owner's); requests still running are left to end on their own and ignored."""
         self._closed = True
-        pool, self._pool = self._pool, None
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         if self._own_fetcher is not None:
@@ -741,13 +798,43 @@ class MetricsCollector:
                 log.debug("metrics of broker %d not scraped: %s", broker_id, error)
             return MetricsScrape(dict(sorted(results.items())), started_at, time.monotonic() - started_mono)
 
+    def now(self) -> float:
+        """The collector's clock (epoch seconds), which stamps every scrape."""
+        return self._clock()
+
+    def fetch_series(
+        self, brokers: Mapping[int, BrokerRegistration], wanted: Iterable[str]
+    ) -> list[RawScrape]:
+        """Fetch ``brokers``' endpoints once and return the samples named in ``wanted`` as they are (no name
+        table, no rates, nothing kept for the next :meth:`scrape`), one :class:`RawScrape` per broker in id
+        order. For a targeted read of a few brokers' labelled series (e.g. the log sizes of the partitions
+        a reassignment moves); may run while :meth:`scrape` does, on the same endpoints, timeouts and
+        workers. A broker's failure is its ``error``, as in :meth:`scrape`."""
+        names = frozenset(wanted)
+        started_at = self._clock()
+        results: dict[int, RawScrape] = {}
+        jobs: list[_Job] = []
+        for broker_id, registration in sorted(brokers.items()):
+            try:
+                jobs.append(_Job(broker_id, self.endpoints.url_for(registration), names))
+            except EndpointError as exc:
+                results[broker_id] = RawScrape(broker_id, None, started_at, 0.0, None, str(exc))
+        self._run(jobs)
+        for job in jobs:
+            outcome = self._outcome(job)
+            at = job.started_at if job.started_at is not None else started_at
+            results[job.broker_id] = RawScrape(
+                job.broker_id, job.url, at, outcome.duration_s, outcome.exposition, outcome.error
+            )
+        return [results[b] for b in sorted(results)]
+
     # the workers only fetch and parse; every state change happens on the caller's thread
 
     def _fetch(self, job: _Job) -> _Outcome:
         job.started_at, job.started_mono = self._clock(), time.monotonic()
         try:
             text = self._fetcher.fetch(job.url, self.settings.timeout_s)
-            exposition = parse_exposition(text, self._wanted)
+            exposition = parse_exposition(text, self._wanted if job.wanted is None else job.wanted)
         except Exception as exc:  # any failure is this broker's, never the collector's
             return _Outcome(time.monotonic() - job.started_mono, error=_describe(exc))
         return _Outcome(time.monotonic() - job.started_mono, exposition=exposition)
@@ -757,13 +844,19 @@ class MetricsCollector:
         after it started, or, for a job still queued behind busy workers, a deadline for the whole run."""
         if not jobs:
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.settings.max_workers, thread_name_prefix="metrics-scrape")
+        with self._pool_lock:
+            if self._closed:
+                raise RuntimeError("the metrics collector is closed")
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    self.settings.max_workers, thread_name_prefix="metrics-scrape"
+                )
+            pool = self._pool
         allowed = self.settings.timeout_s + _ABANDON_GRACE_S
         waves = math.ceil(len(jobs) / self.settings.max_workers)
         run_deadline = time.monotonic() + waves * allowed + _ABANDON_GRACE_S
         for job in jobs:
-            job.future = self._pool.submit(self._fetch, job)
+            job.future = pool.submit(self._fetch, job)
         pending = {job.future: job for job in jobs if job.future is not None}
         while pending:
             now = time.monotonic()

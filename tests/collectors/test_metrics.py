@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from collectors import metrics
 from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
 from collectors.metrics import (
+    BROKER_SIGNALS,
     DEFAULT_NAME_TABLE,
     HEALTH_METRICS,
     ExpositionError,
@@ -36,6 +37,7 @@ from collectors.metrics import (
     evaluate,
     parse_exposition,
     parse_selector,
+    selectors_of,
 )
 from collectors.samples import LOAD_METRICS
 
@@ -83,8 +85,21 @@ kafka_server_brokertopicmetrics_replicationbytesin_total 5.0E8
 # TYPE kafka_network_requestmetrics_totaltimems_count counter
 kafka_network_requestmetrics_totaltimems_count{request="Produce",} $produce_requests
 kafka_network_requestmetrics_totaltimems_count{request="FetchConsumer",} 1.0E9
+# HELP kafka_network_requestmetrics_totaltimems Attribute exposed for management \
+(kafka.network<type=RequestMetrics, name=TotalTimeMs, request=Produce><>99thPercentile)
 # TYPE kafka_network_requestmetrics_totaltimems gauge
-kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99",} NaN
+kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.50",} 2.0
+kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99",} 12.5
+kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.999",} 40.0
+kafka_network_requestmetrics_totaltimems{request="FetchConsumer",quantile="0.99",} NaN
+# HELP kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent Attribute exposed for \
+management (kafka.server<type=KafkaRequestHandlerPool, name=RequestHandlerAvgIdlePercent><>MeanRate)
+# TYPE kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent gauge
+kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent 0.875
+# HELP kafka_network_socketserver_networkprocessoravgidlepercent Attribute exposed for management \
+(kafka.network<type=SocketServer, name=NetworkProcessorAvgIdlePercent><>Value)
+# TYPE kafka_network_socketserver_networkprocessoravgidlepercent gauge
+kafka_network_socketserver_networkprocessoravgidlepercent 0.75
 # HELP kafka_server_brokertopicmetrics_bytesinpersec_count Attribute exposed for management
 # TYPE kafka_server_brokertopicmetrics_bytesinpersec_count untyped
 kafka_server_brokertopicmetrics_bytesinpersec_count{topic="orders",} $orders_in
@@ -386,7 +401,11 @@ def test_jmx_exporter_0x_text_parses_with_trailing_commas_and_count_counters() -
     assert exposition["kafka_network_requestmetrics_totaltimems_count_total"] == produce
     assert exposition["kafka_server_brokertopicmetrics_bytesinpersec_count"][()] == 1.0e7
     assert exposition["kafka_server_replicamanager_underreplicatedpartitions"] == {(): 2.0}
-    assert "kafka_network_requestmetrics_totaltimems" not in exposition, "NaN samples are dropped"
+    assert exposition["kafka_network_requestmetrics_totaltimems"] == {
+        (("quantile", "0.50"), ("request", "Produce")): 2.0,
+        (("quantile", "0.99"), ("request", "Produce")): 12.5,
+        (("quantile", "0.999"), ("request", "Produce")): 40.0,
+    }, "NaN samples are dropped"
 
 
 @unit
@@ -421,7 +440,8 @@ def test_malformed_text_is_an_exposition_error(text: str) -> None:
 
 @unit
 def test_the_default_table_covers_the_load_and_health_metrics() -> None:
-    assert set(DEFAULT_NAME_TABLE) == set(LOAD_METRICS) | set(HEALTH_METRICS)
+    assert set(DEFAULT_NAME_TABLE) == set(LOAD_METRICS) | set(HEALTH_METRICS) | set(BROKER_SIGNALS)
+    assert not set(LOAD_METRICS) & set(BROKER_SIGNALS), "the load model never sees the request signals"
 
 
 @unit
@@ -475,6 +495,9 @@ def test_gauges_come_as_they_are() -> None:
         "active_controller": 1.0,
         "offline_partitions": 0.0,
         "preferred_imbalance": 5.0,
+        "request_handler_idle": 0.875,
+        "network_processor_idle": 0.75,
+        "produce_p99_ms": 12.5,
     }, "the first scrape has gauges only: no rate is 0"
 
 
@@ -529,6 +552,69 @@ def test_a_table_can_be_changed_with_selectors_and_aggregations() -> None:
     assert values["busiestCpuSeconds"] == 63.0
     assert "fd" not in values
     assert table["partitions"] == DEFAULT_NAME_TABLE["partitions"]
+
+
+STRIMZI_SIGNALS = """\
+# TYPE kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent gauge
+kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent 0.5
+# TYPE kafka_network_socketserver_networkprocessoravgidle_percent gauge
+kafka_network_socketserver_networkprocessoravgidle_percent 0.25
+# TYPE kafka_network_requestmetrics_totaltimems gauge
+kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99",} 80.0
+kafka_network_requestmetrics_totaltimems{request="Fetch",quantile="0.99",} 500.0
+"""
+"""The request signals under Strimzi's rules: its *Percent rules come before the generic gauge rule, so
+the network processors' gauge is named ..._networkprocessoravgidle_percent."""
+
+
+@unit
+def test_the_request_signals_are_read_under_jmx_exporters_and_strimzis_names() -> None:
+    signals = {name: DEFAULT_NAME_TABLE[name] for name in BROKER_SIGNALS}
+
+    jmx, _ = evaluate(signals, parse_exposition(broker_text(COUNTERS_AT_0)), at=0.0)
+    strimzi, _ = evaluate(signals, parse_exposition(STRIMZI_SIGNALS, selectors_of(signals)), at=0.0)
+
+    assert jmx == {"request_handler_idle": 0.875, "network_processor_idle": 0.75, "produce_p99_ms": 12.5}
+    assert strimzi == {"request_handler_idle": 0.5, "network_processor_idle": 0.25, "produce_p99_ms": 80.0}
+
+
+@unit
+def test_a_fallback_is_read_only_when_the_series_selects_nothing() -> None:
+    rule = MetricRule(series="first_name", fallbacks=("second_name", "third_name"))
+    table = {"m": rule}
+
+    def value(text: str) -> float | None:
+        return evaluate(table, parse_exposition(text), at=0.0)[0].get("m")
+
+    assert value("first_name 1\nsecond_name 2\nthird_name 3\n") == 1.0
+    assert value("second_name 2\nthird_name 3\n") == 2.0
+    assert value("third_name 3\n") == 3.0
+    assert value("other 0\n") is None
+    assert selectors_of(table) == {"first_name", "second_name", "third_name"}
+
+
+@unit
+def test_a_rate_with_a_fallback_keeps_its_counters_under_the_name_it_read() -> None:
+    table = {"m": MetricRule(series="new_total", rate=True, fallbacks=("old_total",))}
+    text = "# TYPE old counter\nold_total {}\n"
+
+    _, before = evaluate(table, parse_exposition(text.format(100)), at=0.0)
+    values, _ = evaluate(table, parse_exposition(text.format(160)), 10.0, before)
+
+    assert values == {"m": 6.0}
+
+
+@unit
+def test_bad_fallbacks_are_refused_and_settings_take_them_as_a_list() -> None:
+    with pytest.raises(ValidationError, match="cannot read"):
+        MetricRule(series="m", fallbacks=("m{a=b}",))
+    settings = MetricsSettings.model_validate(
+        {
+            "url_template": TEMPLATE,
+            "names": {"network_processor_idle": {"series": "a_name", "fallbacks": ["b_name", "c_name"]}},
+        }
+    )
+    assert settings.name_table["network_processor_idle"].selectors == ("a_name", "b_name", "c_name")
 
 
 # --- the collector -----------------------------------------------------------------------------------

@@ -14,9 +14,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.config import TopicSpec
 from collectors.kafka import zkdata
-from collectors.kafka.model import BrokerRegistration
+from collectors.kafka.model import BrokerRegistration, TopicPartition
 from collectors.metrics import DEFAULT_NAME_TABLE, MetricsCollector, MetricsScrape
+from collectors.partition_metrics import bytes_in_rates, scrape_partition_metrics
 from tests.support.reference_cluster import LAG_MS, ClusterFactory, scrape, wait_for, zk_partitions
 
 pytestmark = pytest.mark.integration
@@ -82,6 +84,9 @@ def test_every_metric_is_there_for_every_live_broker_after_two_scrapes(
         assert 0 <= s.values["ioutil"] <= 1
         assert 0 < s.values["memUsed"] < cluster.settings.traffic.memory_bytes
         assert s.values["fd"] > 0
+        assert 0 < s.values["request_handler_idle"] <= 1
+        assert s.values["network_processor_idle"] == s.values["request_handler_idle"]
+        assert s.values["produce_p99_ms"] >= cluster.settings.traffic.produce_p99_ms, "every broker leads"
     assert second.total("active_controller") == 1
     assert second.total("nwBytesIn") == pytest.approx(
         4 * cluster.settings.traffic.produce_bytes_per_sec, rel=0.5
@@ -152,3 +157,82 @@ def test_load_skewed_onto_broker_1_shows_in_its_bytes_in_and_cpu(
         assert bytes_in[skewed] / bytes_in[b] == pytest.approx(share[skewed] / share[b], rel=0.2)
         assert bytes_in[skewed] > 2 * bytes_in[b], bytes_in
         assert cpu[skewed] > 1.5 * cpu[b], cpu
+
+
+# --- the targeted read of log sizes and topic counters (collectors/partition_metrics.py) --------------
+
+
+def log_bytes(cluster: ReferenceCluster) -> dict[int, dict[TopicPartition, float]]:
+    """Each live broker's log sizes in bytes, as the simulation holds them (on its loop: one moment)."""
+    message_bytes = cluster.settings.traffic.message_bytes
+
+    def read() -> dict[int, dict[TopicPartition, float]]:
+        return {
+            b: {tp: (lg.leo - lg.log_start) * message_bytes for tp, lg in broker.logs.items()}
+            for b, broker in cluster.brokers.items()
+            if broker.alive
+        }
+
+    return cluster.loop.call(read)
+
+
+def test_the_targeted_read_gives_each_replicas_log_size_and_a_stopped_broker_fails_alone(
+    make_cluster: ClusterFactory, zk_client: KazooClient
+) -> None:
+    cluster = start(make_cluster, topics=[TopicSpec.parse("orders:4:3"), TopicSpec.parse("payments:2:2")])
+    brokers = registrations(zk_client)
+    hosted = {
+        b: {TopicPartition(t, p) for (t, p), z in zk_partitions(zk_client).items() if b in z.replicas}
+        for b in brokers
+    }
+
+    with collector_for(cluster) as collector:
+        before = log_bytes(cluster)
+        scraped = scrape_partition_metrics(collector, brokers, topics=["orders", "payments"])
+        after = log_bytes(cluster)
+        only_orders = scrape_partition_metrics(collector, {0: brokers[0]}, topics=["orders"])
+        cluster.stop_broker(2)
+        with_one_down = scrape_partition_metrics(collector, brokers)
+
+    assert scraped.failures == {}
+    assert scraped.problems == {}
+    for b, sizes in scraped.log_sizes().items():
+        assert set(sizes) == hosted[b], f"broker {b}: one size per replica it hosts"
+        for tp, size in sizes.items():
+            assert before[b][tp] <= size <= after[b][tp], f"broker {b} {tp}: the size at the read"
+            assert size >= cluster.settings.traffic.initial_log_bytes
+    assert {tp.topic for tp in only_orders.log_sizes()[0]} == {"orders"}
+    assert with_one_down.failures == {2: "cannot connect: Connection refused"}
+    assert sorted(with_one_down.log_sizes()) == [0, 1]
+
+
+def test_two_targeted_reads_give_each_leaders_produced_bytes_per_topic(
+    make_cluster: ClusterFactory, zk_client: KazooClient
+) -> None:
+    produce = 256 * 1024
+    cluster = start(make_cluster, traffic={"produce_bytes_per_sec": produce})
+    cluster.skew({"partitions": {"orders-0": 3}})
+    brokers = registrations(zk_client)
+    partitions = zk_partitions(zk_client)
+    expected = {
+        b: sum(
+            produce * (3 if (t, p) == ("orders", 0) else 1)
+            for (t, p), z in partitions.items()
+            if z.leader == b
+        )
+        for b in brokers
+    }
+
+    with collector_for(cluster) as collector:
+        first = scrape_partition_metrics(collector, brokers, topics=["orders"])
+        time.sleep(RATE_WINDOW_S)
+        second = scrape_partition_metrics(collector, brokers, topics=["orders"])
+
+    rates = bytes_in_rates(first, second)
+    assert sorted(rates) == sorted(brokers)
+    for b, by_topic in rates.items():
+        if expected[b]:
+            # the reads are sequential: the window between two reads of one broker is not exactly a second
+            assert by_topic["orders"] == pytest.approx(expected[b], rel=0.25), (b, rates, expected)
+        else:
+            assert by_topic.get("orders", 0.0) == 0.0

@@ -59,7 +59,8 @@ def test_broker_counts_come_from_zookeeper() -> None:
 
 def test_broker_samples_keep_load_metrics_only_and_drop_non_finite_values() -> None:
     snapshot = snapshot_of({0: ((0, 1), 0)}, (0, 1))
-    scraped = {0: {"cpuUsed": 1.5, "nwBytesIn": float("nan"), "urp": 3.0}, 1: {"fd": 300.0}}
+    signals = {"request_handler_idle": 0.2, "network_processor_idle": 0.3, "produce_p99_ms": 40.0}
+    scraped = {0: {"cpuUsed": 1.5, "nwBytesIn": float("nan"), "urp": 3.0, **signals}, 1: {"fd": 300.0}}
     samples = broker_samples(snapshot, scraped, SampleNumbering("c-1"), timestamp=10.0)
     assert [(s.broker, s.sequence) for s in samples] == [(0, 0), (1, 1)]
     assert samples[0].metrics == {"cpuUsed": 1.5, "partitions": 1.0, "leaders": 1.0}

@@ -122,6 +122,16 @@ class HostGauges:
     open_fds: int = 0
 
 
+@dataclass(slots=True)
+class RequestLoad:
+    """How busy the broker's request handler and network threads are, smoothed as Kafka's one-minute
+    rates: behind ``RequestHandlerAvgIdlePercent``, ``NetworkProcessorAvgIdlePercent`` and the produce
+    latency. Kept by the broker's JVM, so a restart starts it again from idle."""
+
+    busy: float = 0.0
+    """Fraction of the threads' time spent working, in [0, 1]."""
+
+
 class SimBroker:
     """One simulated Kafka broker: identity, ZooKeeper session, logs, partition views, faults."""
 
@@ -142,6 +152,7 @@ class SimBroker:
         self.counters = BrokerCounters()
         self.host_counters = HostCounters()
         self.host = HostGauges()
+        self.request_load = RequestLoad()
         self.next_isr_check_ms = 0.0
         self.session_lost = False
         self.controller_watch_set = False
@@ -248,6 +259,7 @@ class SimBroker:
         self.failed_log_dirs.clear()
         self.session_lost = False
         self.counters = BrokerCounters()
+        self.request_load = RequestLoad()
         self.alive = False
         self.registered = False
         self.broker_epoch = -1

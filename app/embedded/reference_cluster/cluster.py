@@ -31,7 +31,7 @@ from app.embedded.reference_cluster.controller import Controller
 from app.embedded.reference_cluster.dynamic_config import DynamicConfigs
 from app.embedded.reference_cluster.loop import EventLoop
 from app.embedded.reference_cluster.metrics import BrokerMetricsServer, MetricsSnapshot, take_snapshot
-from app.embedded.reference_cluster.traffic import TrafficModel, update_host
+from app.embedded.reference_cluster.traffic import TrafficModel, update_host, update_request_load
 from collectors.kafka import zkdata
 from collectors.kafka.model import (
     BrokerEndpoint,
@@ -467,6 +467,7 @@ class ReferenceCluster:
             for broker in self.brokers.values():
                 if broker.alive:
                     update_host(broker, moved[broker.id], dt_s, self.settings.traffic)
+                    update_request_load(broker, moved[broker.id], dt_s, self.settings.traffic)
             self._apply_isr_changes(changes, now)
             self._propagate_isr_notifications(now)
         except KazooException as exc:

@@ -59,6 +59,19 @@ class TrafficSettings(BaseModel):
     memory_bytes: Annotated[int, Field(ge=1)] = 32 * 1024**3
     disk_bytes_per_sec: Annotated[float, Field(gt=0)] = 400 * 1024 * 1024
     max_fds: Annotated[int, Field(ge=1)] = 1_048_576
+    request_capacity_bytes_per_sec: Annotated[float, Field(gt=0)] = 128 * 1024 * 1024
+    """Bytes a broker handles per second (produce in, consumer out, replication in and out together) with
+    its request handler and network threads fully busy: the busy fraction behind
+    ``RequestHandlerAvgIdlePercent``, ``NetworkProcessorAvgIdlePercent`` and the produce latency. The
+    default is above the default traffic many times over, and below one follower's un-throttled
+    replication (``replica_fetch_bytes_per_sec``) plus its leader's share, so that a reassignment without
+    a throttle shows."""
+    produce_p99_ms: Annotated[float, Field(gt=0)] = 5.0
+    """The Produce request's 99th percentile ``TotalTimeMs`` of an idle broker; it rises as
+    ``produce_p99_ms / (1 - busy)`` (a queue's waiting time), up to a cap."""
+    signal_smoothing_s: Annotated[float, Field(gt=0)] = 60.0
+    """Time constant of the busy fraction's exponential smoothing: 60 s as Kafka's one-minute rates;
+    tests shorten it so that the signals follow the load within seconds."""
 
 
 class ReferenceClusterSettings(BaseModel):

@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from app.embedded.reference_cluster.broker import SimBroker
+from app.embedded.reference_cluster.traffic import PRODUCE_QUANTILES, produce_latency_ms
 
 if TYPE_CHECKING:
     from app.embedded.reference_cluster.cluster import ReferenceCluster
@@ -138,6 +139,23 @@ _BEANS: dict[str, tuple[str, str]] = {
     ),
     "kafka_server_kafkaserver_brokerstate": ("kafka.server<type=KafkaServer, name=BrokerState", "Value"),
     "kafka_log_log_size": ("kafka.log<type=Log, name=Size", "Value"),
+    # jmx_exporter's rule for a meter named *Percent reads its MeanRate: Kafka marks the meter with each
+    # handler thread's idle nanoseconds, so the rate is the idle fraction (Strimzi's rules name it alike)
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent": (
+        "kafka.server<type=KafkaRequestHandlerPool, name=RequestHandlerAvgIdlePercent",
+        "MeanRate",
+    ),
+    # a gauge: the generic Value rule comes first in kafka-2_0_0.yml (Strimzi's rules, whose *Percent
+    # rules come first, name it ..._networkprocessoravgidle_percent)
+    "kafka_network_socketserver_networkprocessoravgidlepercent": (
+        "kafka.network<type=SocketServer, name=NetworkProcessorAvgIdlePercent",
+        "Value",
+    ),
+    # a histogram's percentiles, with the label quantile="0.<N>" from <N>thPercentile
+    "kafka_network_requestmetrics_totaltimems": (
+        "kafka.network<type=RequestMetrics, name=TotalTimeMs, request=Produce",
+        "99thPercentile",
+    ),
 }
 
 _HOST_HELP = {
@@ -154,6 +172,9 @@ _HOST_HELP = {
 }
 
 BROKER_STATE_RUNNING = 3
+REQUEST_HANDLER_IDLE = "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent"
+NETWORK_PROCESSOR_IDLE = "kafka_network_socketserver_networkprocessoravgidlepercent"
+REQUEST_TOTAL_TIME = "kafka_network_requestmetrics_totaltimems"
 
 
 def _help(name: str) -> str:
@@ -193,6 +214,8 @@ def take_snapshot(cluster: ReferenceCluster, broker: SimBroker) -> MetricsSnapsh
         - broker.host.memory_used_bytes,
         "process_open_fds": broker.host.open_fds,
         "process_max_fds": cluster.settings.traffic.max_fds,
+        REQUEST_HANDLER_IDLE: 1.0 - broker.request_load.busy,
+        NETWORK_PROCESSOR_IDLE: 1.0 - broker.request_load.busy,
     }
     gauges.update(_controller_gauges(cluster, broker))
     c = broker.counters
@@ -241,6 +264,7 @@ def take_snapshot(cluster: ReferenceCluster, broker: SimBroker) -> MetricsSnapsh
             for tp, lg in sorted(broker.logs.items())
             if lg.log_dir not in broker.failed_log_dirs
         },
+        REQUEST_TOTAL_TIME: _produce_latency(cluster, broker),
     }
     return MetricsSnapshot(gauges, counters, labelled_counters, labelled_gauges)
 
@@ -273,6 +297,23 @@ def _controller_gauges(cluster: ReferenceCluster, broker: SimBroker) -> dict[str
         "kafka_controller_kafkacontroller_preferredreplicaimbalancecount": imbalance,
         "kafka_controller_kafkacontroller_globalpartitioncount": len(controller.assignments),
         "kafka_controller_kafkacontroller_globaltopiccount": len(controller.topic_ids),
+    }
+
+
+def _produce_latency(
+    cluster: ReferenceCluster, broker: SimBroker
+) -> dict[tuple[tuple[str, str], ...], float]:
+    """The Produce request's ``TotalTimeMs`` percentiles; 0 before the broker's first produce request, as
+    a Kafka histogram without samples reports."""
+    served = broker.counters.requests["Produce"] > 0
+    p99 = cluster.settings.traffic.produce_p99_ms
+    return {
+        (("quantile", quantile), ("request", "Produce")): produce_latency_ms(
+            broker.request_load.busy, p99, factor
+        )
+        if served
+        else 0.0
+        for quantile, factor in PRODUCE_QUANTILES.items()
     }
 
 

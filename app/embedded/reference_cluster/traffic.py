@@ -3,6 +3,8 @@
 Produce rates are set per partition and scaled by skew factors (per broker, per topic, per partition);
 a broker's CPU, disk, memory and file descriptors follow from the bytes it moves and the replicas it holds,
 so that the load model sees a coherent picture: skewing traffic onto one broker raises all of its metrics.
+The same bytes make the broker's request threads busy (:func:`update_request_load`): idle ratios fall and
+the produce latency rises as a broker handles more, whether produce, consumer or replication traffic.
 """
 
 from __future__ import annotations
@@ -25,6 +27,20 @@ SEGMENT_BYTES = 1024**3
 BASE_FDS = 240
 CONSUMER_CACHE_MISS = 0.05
 """Share of consumer reads served from disk rather than the page cache."""
+PRODUCE_LATENCY_CAP_MS = 30_000.0
+"""The produce latency never shows above the producers' default ``request.timeout.ms``: a request that
+waits longer has failed on the client and been sent again."""
+PRODUCE_QUANTILES: Mapping[str, float] = {
+    "0.50": 0.3,
+    "0.75": 0.45,
+    "0.95": 0.75,
+    "0.98": 0.9,
+    "0.99": 1.0,
+    "0.999": 1.6,
+}
+"""The percentiles a Kafka histogram exposes (``50thPercentile`` ... ``999thPercentile``, as jmx_exporter's
+``quantile`` label writes them), each as a multiple of the 99th: a long-tailed shape that keeps them
+ordered."""
 
 
 class SkewError(ValueError):
@@ -156,3 +172,39 @@ def update_host(broker: SimBroker, moved: TickTraffic, dt_s: float, settings: Tr
     )
     segments = sum(1 + int(log_bytes_per_replica // SEGMENT_BYTES) for log_bytes_per_replica in [log_bytes])
     broker.host.open_fds = BASE_FDS + 3 * len(broker.logs) + 2 * segments + 4 * len(broker.partitions)
+
+
+def busy_fraction(moved: TickTraffic, dt_s: float, capacity_bytes_per_sec: float) -> float:
+    """The fraction of a broker's request-thread time that one tick's bytes took, in [0, 1]: every byte
+    counts alike, produced, consumed or replicated in either direction."""
+    if dt_s <= 0:
+        return 0.0
+    total = moved.produce_in + moved.consumer_out + moved.replication_in + moved.replication_out
+    return min(1.0, max(0.0, total / dt_s / capacity_bytes_per_sec))
+
+
+def smooth(previous: float, sample: float, dt_s: float, time_constant_s: float) -> float:
+    """An exponentially weighted moving average over time, as Kafka's one-minute rates average (Yammer's
+    EWMA with a 60 s time constant): after ``time_constant_s`` a step is 63 % reflected, after three 95 %."""
+    if dt_s <= 0:
+        return previous
+    return previous + (1.0 - math.exp(-dt_s / time_constant_s)) * (sample - previous)
+
+
+def produce_latency_ms(busy: float, p99_idle_ms: float, quantile_factor: float = 1.0) -> float:
+    """A percentile of the Produce request's total time with the threads ``busy``: the idle latency over
+    ``1 - busy``, the shape of a queue's waiting time (M/M/1), capped at :data:`PRODUCE_LATENCY_CAP_MS`."""
+    free = 1.0 - min(1.0, max(0.0, busy))
+    base = p99_idle_ms * quantile_factor
+    if free <= base / PRODUCE_LATENCY_CAP_MS:
+        return PRODUCE_LATENCY_CAP_MS
+    return min(PRODUCE_LATENCY_CAP_MS, base / free)
+
+
+def update_request_load(
+    broker: SimBroker, moved: TickTraffic, dt_s: float, settings: TrafficSettings
+) -> None:
+    """Advance the broker's smoothed busy fraction by one tick of ``moved`` bytes."""
+    load = broker.request_load
+    now = busy_fraction(moved, dt_s, settings.request_capacity_bytes_per_sec)
+    load.busy = min(1.0, max(0.0, smooth(load.busy, now, dt_s, settings.signal_smoothing_s)))

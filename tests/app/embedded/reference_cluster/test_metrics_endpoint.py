@@ -8,7 +8,7 @@ a separate kazoo session (``zk_client``), as a collector would.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -389,3 +389,70 @@ def test_skewing_load_onto_one_broker_raises_its_bytes_in_and_cpu_rates(
         )
         assert bytes_in[skewed] > 2 * bytes_in[b], bytes_in
         assert busy[skewed] > 1.5 * busy[b], busy
+
+
+# --- request load: idle ratios and produce latency ---------------------------------------------------
+
+HANDLER_IDLE = "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent"
+NETWORK_IDLE = "kafka_network_socketserver_networkprocessoravgidlepercent"
+TOTAL_TIME = "kafka_network_requestmetrics_totaltimems"
+
+
+Signals = dict[int, tuple[float, float, float]]
+"""Broker -> (request-handler idle, network-processor idle, Produce p99 in ms)."""
+
+
+def request_signals(s: Scrape) -> tuple[float, float, float]:
+    """(request-handler idle, network-processor idle, Produce p99 in ms) from one scrape."""
+    return s.unlabelled(HANDLER_IDLE), s.unlabelled(NETWORK_IDLE), s.value(TOTAL_TIME, quantile="0.99")
+
+
+def test_idle_ratios_fall_and_produce_latency_rises_with_a_skew_and_come_back_after_it(
+    make_cluster: ClusterFactory, zk_client: KazooClient
+) -> None:
+    """1 MiB/s per partition against 128 MiB/s of capacity keeps every broker mostly idle (a led partition
+    of orders costs 5 MiB/s: produce in, two consumers, two followers; 17 MiB/s at most on a broker);
+    x12 on the partitions broker 1 leads takes it past 80 % busy; the reset brings it back."""
+    smoothing_s = 0.3
+    cluster = start(
+        make_cluster,
+        traffic={
+            "produce_bytes_per_sec": 1024 * 1024,
+            "request_capacity_bytes_per_sec": 128 * 1024 * 1024,
+            "signal_smoothing_s": smoothing_s,
+            "produce_p99_ms": 5.0,
+        },
+    )
+    skewed = 1
+    assert any(p.leader == skewed for p in zk_partitions(zk_client).values()), "broker 1 should lead"
+
+    def settled(check: Callable[[Signals], bool]) -> Signals:
+        deadline = time.monotonic() + smoothing_s * 30
+        seen: Signals = {}
+        while time.monotonic() < deadline:
+            seen = {b: request_signals(s) for b, s in scrape_brokers(cluster, [0, 1, 2]).items()}
+            if check(seen):
+                return seen
+            time.sleep(0.05)
+        raise AssertionError(f"the request signals did not settle; last seen {seen}")
+
+    calm = settled(
+        lambda s: all(idle > 0.8 and net > 0.8 and 5.0 <= p99 < 6.5 for idle, net, p99 in s.values())
+    )
+    for b, s in scrape_brokers(cluster, [0, 1, 2]).items():
+        assert s.types.get(HANDLER_IDLE) == s.types.get(NETWORK_IDLE) == s.types.get(TOTAL_TIME) == "gauge"
+        quantiles = {x.labels["quantile"] for x in s.series(TOTAL_TIME)}
+        assert quantiles == {"0.50", "0.75", "0.95", "0.98", "0.99", "0.999"}, b
+        assert all(x.labels["request"] == "Produce" for x in s.series(TOTAL_TIME)), b
+        by_quantile = [s.value(TOTAL_TIME, quantile=q) for q in sorted(quantiles, key=float)]
+        assert by_quantile == sorted(by_quantile), b
+
+    cluster.skew({"brokers": {str(skewed): 12}})
+    busy = settled(lambda s: s[skewed][0] < 0.2)
+    _, net, p99 = busy[skewed]
+    assert net < 0.2
+    assert p99 > 3 * calm[skewed][2], (calm, busy)
+
+    cluster.skew({"reset": True})
+    back = settled(lambda s: s[skewed][0] > 0.8)
+    assert back[skewed][2] < 6.5, back

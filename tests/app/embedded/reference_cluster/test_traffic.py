@@ -11,7 +11,18 @@ import pytest
 from app.embedded.reference_cluster.broker import SimBroker
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TrafficSettings
 from app.embedded.reference_cluster.replication import Throttles, advance
-from app.embedded.reference_cluster.traffic import SkewError, TickTraffic, TrafficModel, update_host
+from app.embedded.reference_cluster.traffic import (
+    PRODUCE_LATENCY_CAP_MS,
+    PRODUCE_QUANTILES,
+    SkewError,
+    TickTraffic,
+    TrafficModel,
+    busy_fraction,
+    produce_latency_ms,
+    smooth,
+    update_host,
+    update_request_load,
+)
 from collectors.kafka.model import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment, TopicPartition
 
 pytestmark = pytest.mark.unit
@@ -245,3 +256,151 @@ def test_skewed_broker_counters_grow_faster() -> None:
         assert skewed[name] > normal[name], name
     assert skewed["net_rx"] == pytest.approx(4 * normal["net_rx"])
     assert brokers[1].counters.bytes_in["orders"] == pytest.approx(4 * brokers[0].counters.bytes_in["orders"])
+
+
+# --- request load: idle ratios and produce latency ----------------------------------------------------
+
+CAPACITY = 100e6
+FAST = TrafficSettings(request_capacity_bytes_per_sec=CAPACITY, signal_smoothing_s=1.0, produce_p99_ms=5.0)
+
+
+@pytest.mark.parametrize(
+    ("moved", "dt_s", "expected"),
+    [
+        (TickTraffic(), 1.0, 0.0),
+        (TickTraffic(produce_in=10e6), 1.0, 0.1),
+        (TickTraffic(consumer_out=10e6), 0.5, 0.2),
+        (TickTraffic(replication_in=20e6, replication_out=20e6), 1.0, 0.4),
+        (TickTraffic(produce_in=10e6, consumer_out=20e6, replication_in=5e6, replication_out=15e6), 1.0, 0.5),
+        (TickTraffic(replication_in=500e6), 1.0, 1.0),
+        (TickTraffic(produce_in=10e6), 0.0, 0.0),
+    ],
+)
+def test_busy_fraction_counts_every_byte_against_the_capacity(
+    moved: TickTraffic, dt_s: float, expected: float
+) -> None:
+    assert busy_fraction(moved, dt_s, CAPACITY) == pytest.approx(expected)
+
+
+def test_smoothing_follows_a_step_as_a_one_minute_rate_does() -> None:
+    value, elapsed = 0.0, 0.0
+    while elapsed < 60.0 - 1e-9:
+        value = smooth(value, 1.0, 0.1, 60.0)
+        elapsed += 0.1
+    assert value == pytest.approx(1 - math.exp(-1), rel=1e-6), "63 % of a step after one time constant"
+    assert smooth(0.4, 1.0, 0.0, 60.0) == 0.4, "no time, no change"
+    assert smooth(0.4, 0.0, 1e9, 60.0) == pytest.approx(0.0), "a long pause forgets the past"
+
+
+def test_produce_latency_rises_with_busy_as_a_queue_and_is_capped() -> None:
+    assert produce_latency_ms(0.0, 5.0) == 5.0
+    assert produce_latency_ms(0.5, 5.0) == pytest.approx(10.0)
+    assert produce_latency_ms(0.9, 5.0) == pytest.approx(50.0)
+    assert produce_latency_ms(1.0, 5.0) == PRODUCE_LATENCY_CAP_MS
+    assert produce_latency_ms(1.5, 5.0) == PRODUCE_LATENCY_CAP_MS
+    assert produce_latency_ms(-1.0, 5.0) == 5.0
+    series = [produce_latency_ms(b / 100, 5.0) for b in range(101)]
+    assert series == sorted(series)
+    assert max(series) == PRODUCE_LATENCY_CAP_MS
+
+
+def test_the_percentiles_are_ordered_at_every_load() -> None:
+    assert list(PRODUCE_QUANTILES) == ["0.50", "0.75", "0.95", "0.98", "0.99", "0.999"]
+    assert PRODUCE_QUANTILES["0.99"] == 1.0
+    for busy in (0.0, 0.3, 0.7, 0.99):
+        values = [produce_latency_ms(busy, 5.0, f) for f in PRODUCE_QUANTILES.values()]
+        assert values == sorted(values), busy
+
+
+def test_request_load_rises_with_traffic_and_falls_back_when_it_stops() -> None:
+    broker = fresh_broker()
+    heavy = TickTraffic(produce_in=20e6, consumer_out=40e6, replication_out=20e6)
+
+    for _ in range(100):  # 10 s at 100 ms ticks: ten time constants
+        update_request_load(broker, scale(heavy, 0.1), 0.1, FAST)
+    assert broker.request_load.busy == pytest.approx(0.8, abs=1e-3)
+
+    for _ in range(100):
+        update_request_load(broker, TickTraffic(), 0.1, FAST)
+    assert broker.request_load.busy == pytest.approx(0.0, abs=1e-3)
+
+
+def test_un_throttled_replication_alone_makes_a_broker_busy() -> None:
+    broker = fresh_broker()
+    replication = TickTraffic(replication_in=FAST.replica_fetch_bytes_per_sec * 0.1)
+
+    for _ in range(100):
+        update_request_load(broker, replication, 0.1, FAST)
+
+    assert broker.request_load.busy == pytest.approx(
+        min(1.0, FAST.replica_fetch_bytes_per_sec / CAPACITY), abs=1e-3
+    )
+
+
+def test_the_default_capacity_makes_a_follower_copying_at_full_speed_busy_past_the_threshold() -> None:
+    """The defaults are chosen so that an un-throttled reassignment shows: one follower's full
+    replication bandwidth takes its request threads below 30 % idle."""
+    defaults = TrafficSettings()
+    busy = busy_fraction(
+        TickTraffic(replication_in=defaults.replica_fetch_bytes_per_sec),
+        1.0,
+        defaults.request_capacity_bytes_per_sec,
+    )
+    assert 1 - busy < 0.3
+
+
+def test_request_load_is_lost_with_the_broker_process() -> None:
+    broker = fresh_broker()
+    update_request_load(broker, TickTraffic(produce_in=50e6), 1.0, FAST)
+    assert broker.request_load.busy > 0
+
+    broker.forget_session_state()
+
+    assert broker.request_load.busy == 0.0
+
+
+def test_a_skewed_broker_is_busier_and_its_signals_come_back_when_the_skew_is_reset() -> None:
+    """Two brokers each leading one partition, with the produce rate and capacity such that a skew of x8
+    takes broker 1 to 80 % busy; resetting the skew brings it back to 10 %."""
+    settings = ReferenceClusterSettings(
+        brokers=2,
+        traffic=TrafficSettings(
+            produce_bytes_per_sec=1e6,
+            consumer_fanout=1.0,
+            request_capacity_bytes_per_sec=20e6,
+            signal_smoothing_s=0.5,
+        ),
+    )
+    brokers = {0: fresh_broker(0), 1: fresh_broker(1)}
+    for leader in (0, 1):
+        tp = TopicPartition("orders", leader)
+        brokers[leader].create_log(tp, 0.0)
+        brokers[leader].apply_leader_and_isr(
+            tp, LeaderAndIsr(leader, 0, (leader,), 1), ReplicaAssignment((leader,)), None, 0.0, 0.0
+        )
+    traffic = TrafficModel(settings.traffic)
+    step = 0
+
+    def run(seconds: float) -> dict[int, float]:
+        nonlocal step
+        for _ in range(int(seconds * 10)):
+            step += 1
+            _, moved = advance(brokers, settings, traffic, Throttles.none(), lambda _t: 1, step * 100.0, 0.1)
+            for broker in brokers.values():
+                update_request_load(broker, moved[broker.id], 0.1, settings.traffic)
+        return {b: broker.request_load.busy for b, broker in brokers.items()}
+
+    assert run(5) == pytest.approx({0: 0.1, 1: 0.1}, abs=1e-3)
+    traffic.apply_skew({"brokers": {"1": 8}}, {0, 1}, {"orders": 2})
+    assert run(5) == pytest.approx({0: 0.1, 1: 0.8}, abs=1e-3)
+    traffic.apply_skew({"reset": True}, {0, 1}, {"orders": 2})
+    assert run(5) == pytest.approx({0: 0.1, 1: 0.1}, abs=1e-3)
+
+
+def scale(moved: TickTraffic, factor: float) -> TickTraffic:
+    return TickTraffic(
+        moved.produce_in * factor,
+        moved.consumer_out * factor,
+        moved.replication_in * factor,
+        moved.replication_out * factor,
+    )
