@@ -34,15 +34,16 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError
 
+from app.actions.adaptive import next_rate, produce_baselines, signals_from_scrape, urps_outside
 from app.actions.config import ActionSettings
 from app.actions.election import ELECTED, chunk_payloads, verify_election
 from app.actions.handle import ActionHandle, CancelRequestedError, Gate, StoppedError, SupersededError
 from app.actions.journal import ElectionJournal, JournalError, ReassignmentJournal, Step, resolve_writing
+from app.actions.progress import ProgressEstimate, estimate_progress, moves_of
 from app.actions.reassignment import (
     ReassignmentRequest,
     ReassignmentStatus,
     ThrottleConfig,
-    added_replicas,
     reassignment_status,
     safe_to_start_batch,
     throttle_config_from,
@@ -54,14 +55,15 @@ from collectors.kafka import zkdata
 from collectors.kafka.admin import AdminZooKeeper
 from collectors.kafka.model import ClusterSnapshot, TopicPartition
 from collectors.kafka.zkdata import PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH
+from collectors.metrics import MetricsScrape
 
 log = logging.getLogger(__name__)
 
 ClusterReader = Callable[[], tuple[ClusterSnapshot, HealthReport]]
 LogSizes = Callable[[Sequence[int]], Mapping[int, Mapping[TopicPartition, float]]]
 """Per broker (of those asked for), each partition's log size in bytes, from the brokers' metrics."""
-BrokerSignals = Callable[[], Mapping[int, Mapping[str, float]]]
-"""Per broker, the health gauges of the latest scrape (request handler idle, ...)."""
+LatestScrape = Callable[[], MetricsScrape | None]
+"""The brokers' latest metrics scrape (the service's periodic one): the adaptive throttle's signals."""
 Audit = Callable[[AuditEntry], None]
 
 SYSTEM = "kafka-health"
@@ -209,10 +211,8 @@ class _Watch:
     progress_at: float = field(default_factory=time.monotonic)
     down_since: float | None = None
     measured_at: float = float("-inf")
-    last_bytes_done: float | None = None
-    last_bytes_at: float | None = None
-    rate: float | None = None
-    throttle_changed_at: float = float("-inf")
+    estimate: ProgressEstimate | None = None
+    throttle_changed_at: float | None = None
 
 
 class ReassignmentExecutor:
@@ -226,7 +226,7 @@ class ReassignmentExecutor:
         settings: ActionSettings | None = None,
         *,
         log_sizes: LogSizes | None = None,
-        signals: BrokerSignals | None = None,
+        scrape: LatestScrape | None = None,
         audit: Audit | None = None,
     ) -> None:
         self._zk = zookeeper
@@ -234,7 +234,7 @@ class ReassignmentExecutor:
         self._gate = gate
         self.settings = settings or ActionSettings()
         self._log_sizes = log_sizes
-        self._signals = signals
+        self._scrape = scrape
         self._audit = audit
 
     def run(self, handle: ActionHandle) -> ActionRecord:
@@ -257,15 +257,17 @@ class ReassignmentExecutor:
         if record.state is ActionState.PENDING:
             if record.cancel_requested:
                 return handle.move(ActionState.CANCELLED, result={"partitions": len(journal.items)})
-            handle.move(
-                ActionState.RUNNING,
-                progress={
-                    "step": Step(0).json(),
-                    "batches": batches,
-                    "batches_done": 0,
-                    "throttle_bytes_per_s": throttle.initial_rate,
-                },
-            )
+            progress: dict[str, Any] = {
+                "step": Step(0).json(),
+                "batches": batches,
+                "batches_done": 0,
+                "throttle_bytes_per_s": throttle.initial_rate,
+            }
+            if throttle.mode == "adaptive" and self._scrape is not None:
+                # each broker's produce p99 before the copy begins: the adaptive throttle's baseline
+                baselines = produce_baselines(self._scrape())
+                progress["produce_p99_baseline_ms"] = {str(b): v for b, v in baselines.items()}
+            handle.move(ActionState.RUNNING, progress=progress)
         else:
             adopted = int(record.progress.get("adoptions", 0)) + 1
             handle.update(progress={"adoptions": adopted, "adopted_at": time.time()})
@@ -277,8 +279,7 @@ class ReassignmentExecutor:
             step = Step.from_progress(handle.record.progress)
             if rate is not None and step.done < batches:
                 self._gate.check()
-                snapshot, _ = self._state()
-                self._set_throttle(journal, snapshot, rate)
+                self._set_throttle(journal, rate)
                 handle.update(progress={"throttles": "set", "throttle_bytes_per_s": rate})
             watch = _Watch()
             while step.done < batches:
@@ -402,38 +403,38 @@ class ReassignmentExecutor:
         watch: _Watch,
         force: bool = False,
     ) -> None:
-        """Partitions and bytes done and remaining, the copy rate and the ETA, written to the action."""
+        """Partitions and bytes done and remaining, the copy rate and the ETA (:mod:`app.actions.progress`),
+        written to the action; the stall check's marker of progress."""
         now = time.monotonic()
         if not force and now - watch.measured_at < self.settings.progress_interval_s:
             return
         watch.measured_at = now
         snapshot, _ = self._state()
-        statuses = reassignment_status(snapshot, journal.items)
-        done = sum(1 for s in statuses.values() if s.state == "completed")
-        moving = _moving_replicas(journal, snapshot)
-        bytes_done, bytes_total = self._bytes(journal, snapshot, statuses, moving)
+        moves = moves_of(
+            {item.tp: item.replicas for item in journal.items},
+            {item.tp: item.replicas for item in journal.original},
+        )
+        sizes = self._sizes(snapshot, moves)
+        estimate = estimate_progress(moves, snapshot, sizes, watch.estimate, time.time())
+        watch.estimate = estimate
         progress: dict[str, Any] = {
-            "partitions_done": done,
-            "partitions_remaining": len(statuses) - done,
-            "partitions": _count_states(statuses),
-            "measured_at": time.time(),
+            "partitions_done": estimate.partitions_done,
+            "partitions_remaining": estimate.partitions_remaining,
+            "replicas_done": estimate.replicas_done,
+            "replicas_total": estimate.replicas_total,
+            "bytes_done": estimate.bytes_done,
+            "bytes_remaining": estimate.bytes_remaining,
+            "bytes_source": "log sizes" if estimate.basis == "bytes" else "partition counts (no log sizes)",
+            "rate_bytes_per_s": estimate.rate_bytes_per_s,
+            "rate_partitions_per_s": estimate.rate_partitions_per_s,
+            "eta_s": estimate.eta_s,
+            "measured_at": estimate.at,
         }
-        marker: tuple[Any, ...] = (done, tuple(sorted(_joined(snapshot, moving))))
-        if bytes_total is not None and bytes_done is not None:
-            remaining = max(0.0, bytes_total - bytes_done)
-            progress |= {"bytes_done": bytes_done, "bytes_remaining": remaining, "bytes_source": "log sizes"}
-            if watch.last_bytes_done is not None and watch.last_bytes_at is not None:
-                elapsed = now - watch.last_bytes_at
-                if elapsed > 0:
-                    sample = max(0.0, bytes_done - watch.last_bytes_done) / elapsed
-                    watch.rate = sample if watch.rate is None else 0.5 * watch.rate + 0.5 * sample
-            watch.last_bytes_done, watch.last_bytes_at = bytes_done, now
-            marker += (round(bytes_done),)
-            progress["rate_bytes_per_s"] = watch.rate
-            progress["eta_s"] = remaining / watch.rate if watch.rate else None
-        else:
-            progress |= {"bytes_source": "partition counts (no log sizes scraped)"}
-            progress["eta_s"] = None
+        marker: tuple[Any, ...] = (
+            estimate.partitions_done,
+            estimate.replicas_done,
+            None if estimate.bytes_done is None else round(estimate.bytes_done),
+        )
         if marker != watch.marker:
             if watch.marker is not None:
                 watch.progress_at = now
@@ -441,36 +442,23 @@ class ReassignmentExecutor:
             progress["last_progress_at"] = time.time()
         handle.update(progress=progress)
 
-    def _bytes(
-        self,
-        journal: ReassignmentJournal,
-        snapshot: ClusterSnapshot,
-        statuses: Mapping[TopicPartition, ReassignmentStatus],
-        moving: Mapping[TopicPartition, tuple[int, ...]],
-    ) -> tuple[float | None, float | None]:
-        """Bytes copied so far and to copy in all, from the brokers' log sizes: each added replica is the
-        leader's log to copy; a completed partition counts whole. None when the sizes cannot be read."""
+    def _sizes(
+        self, snapshot: ClusterSnapshot, moves: Sequence[Any]
+    ) -> Mapping[int, Mapping[TopicPartition, float]] | None:
+        """The log sizes of the brokers that hold or receive the moving partitions (None: not read)."""
         if self._log_sizes is None:
-            return None, None
-        leaders = {tp: info.leader for tp in moving if (info := snapshot.partitions.get(tp)) is not None}
-        brokers = sorted({b for b in leaders.values() if b >= 0} | {b for bs in moving.values() for b in bs})
+            return None
+        brokers: set[int] = set()
+        for move in moves:
+            info = snapshot.partitions.get(move.tp)
+            brokers.update(move.target)
+            if info is not None:
+                brokers.update(info.assignment.replicas)
         try:
-            sizes = self._log_sizes(brokers)
+            return self._log_sizes(sorted(brokers))
         except Exception as exc:
             log.debug("log sizes unavailable: %s", exc)
-            return None, None
-        total = done = 0.0
-        for tp, added in moving.items():
-            leader_size = sizes.get(leaders.get(tp, -1), {}).get(tp)
-            if leader_size is None:
-                return None, None
-            for broker in added:
-                total += leader_size
-                if statuses.get(tp) is not None and statuses[tp].state == "completed":
-                    done += leader_size
-                else:
-                    done += min(leader_size, sizes.get(broker, {}).get(tp, 0.0))
-        return done, total
+            return None
 
     def _check_stall(
         self, handle: ActionHandle, batch: Sequence[ReassignmentRequest], watch: _Watch, now: float
@@ -517,27 +505,27 @@ class ReassignmentExecutor:
     ) -> None:
         """Move the replication throttle with the brokers' health (:mod:`app.actions.adaptive`)."""
         adaptive = spec.adaptive
-        if adaptive is None or self._signals is None:
+        if adaptive is None or self._scrape is None:
             return
-        from app.actions.adaptive import next_rate, urps_outside
-
-        current = _int_or_none(handle.record.progress.get("throttle_bytes_per_s")) or adaptive.min_bytes_per_s
+        progress = handle.record.progress
+        current = _int_or_none(progress.get("throttle_bytes_per_s")) or adaptive.initial_rate
+        baselines = {int(b): float(v) for b, v in (progress.get("produce_p99_baseline_ms") or {}).items()}
         snapshot, _ = self._state()
         decision = next_rate(
             current,
-            self._signals(),
+            signals_from_scrape(self._scrape(), baselines),
             journal.throttled_brokers,
-            urps_outside(snapshot, {item.tp for item in journal.items}),
+            urps_outside(snapshot, [item.tp for item in journal.items]),
             now,
             watch.throttle_changed_at,
             adaptive,
         )
-        if decision is None or decision.rate == current:
+        if decision is None:
             return
         self._gate.check()
-        self._set_throttle(journal, snapshot, decision.rate)
+        self._set_throttle(journal, decision.rate)
         watch.throttle_changed_at = now
-        history = list(handle.record.progress.get("throttle_history", []))[-49:]
+        history = list(progress.get("throttle_history", []))[-49:]
         history.append({"at": time.time(), "from": current, "to": decision.rate, "reason": decision.reason})
         handle.update(progress={"throttle_bytes_per_s": decision.rate, "throttle_history": history})
         if self._audit is not None:
@@ -548,17 +536,14 @@ class ReassignmentExecutor:
                     "system",
                     "adaptive-throttle",
                     False,
-                    "applied",
+                    decision.direction,
                     handle.id,
                     {"from": current, "to": decision.rate, "reason": decision.reason},
                 )
             )
-        log.info(
-            "reassignment %s throttle %d -> %d B/s: %s", handle.id, current, decision.rate, decision.reason
-        )
+        log.info("reassignment %s: %s", handle.id, decision.reason)
 
-    def _set_throttle(self, journal: ReassignmentJournal, snapshot: ClusterSnapshot, rate: int) -> None:
-        del snapshot
+    def _set_throttle(self, journal: ReassignmentJournal, rate: int) -> None:
         config = _journal_throttles(journal, rate)
         for broker, values in config.broker_configs.items():
             set_config_keys(self._zk, "brokers", str(broker), values)
@@ -624,7 +609,19 @@ class ReassignmentExecutor:
             state = ActionState.PARTIAL
         else:
             state = ActionState.FAILED
-        progress = {"note": "cancelled" if cancelled else "finished", "stalled": None, "eta_s": None}
+        progress: dict[str, Any] = {
+            "note": "cancelled" if cancelled else "finished",
+            "stalled": None,
+            "eta_s": None,
+            "partitions_done": len(completed),
+            "partitions_remaining": len(items) - len(completed),
+        }
+        if len(completed) == len(items) and handle.record.progress.get("bytes_remaining") is not None:
+            done_bytes = handle.record.progress.get("bytes_done") or 0
+            progress |= {
+                "bytes_done": done_bytes + handle.record.progress["bytes_remaining"],
+                "bytes_remaining": 0,
+            }
         return handle.move(state, result=result, error="; ".join(errors) or None, progress=progress)
 
 
@@ -640,43 +637,6 @@ def _completed(
 ) -> set[TopicPartition]:
     items = [ReassignmentRequest(tp.topic, tp.partition, r) for tp, r in targets.items()]
     return {tp for tp, s in reassignment_status(snapshot, items).items() if s.state == "completed"}
-
-
-def _moving_replicas(
-    journal: ReassignmentJournal, snapshot: ClusterSnapshot
-) -> dict[TopicPartition, tuple[int, ...]]:
-    """Per partition of the action, the replicas it adds (target replicas not in the original assignment)."""
-    original = {item.tp: set(item.replicas) for item in journal.original}
-    moving = {}
-    for item in journal.items:
-        before = original.get(item.tp)
-        added = (
-            tuple(b for b in item.replicas if b not in before)
-            if before is not None
-            else added_replicas(item, snapshot)
-        )
-        if added:
-            moving[item.tp] = added
-    return moving
-
-
-def _joined(
-    snapshot: ClusterSnapshot, moving: Mapping[TopicPartition, tuple[int, ...]]
-) -> set[tuple[str, int, int]]:
-    """Added replicas that are in their partition's ISR now (each one a copy finished)."""
-    joined: set[tuple[str, int, int]] = set()
-    for tp, added in moving.items():
-        info = snapshot.partitions.get(tp)
-        if info is not None:
-            joined.update((tp.topic, tp.partition, b) for b in added if b in info.isr)
-    return joined
-
-
-def _count_states(statuses: Mapping[TopicPartition, ReassignmentStatus]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for status in statuses.values():
-        counts[status.state] = counts.get(status.state, 0) + 1
-    return counts
 
 
 def _journal_throttles(journal: ReassignmentJournal, rate: int) -> ThrottleConfig:

@@ -41,8 +41,8 @@ from app.actions.election import (
     validate_scope,
 )
 from app.actions.executor import (
-    BrokerSignals,
     ElectionExecutor,
+    LatestScrape,
     LogSizes,
     ReassignmentExecutor,
 )
@@ -389,7 +389,7 @@ class ActionRunner:
         leadership: Standing | None = None,
         identity: str | None = None,
         log_sizes: LogSizes | None = None,
-        signals: BrokerSignals | None = None,
+        scrape: LatestScrape | None = None,
         produce_rates: ProduceRates | None = None,
     ) -> None:
         self.settings = settings or ActionSettings()
@@ -402,7 +402,7 @@ class ActionRunner:
         self.identity = identity or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.gate = Gate(leadership)
         self._log_sizes = log_sizes
-        self._signals = signals
+        self._scrape = scrape
         self._produce_rates = produce_rates
         self._running: set[str] = set()
         self._running_lock = threading.Lock()
@@ -473,7 +473,7 @@ class ActionRunner:
                     self.gate,
                     self.settings,
                     log_sizes=self._log_sizes,
-                    signals=self._signals,
+                    scrape=self._scrape,
                     audit=self._actions.audit,
                 ).run(handle)
             else:

@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 
 from analytics.rules import RuleSettings, StalledAction
 from analytics.store import Store
+from app.actions.measure import PartitionMetricsReader
 from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog, ActionState, MemoryActionLog
 from app.incidents.changes import SnapshotChanges
@@ -144,12 +145,7 @@ def service_components(
             state = view.state
             return state.snapshot, state.report
 
-        def signals() -> dict[int, dict[str, float]]:
-            scrape = view.state.scrape
-            if scrape is None:
-                return {}
-            return {b: dict(s.values) for b, s in scrape.scrapes.items() if s.ok}
-
+        reader = None if scraper is None else PartitionMetricsReader(scraper, lambda: view.state.snapshot)
         runner = ActionRunner(
             actions,
             admin,
@@ -160,7 +156,9 @@ def service_components(
             # without a store the actions live in this process's memory, and it runs them
             leadership=leadership if notifier is not None else None,
             identity=getattr(leadership, "identity", None),
-            signals=signals if scraper is not None else None,
+            scrape=None if scraper is None else (lambda: view.state.scrape),
+            log_sizes=None if reader is None else reader.log_sizes,
+            produce_rates=None if reader is None else reader.produce_rates,
         )
         runner.start()
         stack.callback(runner.shutdown)

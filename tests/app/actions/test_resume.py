@@ -9,11 +9,14 @@ test's own.
 - a destination broker down: the action reports STALLED within the set time, with the reason;
 - a rollback returns the partitions to their original replicas;
 - a chunked election: ``serve`` SIGKILLed between chunks, and the next start writes each remaining chunk
-  once.
+  once;
+- progress (bytes from the brokers' log sizes) and the ETA move as a reassignment runs;
+- an adaptive throttle rises and falls with the brokers' load, within its bounds.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +32,7 @@ from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec, TrafficSettings
 from collectors.kafka import zkdata
 from collectors.kafka.admin import read_entity_config
+from collectors.kafka.model import TopicPartition
 from collectors.zookeeper.collector import scan
 from tests.support.controller_stand_in import ControllerStandIn
 from tests.support.reference_cluster import ClusterFactory, wait_for
@@ -329,3 +333,112 @@ def test_serve_killed_mid_election_the_next_start_writes_the_remaining_chunks_on
     elected = [tp for p in controller.payloads for tp in zkdata.decode_partition_list("/x", p)]
     assert len(elected) == len(set(elected)) == spec.partitions
     assert controller.failures == []
+
+
+def metrics_env(cluster: ReferenceCluster, interval_s: float = 0.5) -> dict[str, str]:
+    """``serve``'s settings to scrape the reference cluster's brokers every ``interval_s``."""
+    urls = {str(b): url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
+    return {
+        "KAFKA_HEALTH_METRICS__URLS": json.dumps(urls),
+        "KAFKA_HEALTH_SERVICE__VIEW__METRICS_INTERVAL_S": str(interval_s),
+    }
+
+
+def test_progress_and_eta_move_as_the_reassignment_runs(
+    cluster: ReferenceCluster,
+    zk_connect: str,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    serve = start(serves, zk_connect, store_url, **metrics_env(cluster))
+    moves = targets(zk_connect)[:1]
+    action_id = reassign(serve, moves, throttle_bytes_per_sec=THROTTLE // 2)
+    seen: list[tuple[float, float | None]] = []
+
+    def observe() -> dict[str, Any] | None:
+        body = action(serve, action_id)
+        progress = body["progress"]
+        if progress.get("bytes_remaining") is not None:
+            point = (float(progress["bytes_remaining"]), progress.get("eta_s"))
+            if not seen or seen[-1] != point:
+                seen.append(point)
+        return body if body["state"] not in ("PENDING", "RUNNING", "STALLED") else None
+
+    done = wait_for(observe, timeout=60, message="the reassignment done")
+    assert done["state"] == "SUCCEEDED", done
+    remaining = [r for r, _ in seen]
+    assert len(remaining) >= 3, seen
+    assert remaining == sorted(remaining, reverse=True), f"bytes remaining only go down: {seen}"
+    assert remaining[0] > 1024 * 1024, seen
+    assert remaining[-1] < remaining[0] / 2, seen
+    etas = [eta for _, eta in seen if eta is not None]
+    assert etas, f"an ETA once the rate is measured: {seen}"
+    assert done["progress"]["bytes_source"] == "log sizes"
+    assert done["progress"]["partitions_remaining"] == 0
+    print(f"\nprogress observed {len(seen)} times: {[(round(r / 1024), e and round(e, 1)) for r, e in seen]}")
+
+
+def test_the_adaptive_throttle_rises_and_falls_with_the_load_within_its_bounds(
+    make_cluster: ClusterFactory,
+    zk_connect: str,
+    zk: KazooClient,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    """The executor's adaptive throttle through ``serve``: it climbs while the brokers are idle, until its
+    own copy makes them busy; producers loading the destination take it to the floor; it climbs again once
+    they stop. Each change is audited, and it never leaves its bounds."""
+    mib = 1024 * 1024
+    cluster = make_cluster(
+        topics=[TopicSpec.parse("big:1:1"), TopicSpec.parse("orders:6:1")],
+        traffic={
+            "initial_log_bytes": 64 * 1024 * mib,  # the copy outlasts the test at any rate
+            "produce_bytes_per_sec": mib,
+            "signal_smoothing_s": 0.5,
+        },
+    )
+    snapshot = scan(zk_connect)
+    source = snapshot.partitions[TopicPartition("big", 0)].leader
+    destination = next(b for b in sorted(cluster.brokers) if b != source)
+    serve = start(serves, zk_connect, store_url, **metrics_env(cluster, 0.25))
+    bounds = {"min_bytes_per_s": 4 * mib, "max_bytes_per_s": 120 * mib}
+    throttle = {"mode": "adaptive", **bounds, "interval_s": 1.0}
+    moves = [{"topic": "big", "partition": 0, "replicas": [source, destination]}]
+    action_id = reassign(serve, moves, throttle=throttle, allow_replication_factor_change=True)
+
+    def history() -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = action(serve, action_id)["progress"].get("throttle_history", [])
+        return entries
+
+    def lowered_after(count: int) -> list[dict[str, Any]] | None:
+        entries = history()
+        return entries if any(e["to"] < e["from"] for e in entries[count:]) else None
+
+    climbed = wait_for(lambda: lowered_after(0), timeout=60, message="raised, then lowered by its own load")
+    peak = max(e["to"] for e in climbed)
+    assert peak >= 40 * mib, climbed
+    assert climbed[0]["to"] > climbed[0]["from"], "it starts by raising"
+
+    cluster.skew({"brokers": {str(destination): 20}})
+    wait_for(
+        lambda: history()[-1]["to"] == bounds["min_bytes_per_s"] or None, timeout=30, message="the floor"
+    )
+    floored = len(history())
+    cluster.skew({"reset": True})
+    recovered = wait_for(
+        lambda: (h := history())[-1]["to"] > bounds["min_bytes_per_s"] and h,
+        timeout=30,
+        message="raised again",
+    )
+    assert len(recovered) > floored
+    for entry in recovered:
+        assert bounds["min_bytes_per_s"] <= entry["to"] <= bounds["max_bytes_per_s"], entry
+    audited = [e for e in serve.get("/api/v1/audit", limit=1000).json() if e["action"] == "adaptive-throttle"]
+    assert len(audited) == len(history())
+    assert serve.post(f"/api/v1/actions/{action_id}/cancel").status_code == 200
+    assert finished(serve, action_id, timeout=30)["state"] == "CANCELLED"
+    assert throttles_left(zk) == {}
+    print(
+        f"\nadaptive throttle: peak {peak / mib:.0f} MiB/s, floor under load, {len(recovered)} changes, "
+        f"up again to {recovered[-1]['to'] / mib:.0f} MiB/s after the load stopped"
+    )
