@@ -344,7 +344,7 @@ def metrics_env(cluster: ReferenceCluster, interval_s: float = 0.5) -> dict[str,
     }
 
 
-def test_progress_and_eta_move_as_the_reassignment_runs(
+def test_the_dry_run_warns_of_a_throttle_below_the_produce_rate_and_progress_and_eta_move(
     cluster: ReferenceCluster,
     zk_connect: str,
     store_url: str,
@@ -352,6 +352,12 @@ def test_progress_and_eta_move_as_the_reassignment_runs(
 ) -> None:
     serve = start(serves, zk_connect, store_url, **metrics_env(cluster))
     moves = targets(zk_connect)[:1]
+    too_low = serve.post(REASSIGNMENTS, {"partitions": moves, "throttle_bytes_per_sec": 1000})
+    assert too_low.status_code == 200, too_low.text
+    (warning,) = too_low.json()["warnings"][:1]
+    assert "would never catch up" in warning, too_low.json()["warnings"]  # produced at 16 KiB/s
+    fine = serve.post(REASSIGNMENTS, {"partitions": moves, "throttle_bytes_per_sec": THROTTLE})
+    assert fine.json()["warnings"] == []
     action_id = reassign(serve, moves, throttle_bytes_per_sec=THROTTLE // 2)
     seen: list[tuple[float, float | None]] = []
 
