@@ -123,6 +123,8 @@ class ClusterSafeToStop:
     brokers: Mapping[int, SafeToStop]
     already_under_replicated: tuple[UnhealthyPartition, ...]
     snapshot_version: int
+    untrusted_reason: str | None = None
+    """Why the view cannot be trusted (None when it can)."""
 
     @property
     def safe_brokers(self) -> tuple[int, ...]:
@@ -246,7 +248,9 @@ def assess_safe_to_stop(
     brokers = {
         b: _answer(snapshot, b, walk, unhealthy) for b in sorted(set(snapshot.brokers).union(walk.held))
     }
-    return ClusterSafeToStop(trusted(snapshot), brokers, unhealthy, snapshot.version)
+    return ClusterSafeToStop(
+        trusted(snapshot), brokers, unhealthy, snapshot.version, untrusted_reason(snapshot)
+    )
 
 
 def safe_to_stop(
@@ -279,8 +283,9 @@ def _answer(
     else:
         offline = under = led = ()
     reasons: list[str] = []
-    if not is_trusted:
-        reasons.append(_untrusted(snapshot))
+    untrusted = untrusted_reason(snapshot)
+    if untrusted is not None:
+        reasons.append(untrusted)
     if offline:
         reasons.append(_offline_reason(broker, offline, walk.single_replica[broker]))
     if under:
@@ -402,7 +407,10 @@ def _unhealthy_note(unhealthy: tuple[UnhealthyPartition, ...]) -> str:
     return note
 
 
-def _untrusted(snapshot: ClusterSnapshot) -> str:
+def untrusted_reason(snapshot: ClusterSnapshot) -> str | None:
+    """Why an answer on ``snapshot`` cannot be trusted, or None when it can."""
+    if trusted(snapshot):
+        return None
     if snapshot.last_good_at is None:
         return "no full scan of ZooKeeper has completed yet: this answer cannot be trusted"
     return (
