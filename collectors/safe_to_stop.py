@@ -152,12 +152,13 @@ class _Walk:
     led: dict[int, list[TopicPartition]] = field(default_factory=dict)
     movable_leaderships: Counter[int] = field(default_factory=Counter)
     """Led partitions with another replica (what needs a controller to move)."""
-    held: Counter[int] = field(default_factory=Counter)
+    assigned: set[int] = field(default_factory=set)
     in_some_isr: set[int] = field(default_factory=set)
     deleting_partitions: int = 0
 
 
 def _walk(snapshot: ClusterSnapshot, default_min_isr: int, only: int | None) -> _Walk:
+    """The hot loop (200k partitions on a big cluster): per partition a few tuple and set operations."""
     walk = _Walk()
     deleting = {name for name, topic in snapshot.topics.items() if topic.marked_for_deletion}
     deleting.update(snapshot.pending.deletions)
@@ -165,7 +166,7 @@ def _walk(snapshot: ClusterSnapshot, default_min_isr: int, only: int | None) -> 
     min_isr: dict[str, int] = {}
     for tp, info in snapshot.partitions.items():
         replicas = info.assignment.replicas
-        walk.held.update(replicas)
+        walk.assigned.update(replicas)
         if tp.topic in deleting:
             walk.deleting_partitions += 1
             continue
@@ -245,9 +246,8 @@ def assess_safe_to_stop(
     """
     walk = _walk(snapshot, default_min_insync_replicas, None)
     unhealthy = unhealthy_partitions(snapshot, default_min_insync_replicas)
-    brokers = {
-        b: _answer(snapshot, b, walk, unhealthy) for b in sorted(set(snapshot.brokers).union(walk.held))
-    }
+    context = _context(snapshot, walk, unhealthy)
+    brokers = {b: _answer(snapshot, b, walk, context) for b in sorted(walk.assigned.union(snapshot.brokers))}
     return ClusterSafeToStop(
         trusted(snapshot), brokers, unhealthy, snapshot.version, untrusted_reason(snapshot)
     )
@@ -263,19 +263,50 @@ def safe_to_stop(
     snapshot cannot be trusted (then a stale or empty view must not call a real broker unknown: the
     answer is untrusted instead)."""
     walk = _walk(snapshot, default_min_insync_replicas, broker)
-    if broker not in snapshot.brokers and broker not in walk.held and trusted(snapshot):
-        raise UnknownBrokerError(broker, set(snapshot.brokers).union(walk.held))
+    if broker not in snapshot.brokers and broker not in walk.assigned and trusted(snapshot):
+        raise UnknownBrokerError(broker, walk.assigned.union(snapshot.brokers))
     unhealthy = unhealthy_partitions(snapshot, default_min_insync_replicas)
-    return _answer(snapshot, broker, walk, unhealthy)
+    return _answer(snapshot, broker, walk, _context(snapshot, walk, unhealthy))
 
 
-def _answer(
-    snapshot: ClusterSnapshot, broker: int, walk: _Walk, unhealthy: tuple[UnhealthyPartition, ...]
-) -> SafeToStop:
-    registered = broker in snapshot.brokers
-    is_trusted = trusted(snapshot)
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every broker's answer shares: computed once per snapshot."""
+
+    unhealthy: tuple[UnhealthyPartition, ...]
+    notes: tuple[str, ...]
+    """The notes about the cluster (already unhealthy, topics being deleted, unreadable znodes)."""
+    untrusted: str | None
+    controller_active: bool
+
+
+def _context(snapshot: ClusterSnapshot, walk: _Walk, unhealthy: tuple[UnhealthyPartition, ...]) -> _Context:
+    notes = []
+    if unhealthy:
+        notes.append(_unhealthy_note(unhealthy))
+    if walk.deleting_partitions:
+        notes.append(
+            f"{_partitions_n(walk.deleting_partitions)} of topics being deleted are left out "
+            "(a deletion stops their replicas anyway)"
+        )
+    if snapshot.errors:
+        count = len(snapshot.errors)
+        notes.append(
+            f"{count} znode{'s' if count != 1 else ''} could not be read: the partitions they describe are "
+            "not judged (see describe's unreadable znodes)"
+        )
     controller = snapshot.controller.broker_id
-    is_controller = controller == broker and registered
+    return _Context(
+        unhealthy,
+        tuple(notes),
+        untrusted_reason(snapshot),
+        controller is not None and controller in snapshot.brokers,
+    )
+
+
+def _answer(snapshot: ClusterSnapshot, broker: int, walk: _Walk, context: _Context) -> SafeToStop:
+    registered = broker in snapshot.brokers
+    is_controller = snapshot.controller.broker_id == broker and registered
     if registered:
         offline = tuple(sorted(walk.offline.get(broker, ())))
         under = tuple(sorted(walk.under_min_isr.get(broker, ())))
@@ -283,9 +314,8 @@ def _answer(
     else:
         offline = under = led = ()
     reasons: list[str] = []
-    untrusted = untrusted_reason(snapshot)
-    if untrusted is not None:
-        reasons.append(untrusted)
+    if context.untrusted is not None:
+        reasons.append(context.untrusted)
     if offline:
         reasons.append(_offline_reason(broker, offline, walk.single_replica[broker]))
     if under:
@@ -293,26 +323,25 @@ def _answer(
             f"{_partitions(under)} would go under min ISR: {_names(under)} (their ISR without broker "
             f"{broker} would be smaller than min.insync.replicas: acks=all producers would fail)"
         )
-    controller_active = controller is not None and controller in snapshot.brokers
     movable = walk.movable_leaderships[broker] if registered else 0
-    if registered and movable and not controller_active:
+    if registered and movable and not context.controller_active:
         reasons.append(
             "no broker is the active controller: nobody would elect new leaders for the "
             f"{_partitions_n(movable)} broker {broker} leads"
         )
-    notes = _notes(snapshot, broker, walk, unhealthy, led, registered, is_controller)
+    notes = _notes(snapshot, broker, walk, led, registered, is_controller) + context.notes
     return SafeToStop(
         broker=broker,
         safe=not reasons,
-        trusted=is_trusted,
+        trusted=context.untrusted is None,
         registered=registered,
         controller=is_controller,
         would_go_offline=offline,
         would_go_under_min_isr=under,
         leaderships_to_move=led,
-        already_under_replicated=unhealthy,
+        already_under_replicated=context.unhealthy,
         reasons=tuple(reasons),
-        notes=tuple(notes),
+        notes=notes,
         snapshot_version=snapshot.version,
     )
 
@@ -321,21 +350,20 @@ def _notes(
     snapshot: ClusterSnapshot,
     broker: int,
     walk: _Walk,
-    unhealthy: tuple[UnhealthyPartition, ...],
     led: tuple[TopicPartition, ...],
     registered: bool,
     is_controller: bool,
-) -> list[str]:
+) -> tuple[str, ...]:
     notes: list[str] = []
-    held = walk.held[broker]
     if not registered:
         notes.append(
             f"broker {broker} is not registered in /brokers/ids: it is already stopped (or lost its "
             "ZooKeeper session), so stopping it changes nothing"
         )
-    elif held == 0:
+    elif broker not in walk.assigned:
         notes.append(f"broker {broker} holds no replica: stopping it affects no partition")
     elif broker not in walk.in_some_isr:
+        held = sum(broker in info.assignment.replicas for info in snapshot.partitions.values())
         notes.append(
             f"broker {broker} holds {held} replica{'s' if held != 1 else ''} but is in no partition's ISR "
             "(stalled, slow or still catching up): stopping it takes no in-sync replica away"
@@ -351,20 +379,7 @@ def _notes(
             f"broker {broker} is the active controller: stopping it starts a controller election "
             "(in a rolling restart, stop it last)"
         )
-    if unhealthy:
-        notes.append(_unhealthy_note(unhealthy))
-    if walk.deleting_partitions:
-        notes.append(
-            f"{_partitions_n(walk.deleting_partitions)} of topics being deleted are left out "
-            "(a deletion stops their replicas anyway)"
-        )
-    if snapshot.errors:
-        count = len(snapshot.errors)
-        notes.append(
-            f"{count} znode{'s' if count != 1 else ''} could not be read: the partitions they describe are "
-            "not judged (see describe's unreadable znodes)"
-        )
-    return notes
+    return tuple(notes)
 
 
 # --- sentences ----------------------------------------------------------------------------------------------
