@@ -319,10 +319,7 @@ def _answer(snapshot: ClusterSnapshot, broker: int, walk: _Walk, context: _Conte
     if offline:
         reasons.append(_offline_reason(broker, offline, walk.single_replica[broker]))
     if under:
-        reasons.append(
-            f"{_partitions(under)} would go under min ISR: {_names(under)} (their ISR without broker "
-            f"{broker} would be smaller than min.insync.replicas: acks=all producers would fail)"
-        )
+        reasons.append(_under_min_isr_reason(broker, under))
     movable = walk.movable_leaderships[broker] if registered else 0
     if registered and movable and not context.controller_active:
         reasons.append(
@@ -400,20 +397,38 @@ def _names(tps: Sequence[object]) -> str:
 
 
 def _offline_reason(broker: int, offline: tuple[TopicPartition, ...], single: int) -> str:
+    one = len(offline) == 1
     sentence = (
         f"{_partitions(offline)} would go offline: {_names(offline)} "
-        f"(their only in-sync replica is broker {broker}"
+        f"({'its' if one else 'their'} only in-sync replica is broker {broker}"
     )
     if single == len(offline):
-        sentence += "; they have a single replica (replication factor 1)"
+        sentence += f"; {'it has' if one else 'they have'} a single replica: replication factor 1"
     elif single:
-        sentence += f"; {single} of them have a single replica (replication factor 1)"
+        sentence += (
+            f"; {single} of them {'has' if single == 1 else 'have'} a single replica: replication factor 1"
+        )
     return sentence + ")"
+
+
+def _under_min_isr_reason(broker: int, under: tuple[TopicPartition, ...]) -> str:
+    whose = "its" if len(under) == 1 else "their"
+    return (
+        f"{_partitions(under)} would go under min ISR: {_names(under)} ({whose} ISR without broker {broker} "
+        "would be smaller than min.insync.replicas: acks=all producers would fail)"
+    )
+
+
+PROBLEM_NAMES = {
+    "offline": "offline",
+    "under_min_isr": "under min ISR",
+    "under_replicated": "under-replicated",
+}
 
 
 def _unhealthy_note(unhealthy: tuple[UnhealthyPartition, ...]) -> str:
     counts = Counter(p for u in unhealthy for p in u.problems)
-    problems = ", ".join(f"{counts[p]} {p.replace('_', ' ')}" for p in PROBLEMS if counts[p])
+    problems = ", ".join(f"{counts[p]} {PROBLEM_NAMES[p]}" for p in PROBLEMS if counts[p])
     missing = Counter(b for u in unhealthy for b in u.out_of_isr)
     note = f"{_partitions(unhealthy)} already unhealthy ({problems})"
     if missing:

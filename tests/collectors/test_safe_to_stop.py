@@ -60,8 +60,8 @@ def test_rf1_partitions_always_go_offline() -> None:
     assert not answer.safe
     assert answer.would_go_offline == (tp("single", 0),)
     assert answer.reasons == (
-        "1 partition would go offline: single-0 (their only in-sync replica is broker 2; "
-        "they have a single replica (replication factor 1))",
+        "1 partition would go offline: single-0 (its only in-sync replica is broker 2; "
+        "it has a single replica: replication factor 1)",
     )
     assert assess_safe_to_stop(snapshot).safe_brokers == (1,)
 
@@ -76,7 +76,10 @@ def test_last_in_sync_replica_of_a_partition_with_more_replicas() -> None:
     answer = safe_to_stop(snapshot, 2)
 
     assert answer.would_go_offline == (tp("single", 0), tp("t", 0), tp("t", 1))
-    assert "; 1 of them have a single replica" in answer.reasons[0]
+    assert (
+        "(their only in-sync replica is broker 2; 1 of them has a single replica: replication factor 1)"
+        in answer.reasons[0]
+    )
     assert answer.would_go_under_min_isr == ()  # offline, not also under min ISR
     # already unhealthy: the two URPs, with who is missing
     assert answer.already_under_replicated == (
@@ -97,7 +100,7 @@ def test_min_isr_2_makes_a_shrinking_isr_unsafe_from_topic_config_and_broker_def
             assert answer.would_go_under_min_isr == (tp("orders", 0),)
             assert not answer.safe
             assert answer.reasons == (
-                f"1 partition would go under min ISR: orders-0 (their ISR without broker {broker} would be "
+                f"1 partition would go under min ISR: orders-0 (its ISR without broker {broker} would be "
                 "smaller than min.insync.replicas: acks=all producers would fail)",
             )
         assert safe_to_stop(snapshot, 3, default_min_insync_replicas=default).safe  # not in the ISR
@@ -142,7 +145,7 @@ def test_a_stalled_broker_out_of_every_isr_is_safe_as_far_as_isrs_go() -> None:
     assert answer.leaderships_to_move == ()
     assert "broker 3 holds 2 replicas but is in no partition's ISR" in answer.notes[0]
     assert (
-        "2 partitions already unhealthy (2 under replicated); out of their ISR: broker 3 (2)" in answer.notes
+        "2 partitions already unhealthy (2 under-replicated); out of their ISR: broker 3 (2)" in answer.notes
     )
     # the others are not: each is one of an ISR of two with min ISR 2
     assert safe_to_stop(snapshot, 1).would_go_under_min_isr == (tp("t", 0), tp("t", 1))
