@@ -66,7 +66,10 @@ def test_exit_codes_safe_unsafe_unknown_and_bad_flags(
     code, out, _ = safe_to_stop(capsys, "--zookeeper", zk_connect, "--broker", str(owner))
     assert code == 3
     assert out.startswith(f"broker {owner}: NOT safe to stop\n")
-    assert f"  - 1 partition would go offline: scratch-0 (their only in-sync replica is broker {owner}" in out
+    assert (
+        f"  - 1 partition would go offline: scratch-0 (its only in-sync replica is broker {owner}; "
+        "it has a single replica: replication factor 1)\n" in out
+    )
 
     code, out, _ = safe_to_stop(capsys, "--zookeeper", zk_connect, "--broker", str(other), "--format", "json")
     assert code == 0
