@@ -9,7 +9,10 @@ partition under min ISR."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,15 +24,18 @@ from kazoo.client import KazooClient
 from kazoo.recipe.watchers import DataWatch
 
 from app.cli.main import main
+from app.cli.safe_to_stop import wait
 from app.embedded.reference_cluster.config import TopicSpec
 from app.embedded.reference_cluster.control import ControlServer
 from app.embedded.zookeeper import pick_free_port
 from app.settings import NO_ZOOKEEPER
 from collectors.kafka.admin import write_entity_config
+from collectors.kafka.model import ClusterSnapshot
+from collectors.safe_to_stop import SafeToStop as SafeToStopAnswer
+from collectors.safe_to_stop import safe_to_stop as answer_for
+from tests.support import snapshots
 from tests.support.cli import CliFactory
 from tests.support.reference_cluster import ClusterFactory, live_broker_ids, wait_for, zk_partitions
-
-pytestmark = pytest.mark.integration
 
 MIN_ISR = {"orders": 1, "payments": 2}
 HOLD_S = 1.5
@@ -52,6 +58,7 @@ def safe_to_stop(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, s
 # --- exit codes ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_exit_codes_safe_unsafe_unknown_and_bad_flags(
     make_cluster: ClusterFactory,
     zk_connect: str,
@@ -96,6 +103,7 @@ def test_exit_codes_safe_unsafe_unknown_and_bad_flags(
     assert safe_to_stop(capsys, "--broker", str(other))[0] == 0
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("wait", [[], ["--wait", "5"]])
 def test_an_unreachable_zookeeper_exits_1(capsys: pytest.CaptureFixture[str], wait: list[str]) -> None:
     nobody = f"127.0.0.1:{pick_free_port()}"
@@ -107,6 +115,7 @@ def test_an_unreachable_zookeeper_exits_1(capsys: pytest.CaptureFixture[str], wa
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.integration
 def test_wait_runs_out_printing_what_it_waits_for_once(
     make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,6 +137,70 @@ def test_wait_runs_out_printing_what_it_waits_for_once(
     assert code == 3
     assert json.loads(out)["waited_s"] >= 0.5
     assert "waiting for broker 0" in err  # progress stays out of the JSON
+
+
+# --- the wait, over snapshots the test publishes ----------------------------------------------------------
+
+
+@dataclass
+class Published:
+    """Stands in for the watching collector: the test publishes snapshots and tells of each change."""
+
+    snapshot: ClusterSnapshot
+    changed: threading.Event = field(default_factory=threading.Event)
+
+    def publish(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self.changed.set()
+
+
+def judge(snapshot: ClusterSnapshot) -> SafeToStopAnswer:
+    return answer_for(snapshot, 1, default_min_insync_replicas=2)
+
+
+@pytest.mark.unit
+def test_wait_prints_on_change_only_and_answers_once_safe() -> None:
+    under = snapshots.cluster(snapshots.partition("t", 0, [1, 2, 3], isr=[1, 2]), version=1)
+    stale = dataclasses.replace(under, version=2, stale=True)
+    source = Published(under)
+    progress = io.StringIO()
+
+    def story() -> None:
+        for version in (3, 4, 5):  # the same reasons in new versions: nothing printed
+            time.sleep(0.05)
+            source.publish(dataclasses.replace(under, version=version))
+        time.sleep(0.05)
+        source.publish(stale)
+        time.sleep(0.05)
+        source.publish(snapshots.cluster(snapshots.partition("t", 0, [1, 2, 3]), version=7))
+
+    teller = threading.Thread(target=story)
+    teller.start()
+    answer, waited = wait(source, judge, source.changed, threading.Event(), 30, progress)
+    teller.join()
+    assert answer.safe
+    assert answer.snapshot_version == 7
+    assert waited < 5
+    lines = progress.getvalue().splitlines()
+    waiting = [
+        line for line in lines if re.fullmatch(r"\d\d:\d\d:\d\d waiting for broker 1 \(\d+ s left\):", line)
+    ]
+    assert len(waiting) == 2, lines
+    assert lines[1].startswith("  - 1 partition would go under min ISR: t-0")
+    assert lines[3].startswith("  - the view of the cluster is stale")
+
+
+@pytest.mark.unit
+def test_wait_ends_unsafe_on_a_stop_signal_or_the_deadline() -> None:
+    under = snapshots.cluster(snapshots.partition("t", 0, [1, 2, 3], isr=[1, 2]))
+    stop = threading.Event()
+    threading.Timer(0.1, stop.set).start()
+    answer, waited = wait(Published(under), judge, threading.Event(), stop, 30, io.StringIO())
+    assert not answer.safe
+    assert 0.1 <= waited < 5
+    answer, waited = wait(Published(under), judge, threading.Event(), threading.Event(), 0.2, io.StringIO())
+    assert not answer.safe
+    assert 0.2 <= waited < 5
 
 
 # --- a rolling restart -------------------------------------------------------------------------------------
@@ -165,6 +238,7 @@ class StateWatcher:
             return [v for v in self.violations if v[0] >= moment]
 
 
+@pytest.mark.integration
 def test_a_rolling_restart_driven_by_safe_to_stop_wait(
     make_cluster: ClusterFactory,
     zk_connect: str,
