@@ -223,14 +223,6 @@ def unhealthy_partitions(
     return tuple(result)
 
 
-def known_brokers(snapshot: ClusterSnapshot) -> set[int]:
-    """Registered brokers and brokers assigned a replica: the ids a question may be asked about."""
-    known = set(snapshot.brokers)
-    for info in snapshot.partitions.values():
-        known.update(info.assignment.replicas)
-    return known
-
-
 def trusted(snapshot: ClusterSnapshot) -> bool:
     """Whether the snapshot can be trusted: a full scan finished and the watches keep it in sync."""
     return not snapshot.stale and snapshot.last_good_at is not None

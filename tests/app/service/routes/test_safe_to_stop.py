@@ -18,13 +18,18 @@ from app.embedded.reference_cluster.config import TopicSpec
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.schemas.safe_to_stop import (
+    BrokerSafetyOut,
+    ClusterSafeToStopOut,
+    SafeToStopOut,
+    UnhealthyPartitionOut,
+)
 from collectors.kafka.model import ClusterSnapshot
+from collectors.safe_to_stop import answer_json, assess_safe_to_stop, cluster_json, safe_to_stop
 from collectors.zookeeper.collector import ScanStats
 from tests.support import snapshots
 from tests.support.reference_cluster import wait_for
 from tests.support.service import VIEWER, Service, run_server
-
-pytestmark = pytest.mark.integration
 
 
 def gauges(service: Service) -> dict[str, float]:
@@ -37,6 +42,7 @@ def gauges(service: Service) -> dict[str, float]:
     }
 
 
+@pytest.mark.integration
 def test_a_healthy_cluster_is_safe_to_stop_broker_by_broker(service: Service) -> None:
     whole = service.get("/api/v1/brokers/safe-to-stop")
     assert whole.status_code == 200
@@ -54,6 +60,7 @@ def test_a_healthy_cluster_is_safe_to_stop_broker_by_broker(service: Service) ->
     assert gauges(service) == {"0": 1.0, "1": 1.0, "2": 1.0}
 
 
+@pytest.mark.integration
 def test_min_isr_2_with_a_broker_down(service: Service) -> None:
     service.cluster.create_topic(
         TopicSpec(name="payments", partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
@@ -88,6 +95,7 @@ def test_min_isr_2_with_a_broker_down(service: Service) -> None:
     assert gauges(service) == {"0": 0.0, "1": 0.0, "2": 1.0}
 
 
+@pytest.mark.integration
 def test_unknown_and_malformed_ids_and_tokens(service: Service) -> None:
     unknown = service.get("/api/v1/brokers/9/safe-to-stop")
     assert unknown.status_code == 404
@@ -109,6 +117,7 @@ class Collector:
     last_scan: ScanStats | None = None
 
 
+@pytest.mark.integration
 def test_a_stale_view_answers_503_with_the_reason() -> None:
     fresh = snapshots.cluster(snapshots.partition("orders", 0, (1, 2, 3)))
     collector = Collector(fresh)
@@ -131,3 +140,20 @@ def test_a_stale_view_answers_503_with_the_reason() -> None:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@pytest.mark.unit
+def test_the_documented_schemas_are_the_bodies_served() -> None:
+    """The routes serve :mod:`collectors.safe_to_stop`'s JSON as it is (no re-validation of long lists):
+    the OpenAPI models must name exactly its fields, and accept it."""
+    snapshot = snapshots.cluster(
+        snapshots.partition("t", 0, [1, 2, 3], isr=[1, 2]), snapshots.partition("one", 0, [2])
+    )
+    whole = cluster_json(assess_safe_to_stop(snapshot))
+    one = answer_json(safe_to_stop(snapshot, 2))
+    assert set(one) == set(SafeToStopOut.model_fields)
+    assert set(whole) == set(ClusterSafeToStopOut.model_fields)
+    assert {frozenset(b) for b in whole["brokers"]} == {frozenset(BrokerSafetyOut.model_fields)}
+    assert set(one["already_under_replicated"][0]) == set(UnhealthyPartitionOut.model_fields)
+    assert SafeToStopOut.model_validate(one).model_dump() == one
+    assert ClusterSafeToStopOut.model_validate(whole).model_dump() == whole
