@@ -165,6 +165,23 @@ def _broker_default_min_isr(snapshot: ClusterSnapshot, default: int) -> int:
     return default if value is None else value
 
 
+def broker_default_min_insync_replicas(
+    snapshot: ClusterSnapshot, default: int = DEFAULT_MIN_INSYNC_REPLICAS
+) -> int:
+    """The ``min.insync.replicas`` of a topic that sets none: ``/config/brokers/<default>``, else ``default``
+    (what :func:`assess` falls back to for partitions whose topic znode it has not read)."""
+    return _broker_default_min_isr(snapshot, default)
+
+
+def effective_min_isr(min_isr: int, assigned_replicas: int) -> int:
+    """Kafka's ``effectiveMinIsr``: min(``min.insync.replicas``, the assigned replicas, adding ones too).
+
+    A topic with ``min.insync.replicas`` above its replication factor does not refuse every write: the
+    floor is the replicas it has. (``assess``'s hot loop inlines this comparison.)
+    """
+    return min_isr if min_isr < assigned_replicas else assigned_replicas
+
+
 # --- per partition -----------------------------------------------------------------------------------
 
 # One bit per signal: ``assess`` keeps an int per partition and builds PartitionHealth objects only when read

@@ -35,7 +35,8 @@ class ExitCode(IntEnum):
     """Flags, ``KAFKA_HEALTH_*`` variables or the config file rejected before anything started (argparse
     exits 2 for unusable flags too)."""
     UNHEALTHY = 3
-    """``describe --fail-on-unhealthy`` read a cluster that is not healthy."""
+    """``describe --fail-on-unhealthy`` read a cluster that is not healthy; ``safe-to-stop``: stopping the
+    broker is not safe."""
 
 
 # --- stop signals --------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "zookeeper": "app.cli.zookeeper",
     "reference-cluster": "app.cli.reference_cluster",
     "describe": "app.cli.describe",
+    "safe-to-stop": "app.cli.safe_to_stop",
     "collect": "app.cli.collect",
     "analytics": "app.cli.analytics",
     "serve": "app.cli.serve",

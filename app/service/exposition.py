@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from analytics.store import Store
 from app.actions.state import ActionLog, ActionState
 from app.incidents.lane import IncidentLane
+from app.service.safe_to_stop import cluster_safety
 from app.service.state import ClusterView
 from app.webhooks.model import DELIVERY_STATES
 from app.webhooks.store import WebhookStore
@@ -129,6 +130,7 @@ class KafkaHealthCollector(Collector):
         for broker, imbalance in sorted(report.imbalance.items()):
             ratio.add_metric([cluster, str(broker)], imbalance.ratio)
         yield ratio
+        yield self._safe_to_stop(cluster)
 
         yield from self._freshness(cluster)
         if self.store is not None:
@@ -140,6 +142,19 @@ class KafkaHealthCollector(Collector):
             yield from self._running_actions(cluster)
         if self.incidents is not None:
             yield from self._incidents(cluster)
+
+    def _safe_to_stop(self, cluster: str) -> Metric:
+        """One series per known broker, from the answers the safe-to-stop routes give (computed once per
+        snapshot version)."""
+        family = _gauge(
+            "broker_safe_to_stop",
+            "1 when stopping the broker now takes no partition offline or under min ISR "
+            "(0 also while the view of ZooKeeper is stale).",
+            "broker",
+        )
+        for broker, answer in cluster_safety(self.view).brokers.items():
+            family.add_metric([cluster, str(broker)], 1 if answer.safe else 0)
+        return family
 
     def _incidents(self, cluster: str) -> Iterator[Metric]:
         assert self.incidents is not None

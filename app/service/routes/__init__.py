@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.service.routes import actions, alerts, audit, cluster, load, plans, probes, webhooks
+from app.service.routes import actions, alerts, audit, cluster, load, plans, probes, safe_to_stop, webhooks
 
 ROUTERS: tuple[APIRouter, ...] = (
     probes.router,
+    safe_to_stop.router,  # before cluster: its /brokers/{broker_id} would take /brokers/safe-to-stop
     cluster.router,
     load.router,
     alerts.router,

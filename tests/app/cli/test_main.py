@@ -9,11 +9,20 @@ import sys
 
 import pytest
 
-from app.cli import analytics, collect, demo, describe, reference_cluster, serve, zookeeper
+from app.cli import analytics, collect, demo, describe, reference_cluster, safe_to_stop, serve, zookeeper
 from app.cli.main import SUBCOMMANDS, Subcommand, build_parser, load, main
 from tests.support.cli import REPO
 
-NAMES = ["zookeeper", "reference-cluster", "describe", "collect", "analytics", "serve", "demo"]
+NAMES = [
+    "zookeeper",
+    "reference-cluster",
+    "describe",
+    "safe-to-stop",
+    "collect",
+    "analytics",
+    "serve",
+    "demo",
+]
 
 
 def run_python(*args: str) -> subprocess.CompletedProcess[str]:
@@ -24,7 +33,9 @@ def run_python(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.unit
 def test_one_subcommand_per_module_in_the_order_help_lists_them() -> None:
-    modules: list[Subcommand] = [zookeeper, reference_cluster, describe, collect, analytics, serve, demo]
+    modules: list[Subcommand] = [
+        zookeeper, reference_cluster, describe, safe_to_stop, collect, analytics, serve, demo
+    ]  # fmt: skip
     assert list(SUBCOMMANDS) == NAMES
     assert [load(name) for name in NAMES] == modules
     listed = re.findall(r"^    (\S+)", build_parser().format_help(), flags=re.MULTILINE)

@@ -15,7 +15,14 @@ from tests.support.service import Service
 @pytest.mark.integration
 def test_openapi_documents_every_route(service: Service) -> None:
     spec = httpx.get(service.url + "/openapi.json").json()
-    for path in ("/api/v1/cluster", "/api/v1/partitions", "/api/v1/alerts/{fingerprint}/ack", "/readyz"):
+    for path in (
+        "/api/v1/cluster",
+        "/api/v1/partitions",
+        "/api/v1/alerts/{fingerprint}/ack",
+        "/readyz",
+        "/api/v1/brokers/safe-to-stop",
+        "/api/v1/brokers/{broker_id}/safe-to-stop",
+    ):
         assert path in spec["paths"]
     assert httpx.get(service.url + "/docs").status_code == 200
 
