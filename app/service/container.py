@@ -2,9 +2,10 @@
 
 :func:`service_components` is what ``create_app``'s lifespan runs: the ZooKeeper collector (first full
 scan), the metrics scraper, the :class:`~app.service.state.ClusterView`, the analytics store, the webhook
-notifier, the ZooKeeper admin session of the runbook actions, the action log and the
-:class:`~app.actions.runner.ActionRunner`. It yields them as one frozen :class:`ServiceContainer`,
-installed as the one attribute ``app.state.container`` that :mod:`app.service.deps` reads.
+notifier, the ZooKeeper admin session of the runbook actions, the action log, the
+:class:`~app.actions.runner.ActionRunner` and the :class:`~app.actions.throttles.ThrottleCleaner`. It
+yields them as one frozen :class:`ServiceContainer`, installed as the one attribute
+``app.state.container`` that :mod:`app.service.deps` reads.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from analytics.rules import RuleSettings
 from analytics.store import Store
 from app.actions.runner import ActionRunner, interrupted
 from app.actions.state import ActionLog, MemoryActionLog
+from app.actions.throttles import ThrottleCleaner
 from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
 from app.service.auth import TokenStore
@@ -46,6 +48,8 @@ class ServiceContainer:
     actions: ActionLog
     """Actions and the audit trail: in the store, else in memory."""
     runner: ActionRunner
+    throttles: ThrottleCleaner
+    """The replication throttles' inventory and cleanup."""
     notifier: Notifier | None
     """The webhook notifier (None without a store)."""
     incidents: IncidentLane | None = None
@@ -137,7 +141,8 @@ def service_components(
             actions, admin, cluster, latest_load=None if store is None else store.latest_load
         )
         stack.callback(runner.shutdown)
-        yield ServiceContainer(view, tokens, store, webhooks, actions, runner, notifier, lane)
+        throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
+        yield ServiceContainer(view, tokens, store, webhooks, actions, runner, throttles, notifier, lane)
 
 
 def _action_log(storage: Storage | None, given: ActionLog | None) -> ActionLog:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.service.routes import actions, alerts, audit, cluster, load, plans, probes, webhooks
+from app.service.routes import actions, alerts, audit, cluster, load, plans, probes, throttles, webhooks
 
 ROUTERS: tuple[APIRouter, ...] = (
     probes.router,
@@ -18,5 +18,6 @@ ROUTERS: tuple[APIRouter, ...] = (
     actions.router,
     audit.router,
     plans.router,
+    throttles.router,
     webhooks.router,
 )
