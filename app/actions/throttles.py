@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +88,13 @@ def throttle_users(actions: ActionLog) -> list[ThrottleUser]:
 
 
 def inventory_of(snapshot: ClusterSnapshot, actions: ActionLog | None) -> ThrottleInventory:
-    """The snapshot's throttles with the log's unfinished actions as their users (none without a log)."""
-    return throttle_inventory(snapshot, throttle_users(actions) if actions is not None else ())
+    """The snapshot's throttles with the log's unfinished actions as their users (none without a log).
+    The log is read only when the snapshot has a throttle (``/metrics`` asks at every scrape)."""
+    return throttle_inventory(snapshot, _lazy_users(actions) if actions is not None else ())
+
+
+def _lazy_users(actions: ActionLog) -> Iterator[ThrottleUser]:
+    yield from throttle_users(actions)
 
 
 # --- the removal -----------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from app.actions.throttles import (
     EntityRef,
     InvalidThrottleRequestError,
     ThrottleCleaner,
+    inventory_of,
     plan_clear,
     remove_throttles,
     throttle_user,
@@ -421,3 +422,20 @@ def test_plan_clear_is_pure_over_the_inventory() -> None:
     assert [s.ref for s in plan.skipped] == [EntityRef(EntityType.TOPIC, "orders")]
     assert inventory.find(EntityType.TOPIC, "orders") is not None
     assert inventory.count(ThrottleState.IN_USE) == 1
+
+
+@pytest.mark.unit
+def test_the_log_is_read_only_when_the_snapshot_has_a_throttle() -> None:
+    class CountingLog(MemoryActionLog):
+        reads = 0
+
+        def records(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[ActionRecord]:
+            CountingLog.reads += 1
+            return super().records(state, limit, offset)
+
+    log = CountingLog()
+    log.save(record("r", ActionState.RUNNING, plan={"throttles": {"brokers": [1], "topics": []}}))
+    assert inventory_of(snapshots.cluster(snapshots.partition("t", 0, [1])), log).entries == ()
+    assert CountingLog.reads == 0
+    assert inventory_of(cluster(), log).count(ThrottleState.IN_USE) == 1
+    assert CountingLog.reads == 2  # PENDING and RUNNING
