@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictInt
 
 from app.actions.throttles import ClearOrder, ClearOutcome, EntityRef
 from collectors.kafka.throttles import (
@@ -169,7 +169,7 @@ class ClearThrottlesIn(BaseModel):
     """Dry run by default: say ``"dry_run": false`` to remove."""
     include_in_use: bool = False
     """Also remove throttles an unfinished action or a running reassignment uses."""
-    brokers: list[int | str] | None = None
+    brokers: list[StrictInt | str] | None = None
     """Broker ids, or ``"<default>"``; with ``topics``, only the entities named are cleared."""
     topics: list[str] | None = None
 

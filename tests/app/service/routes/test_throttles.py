@@ -219,6 +219,7 @@ def test_bad_clear_requests_are_422_with_the_message(service: Service) -> None:
     assert "-1" in detail
     assert "'x'" in detail
     assert "'a/b'" in detail
+    assert service.post(CLEAR, json={"brokers": [True]}).status_code == 422  # not broker 1
     typo = service.post(CLEAR, json={"dryrun": False})
     assert typo.status_code == 422
     assert typo.json()["problems"][0]["location"] == "body.dryrun"
