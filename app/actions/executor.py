@@ -49,7 +49,8 @@ from app.actions.reassignment import (
     throttle_config_from,
 )
 from app.actions.state import ActionRecord, ActionState, AuditEntry
-from app.actions.throttling import ThrottleSpec, remove_throttles, set_config_keys
+from app.actions.throttles import remove_throttles
+from app.actions.throttling import ThrottleSpec, set_config_keys
 from collectors.health import HealthReport
 from collectors.kafka import zkdata
 from collectors.kafka.admin import AdminZooKeeper
@@ -551,10 +552,12 @@ class ReassignmentExecutor:
             set_config_keys(self._zk, "topics", topic, values)
 
     def _remove_throttles(self, journal: ReassignmentJournal) -> tuple[bool, str | None]:
+        """Kafka's ``clearAllThrottles``: the rates of every broker the action named or that is registered
+        now, the replica lists of its topics (:func:`app.actions.throttles.remove_throttles`)."""
         snapshot, _ = self._state()
-        brokers = set(journal.throttled_brokers) | set(snapshot.brokers)
-        failures = remove_throttles(self._zk, sorted(brokers), journal.throttled_topics)
-        return not failures, "; ".join(failures) or None
+        brokers = sorted(set(journal.throttled_brokers) | set(snapshot.brokers))
+        report = remove_throttles(self._zk, brokers=brokers, topics=journal.throttled_topics)
+        return report.ok, report.first_error
 
     # --- the end ------------------------------------------------------------------------------------
 

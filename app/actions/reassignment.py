@@ -27,13 +27,14 @@ from typing import Literal
 
 from collectors.health import HealthReport, problem_partitions
 from collectors.kafka.model import ClusterSnapshot, PartitionInfo, TopicPartition
-
-LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
-FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
-LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
-BROKER_THROTTLE_KEYS = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
-TOPIC_THROTTLE_KEYS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
+from collectors.kafka.throttles import (
+    BROKER_THROTTLE_KEYS,
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+    TOPIC_THROTTLE_KEYS,
+)
 
 # Problem codes
 EMPTY_REQUEST = "empty_request"

@@ -1,6 +1,7 @@
-"""A reassignment's replication throttle: what was asked for (:class:`ThrottleSpec`), and writing and removing
-the throttle keys of entity configs (read-modify-write of ``/config/<type>/<entity>``, the brokers told
-through ``/config/changes`` as kafka-configs does; every other key of the config is kept)."""
+"""A reassignment's replication throttle: what was asked for (:class:`ThrottleSpec`), and writing the throttle
+keys into entity configs (read-modify-write of ``/config/<type>/<entity>``, the brokers told through
+``/config/changes`` as kafka-configs does; every other key of the config is kept). Their removal is
+:func:`app.actions.throttles.remove_throttles`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.actions.reassignment import BROKER_THROTTLE_KEYS, TOPIC_THROTTLE_KEYS
 from collectors.kafka.admin import AdminZooKeeper
 
 if TYPE_CHECKING:
@@ -61,17 +61,3 @@ def set_config_keys(
         return False
     zk.set_config(entity_type, entity, updated)
     return True
-
-
-def remove_throttles(zk: AdminZooKeeper, brokers: Iterable[int], topics: Iterable[str]) -> list[str]:
-    """Kafka's ``clearAllThrottles``: both rates of every broker given, both replica lists of every topic;
-    goes on past a failure. Returns what failed (empty: all removed)."""
-    failures = []
-    targets = [("brokers", str(b), BROKER_THROTTLE_KEYS) for b in brokers]
-    targets += [("topics", t, TOPIC_THROTTLE_KEYS) for t in topics]
-    for entity_type, entity, keys in targets:
-        try:
-            set_config_keys(zk, entity_type, entity, {}, keys)
-        except Exception as exc:
-            failures.append(f"could not remove the throttle of {entity_type}/{entity}: {exc}")
-    return failures

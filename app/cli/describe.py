@@ -2,7 +2,9 @@
 
 Like ``kafka-topics --describe --under-replicated-partitions``, but all of it: brokers, controller, every
 partition with its health flags, the summary an on-call engineer starts from, suspect brokers, pending
-admin operations and the znodes that could not be read.
+admin operations, the znodes that could not be read, and the replication throttles. ``describe`` reads no
+action log: a throttle is in use here only while a reassignment running in ZooKeeper needs it (the
+service's ``GET /api/v1/throttles`` also knows its own unfinished actions).
 
 Exit codes: 0 read (even with problems), 1 the cluster could not be read, 2 bad input, 3 unhealthy with
 ``--fail-on-unhealthy``.
@@ -17,8 +19,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from app.cli.common import ExitCode
+from app.service.schemas.throttles import ThrottlesOut
 from collectors.health import HealthReport, PartitionHealth, assess
 from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
+from collectors.kafka.throttles import (
+    BrokerThrottle,
+    ThrottleEntry,
+    ThrottleInventory,
+    ThrottleState,
+    throttle_inventory,
+)
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsCollector
 from collectors.zookeeper.collector import scan
@@ -182,6 +192,7 @@ def describe_json(
             "deletions": list(snapshot.pending.deletions),
         },
         "errors": [{"path": e.path, "reason": e.reason} for e in snapshot.errors],
+        "throttles": ThrottlesOut.of(throttle_inventory(snapshot), snapshot.version).model_dump(mode="json"),
     }
 
 
@@ -224,6 +235,7 @@ def describe_text(
             flags = _flags(report.partitions[tp])
             out.write(line + (f"\t[{', '.join(flags)}]" if flags else "") + "\n")
     _write_summary(snapshot, report, out)
+    _write_throttles(throttle_inventory(snapshot), out)
 
 
 def _flags(health: PartitionHealth) -> list[str]:
@@ -288,6 +300,37 @@ def _write_summary(snapshot: ClusterSnapshot, report: HealthReport, out: TextIO)
         out.write(f"  unreadable znode {error.path}: {error.reason}\n")
     if snapshot.stale:
         out.write("  WARNING: the snapshot is stale (ZooKeeper session lost)\n")
+
+
+def _write_throttles(inventory: ThrottleInventory, out: TextIO) -> None:
+    """One line when there are none; else one line per broker entity and topic, its problems under it."""
+    entries = inventory.entries
+    if not entries:
+        out.write("\nReplication throttles: none\n")
+        return
+    leftover = inventory.count(ThrottleState.LEFTOVER)
+    in_use = inventory.count(ThrottleState.IN_USE)
+    out.write(f"\nReplication throttles: {leftover} leftover, {in_use} in use\n")
+    for entry in entries:
+        out.write(f"  {_throttle_line(entry)}\n")
+        for problem in entry.problems:
+            out.write(f"    {problem.code}: {problem.message}\n")
+
+
+def _throttle_line(entry: ThrottleEntry) -> str:
+    if isinstance(entry, BrokerThrottle):
+        halves = [f"{k.split('.')[0]} {v} B/s" for k, v in sorted(entry.config.items(), reverse=True)]
+    else:
+        halves = []
+        for direction in ("leader", "follower"):
+            replicas = entry.replicas(direction)
+            if replicas is not None:
+                halves.append(f"{direction} {replicas.value.strip() or '(empty)'}")
+    limits = f"limits {' and '.join(entry.limits)}" if entry.limits else "inert"
+    state = "leftover"
+    if entry.state is ThrottleState.IN_USE:
+        state = "in use (a reassignment is running)"
+    return f"{entry.entity_type.value} {entry.entity}: {', '.join(halves)}; {limits}; {state}"
 
 
 # --- the command -----------------------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 :func:`service_components` is what ``create_app``'s lifespan runs: the ZooKeeper collector (first full
 scan), the metrics scraper, the :class:`~app.service.state.ClusterView`, the analytics store, the webhook
-notifier, the ZooKeeper admin session of the runbook actions, the action log and the
-:class:`~app.actions.runner.ActionRunner`. It yields them as one frozen :class:`ServiceContainer`,
-installed as the one attribute ``app.state.container`` that :mod:`app.service.deps` reads.
+notifier, the ZooKeeper admin session of the runbook actions, the action log, the
+:class:`~app.actions.runner.ActionRunner` and the :class:`~app.actions.throttles.ThrottleCleaner`. It
+yields them as one frozen :class:`ServiceContainer`, installed as the one attribute
+``app.state.container`` that :mod:`app.service.deps` reads.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from analytics.store import Store
 from app.actions.measure import PartitionMetricsReader
 from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog, ActionState, MemoryActionLog
+from app.actions.throttles import ThrottleCleaner
 from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
 from app.service.auth import TokenStore
@@ -47,6 +49,8 @@ class ServiceContainer:
     actions: ActionLog
     """Actions and the audit trail: in the store, else in memory."""
     runner: ActionRunner
+    throttles: ThrottleCleaner
+    """The replication throttles' inventory and cleanup."""
     notifier: Notifier | None
     """The webhook notifier (None without a store)."""
     incidents: IncidentLane | None = None
@@ -162,7 +166,8 @@ def service_components(
         )
         runner.start()
         stack.callback(runner.shutdown)
-        yield ServiceContainer(view, tokens, store, webhooks, actions, runner, notifier, lane)
+        throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
+        yield ServiceContainer(view, tokens, store, webhooks, actions, runner, throttles, notifier, lane)
 
 
 def _action_log(storage: Storage | None, given: ActionLog | None) -> ActionLog:

@@ -1,6 +1,6 @@
 """The routes' dependencies, as ``Annotated`` types: who calls (``Viewer``, ``Operator``, ``Admin``) and the
-service's components (``View``, ``StoreDep``, ``WebhooksDep``, ``Runner``, ...), all read from the one
-:class:`~app.service.container.ServiceContainer` the lifespan installed.
+service's components (``View``, ``StoreDep``, ``WebhooksDep``, ``Runner``, ``Throttles``, ...), all read
+from the one :class:`~app.service.container.ServiceContainer` the lifespan installed.
 
 Every dependency reads the request only (no header, query or body parameter of its own), so none of them
 shows in the OpenAPI document.
@@ -16,6 +16,7 @@ from fastapi import Depends, HTTPException, Request
 from analytics.store import Store
 from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog
+from app.actions.throttles import ThrottleCleaner
 from app.service.auth import Principal, Role
 from app.service.container import ServiceContainer
 from app.service.state import ClusterView
@@ -98,6 +99,10 @@ def runner_of(container: Container) -> ActionRunner:
     return container.runner
 
 
+def throttles_of(container: Container) -> ThrottleCleaner:
+    return container.throttles
+
+
 def notifier_of(container: Container) -> Notifier | None:
     return container.notifier
 
@@ -108,4 +113,5 @@ WebhooksDep = Annotated[WebhookStore, Depends(webhooks_of)]
 OptionalStore = Annotated[Store | None, Depends(optional_store_of)]
 Actions = Annotated[ActionLog, Depends(actions_of)]
 Runner = Annotated[ActionRunner, Depends(runner_of)]
+Throttles = Annotated[ThrottleCleaner, Depends(throttles_of)]
 NotifierDep = Annotated[Notifier | None, Depends(notifier_of)]

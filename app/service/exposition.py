@@ -22,12 +22,15 @@ from prometheus_client.registry import Collector
 
 from analytics.store import Store
 from app.actions.state import ActionLog, ActionState
+from app.actions.throttles import inventory_of
 from app.incidents.lane import IncidentLane
 from app.service.safe_to_stop import cluster_safety
 from app.service.state import ClusterView
 from app.webhooks.model import DELIVERY_STATES
 from app.webhooks.store import WebhookStore
 from collectors.health import problem_partitions
+from collectors.kafka.model import ClusterSnapshot
+from collectors.kafka.throttles import DIRECTIONS, EntityType, ThrottleState
 
 PROBLEMS = ("under_replicated", "under_min_isr", "at_min_isr", "offline")
 
@@ -132,6 +135,7 @@ class KafkaHealthCollector(Collector):
         yield ratio
         yield self._safe_to_stop(cluster)
 
+        yield from _throttles(cluster, snapshot, self.actions)
         yield from self._freshness(cluster)
         if self.store is not None:
             yield from self._from_store(cluster)
@@ -295,6 +299,34 @@ class KafkaHealthCollector(Collector):
         for state in DELIVERY_STATES:
             deliveries.add_metric([cluster, state], totals[state])
         return deliveries
+
+
+def _throttles(cluster: str, snapshot: ClusterSnapshot, actions: ActionLog | None) -> Iterator[Metric]:
+    """Replication throttles: entities by state (every combination, 0 included, so that a leftover shows
+    as a change), and the rates in force on each registered broker (its own, else ``<default>``'s)."""
+    inventory = inventory_of(snapshot, actions)
+    counts = _gauge(
+        "replication_throttles",
+        "Broker and topic entities with replication throttle configs, leftover or in use by an unfinished "
+        "action or a running reassignment.",
+        "state",
+        "entity_type",
+    )
+    for state in ThrottleState:
+        for entity_type in EntityType:
+            counts.add_metric([cluster, state.value, entity_type.value], inventory.count(state, entity_type))
+    yield counts
+    rates = _gauge(
+        "replication_throttle_rate_bytes",
+        "The replication throttle rate in force on the broker (bytes/s): its own, else <default>'s.",
+        "broker",
+        "direction",
+    )
+    for broker, by_direction in inventory.rates.items():
+        for direction in DIRECTIONS:
+            if direction in by_direction:
+                rates.add_metric([cluster, str(broker), direction], by_direction[direction])
+    yield rates
 
 
 def render(

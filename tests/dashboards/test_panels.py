@@ -25,6 +25,7 @@ from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
 from app.storage import open_database
 from collectors.health import assess
+from collectors.kafka.admin import KazooAdmin
 from collectors.metrics import MetricsSettings
 from collectors.samples import health_document
 from collectors.zookeeper.collector import scan
@@ -54,6 +55,8 @@ DOWN_BROKER = 2
 """Crashed: it holds replicas but is not registered (rule 5), its partitions are under-replicated."""
 UNSCRAPED_BROKER = 0
 """Registered, but its metrics exporter is down (nothing listens at its URL): scrape failures."""
+THROTTLED_BROKER = 1
+"""A leftover follower replication throttle (the Operations dashboard's throttle panels)."""
 LOAD = {0: 0.5, 1: 0.25, 2: 0.25}
 """Db per broker of the load window put in the store: broker 0 carries half the load (rules 8 and 9)."""
 LABEL_VALUES = re.compile(r"label_values\((?P<metric>.+),\s*(?P<label>\w+)\)")
@@ -97,14 +100,26 @@ def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
 
 
 def inject_faults(service: FaultyService) -> str:
-    """Crash a broker, wait until /metrics shows it, and store what the analytics job would: a load window
-    skewed onto broker 0 and the alerts the rules raise on the real health state. Returns the cluster id."""
+    """Crash a broker, leave a replication throttle behind (as Kafka's tool does without ``--verify``),
+    wait until /metrics shows them, and store what the analytics job would: a load window skewed onto
+    broker 0 and the alerts the rules raise on the real health state. Returns the cluster id."""
     service.cluster.stop_broker(DOWN_BROKER)
+    admin = KazooAdmin(service.zk_connect)
+    try:
+        admin.set_config("brokers", str(THROTTLED_BROKER), {"follower.replication.throttled.rate": "1048576"})
+        orders = admin.get_config("topics", "orders")
+        admin.set_config("topics", "orders", orders | {"follower.replication.throttled.replicas": "*"})
+    finally:
+        admin.close()
     shown = [
         re.compile(rf'^kafka_health_broker_down\{{[^}}]*broker="{DOWN_BROKER}"', re.MULTILINE),
         re.compile(r'^kafka_health_topic_partitions\{[^}]*state="under_replicated"', re.MULTILINE),
         re.compile(
             rf'^kafka_health_broker_scrape_up\{{[^}}]*broker="{UNSCRAPED_BROKER}"[^}}]*\}} 0', re.MULTILINE
+        ),
+        re.compile(
+            rf'^kafka_health_replication_throttle_rate_bytes\{{[^}}]*broker="{THROTTLED_BROKER}"',
+            re.MULTILINE,
         ),
     ]
 
@@ -112,7 +127,11 @@ def inject_faults(service: FaultyService) -> str:
         text = service.metrics()
         return all(pattern.search(text) for pattern in shown)
 
-    wait_for(faults_shown, timeout=30, message="/metrics shows the broker down, URPs and the failed scrape")
+    wait_for(
+        faults_shown,
+        timeout=30,
+        message="/metrics shows the broker down, URPs, the failed scrape and the throttle",
+    )
     snapshot = scan(service.zk_connect)
     cluster_id = snapshot.cluster_id or "unknown"
     doc = health_document(snapshot, assess(snapshot))

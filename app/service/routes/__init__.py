@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.service.routes import actions, alerts, audit, cluster, load, plans, probes, safe_to_stop, webhooks
+from app.service.routes import (
+    actions,
+    alerts,
+    audit,
+    cluster,
+    load,
+    plans,
+    probes,
+    safe_to_stop,
+    throttles,
+    webhooks,
+)
 
 ROUTERS: tuple[APIRouter, ...] = (
     probes.router,
@@ -19,5 +30,6 @@ ROUTERS: tuple[APIRouter, ...] = (
     actions.router,
     audit.router,
     plans.router,
+    throttles.router,
     webhooks.router,
 )

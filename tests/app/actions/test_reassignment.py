@@ -15,10 +15,6 @@ from app.actions.reassignment import (
     DUPLICATE_REPLICAS,
     EMPTY_REPLICAS,
     EMPTY_REQUEST,
-    FOLLOWER_THROTTLED_RATE,
-    FOLLOWER_THROTTLED_REPLICAS,
-    LEADER_THROTTLED_RATE,
-    LEADER_THROTTLED_REPLICAS,
     NEGATIVE_BROKER_ID,
     PARTITION_BEING_REASSIGNED,
     REASSIGNMENT_IN_PROGRESS,
@@ -38,6 +34,12 @@ from app.actions.reassignment import (
 )
 from collectors.health import assess
 from collectors.kafka.model import NO_LEADER, PendingOperations, ReplicaAssignment, TopicPartition
+from collectors.kafka.throttles import (
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+)
 from tests.support import snapshots
 from tests.support.snapshots import partition
 

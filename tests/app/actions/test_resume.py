@@ -26,13 +26,13 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from app.actions.reassignment import BROKER_THROTTLE_KEYS, TOPIC_THROTTLE_KEYS
 from app.embedded.reference_cluster.bulk import BulkClusterSpec, write_bulk_cluster
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec, TrafficSettings
 from collectors.kafka import zkdata
 from collectors.kafka.admin import read_entity_config
 from collectors.kafka.model import TopicPartition
+from collectors.kafka.throttles import BROKER_THROTTLE_KEYS, TOPIC_THROTTLE_KEYS
 from collectors.zookeeper.collector import scan
 from tests.support.controller_stand_in import ControllerStandIn
 from tests.support.reference_cluster import ClusterFactory, wait_for

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from app.cli.describe import describe_json as describe_json_of
+from app.cli.describe import describe_text
 from app.cli.main import main
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec
+from collectors.health import assess
+from collectors.kafka.model import ClusterSnapshot
+from tests.support import snapshots
 from tests.support.reference_cluster import LAG_MS, ClusterFactory, wait_for
 
 pytestmark = pytest.mark.integration
@@ -151,6 +158,7 @@ def test_text_output_reads_like_kafka_topics(
     assert "Configs: min.insync.replicas=2" in out
     assert "brokers 2 (down: 2)" in out
     assert "UNDER-REPLICATED" in out
+    assert "\nReplication throttles: none\n" in out
 
 
 def test_bad_input_and_an_unreachable_cluster_exit_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,3 +168,59 @@ def test_bad_input_and_an_unreachable_cluster_exit_with_a_message(capsys: pytest
     code, _, err = describe(capsys, "--zookeeper", "127.0.0.1:1", "--timeout", "2")
     assert code == 1
     assert "cannot read the cluster at 127.0.0.1:1" in err
+
+
+def throttled() -> ClusterSnapshot:
+    """A leftover of Kafka's tool (rates on 1 and 2, orders' lists) and half a throttle on <default>."""
+    snap = snapshots.cluster(
+        snapshots.partition("orders", 0, [1, 2, 3]),
+        topic_configs={
+            "orders": {
+                "leader.replication.throttled.replicas": "0:1,0:4",
+                "follower.replication.throttled.replicas": "*",
+                "retention.ms": "1",
+            }
+        },
+    )
+    rates = {"leader.replication.throttled.rate": "100", "follower.replication.throttled.rate": "200"}
+    configs = {"1": rates, "2": rates, "<default>": {"leader.replication.throttled.rate": "5"}}
+    return dataclasses.replace(snap, broker_configs=configs)
+
+
+def text_of(snapshot: ClusterSnapshot) -> str:
+    out = io.StringIO()
+    describe_text(snapshot, assess(snapshot), sorted(snapshot.partitions), out)
+    return out.getvalue()
+
+
+@pytest.mark.unit
+def test_the_text_has_a_replication_throttles_section() -> None:
+    text = text_of(throttled())
+    section = text.split("\nReplication throttles: ", 1)[1].splitlines()
+    assert section == [
+        "4 leftover, 0 in use",
+        "  broker 1: leader 100 B/s, follower 200 B/s; limits leader and follower; leftover",
+        "  broker 2: leader 100 B/s, follower 200 B/s; limits follower; leftover",
+        "    no_list: no topic lists a replica on broker 2 in leader.replication.throttled.replicas: "
+        "leader.replication.throttled.rate limits nothing until one does",
+        "  broker <default>: leader 5 B/s; inert; leftover",
+        "    no_list: no topic lists a replica on a broker without a rate of its own in "
+        "leader.replication.throttled.replicas: leader.replication.throttled.rate limits nothing until "
+        "one does",
+        "  topic orders: leader 0:1,0:4, follower *; limits leader and follower; leftover",
+        "    unknown_broker: leader.replication.throttled.replicas names brokers that are not registered: "
+        "0:4 (they apply if the broker comes back)",
+    ]
+    assert "\nReplication throttles: none\n" in text_of(snapshots.cluster(snapshots.partition("t", 0, [1])))
+
+
+@pytest.mark.unit
+def test_the_json_has_the_throttle_inventory_as_the_api_gives_it() -> None:
+    snapshot = throttled()
+    result = describe_json_of(snapshot, assess(snapshot), [])
+    throttles = result["throttles"]
+    assert throttles["summary"]["leftover"] == 4
+    assert throttles["summary"]["brokers_throttled"] == [1, 2, 3]
+    assert [b["entity"] for b in throttles["brokers"]] == ["1", "2", "<default>"]
+    assert throttles["topics"][0]["follower"]["all_replicas"] is True
+    assert {r["broker"]: r["leader"] for r in throttles["rates"]} == {1: 100, 2: 100, 3: 5}
