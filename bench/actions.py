@@ -1,9 +1,9 @@
 """Benchmark: on-call operations, end to end and at scale.
 
-    .venv/bin/python bench/actions.py cancel [--repeats 5]
-    .venv/bin/python bench/actions.py resume [--signal kill|term] [--repeats 3]
-    .venv/bin/python bench/actions.py stall [--stall-after 5] [--repeats 3]
-    .venv/bin/python bench/actions.py safe-to-stop [--brokers 1000 --partitions 200000] [--repeats 5]
+    .venv/bin/python -m bench.actions cancel [--repeats 5]
+    .venv/bin/python -m bench.actions resume [--signal kill|term] [--repeats 3]
+    .venv/bin/python -m bench.actions stall [--stall-after 5] [--repeats 3]
+    .venv/bin/python -m bench.actions safe-to-stop [--brokers 1000 --partitions 200000] [--repeats 5]
 
 ``cancel``, ``resume`` and ``stall`` run an embedded ZooKeeper, the reference cluster (4 brokers, a topic
 ``moves`` of 3 partitions, RF 2, 3 MiB logs) and ``kafka-health serve`` as a child process on a fresh
@@ -157,7 +157,7 @@ def back_to_original(
     }
     if now == original:
         return
-    items = [{"topic": TOPIC, "partition": p, "replicas": r} for p, r in original.items()]
+    items = [{"topic": TOPIC, "partition": p, "replicas": r} for p, r in original.items() if now.get(p) != r]
     with service.client() as client:
         body = {"partitions": items, "dry_run": False, "max_concurrent_moves": 10}
         response = client.post("/api/v1/actions/reassignments", json=body)
