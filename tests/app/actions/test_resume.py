@@ -360,6 +360,7 @@ def test_the_dry_run_warns_of_a_throttle_below_the_produce_rate_and_progress_and
     assert fine.json()["warnings"] == []
     action_id = reassign(serve, moves, throttle_bytes_per_sec=THROTTLE // 2)
     seen: list[tuple[float, float | None]] = []
+    exported: list[str] = []
 
     def observe() -> dict[str, Any] | None:
         body = action(serve, action_id)
@@ -368,6 +369,13 @@ def test_the_dry_run_warns_of_a_throttle_below_the_produce_rate_and_progress_and
             point = (float(progress["bytes_remaining"]), progress.get("eta_s"))
             if not seen or seen[-1] != point:
                 seen.append(point)
+            if progress.get("eta_s") and body["state"] == "RUNNING" and not exported:
+                text = serve.get("/metrics").text
+                exported.extend(
+                    name
+                    for name in ("kafka_health_action_bytes_remaining", "kafka_health_action_eta_seconds")
+                    if re.search(rf'{name}{{action="{action_id}",[^}}]*}} [0-9.e+]+', text)
+                )
         return body if body["state"] not in ("PENDING", "RUNNING", "STALLED") else None
 
     done = wait_for(observe, timeout=60, message="the reassignment done")
@@ -380,6 +388,7 @@ def test_the_dry_run_warns_of_a_throttle_below_the_produce_rate_and_progress_and
     etas = [eta for _, eta in seen if eta is not None]
     assert etas, f"an ETA once the rate is measured: {seen}"
     assert done["progress"]["bytes_source"] == "log sizes"
+    assert exported == ["kafka_health_action_bytes_remaining", "kafka_health_action_eta_seconds"], exported
     assert done["progress"]["partitions_remaining"] == 0
     print(f"\nprogress observed {len(seen)} times: {[(round(r / 1024), e and round(e, 1)) for r, e in seen]}")
 
