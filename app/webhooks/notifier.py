@@ -110,6 +110,10 @@ class NotifierSettings(BaseModel):
     """The election's ephemeral znode, under the connect string's chroot."""
     zookeeper: str | None = None
     """Connect string for the election (``host:port[,...][/chroot]``); default: the cluster's."""
+    session_timeout_s: Annotated[float, Field(ge=1, le=600)] = 10.0
+    """The leadership's ZooKeeper session timeout: how long a crashed leader keeps the leadership (its
+    ephemeral znode) before another instance takes over webhooks, incident alerts and runbook actions.
+    ZooKeeper bounds what it grants to 2-20 of its ``tickTime`` (4-40 s by default)."""
     external_url: str = ""
     """This service's base URL, for links to alerts in payloads (none when empty)."""
 
@@ -640,7 +644,9 @@ def service_leadership(zookeeper: str, settings: NotifierSettings | None = None)
     ``none``."""
     settings = settings or NotifierSettings()
     if settings.election == "zookeeper":
-        return ZooKeeperLeadership(settings.zookeeper or zookeeper, settings.lock_path)
+        return ZooKeeperLeadership(
+            settings.zookeeper or zookeeper, settings.lock_path, session_timeout_s=settings.session_timeout_s
+        )
     return AlwaysLeader()
 
 

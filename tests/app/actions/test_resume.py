@@ -70,8 +70,15 @@ def store_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.db'}"
 
 
+FAST = {
+    "KAFKA_HEALTH_SERVICE__ACTIONS__PROGRESS_INTERVAL_S": "0.5",
+    # a killed leader's leadership goes with its session: ZooKeeper's shortest (2 ticks) keeps tests short
+    "KAFKA_HEALTH_SERVICE__WEBHOOKS__SESSION_TIMEOUT_S": "4",
+}
+
+
 def start(serves: Callable[..., Serve], zk_connect: str, store_url: str, **env: str) -> Serve:
-    serve = serves(zk_connect, store_url, KAFKA_HEALTH_SERVICE__ACTIONS__PROGRESS_INTERVAL_S="0.5", **env)
+    serve = serves(zk_connect, store_url, **(FAST | env))
     wait_for(serve.ready, timeout=START_TIMEOUT_S, message="serve ready")
     return serve
 
