@@ -324,6 +324,22 @@ _ANY_PROBLEM = _UNDER_REPLICATED | _UNDER_MIN_ISR | _AT_MIN_ISR | _OFFLINE
 # --- per broker --------------------------------------------------------------------------------------
 
 
+def no_kafka_cluster(snapshot: ClusterSnapshot) -> str | None:
+    """Why ``snapshot`` shows no Kafka cluster at all (None when it shows one): no ``/cluster/id``, no broker
+    registered, no topic, no controller. Kafka writes ``/cluster/id`` when its first broker starts and keeps
+    it, and a cluster whose brokers are all down still has its topics, so this is a wrong connect string
+    or chroot (``host:port/typo``), never an unhealthy cluster: tools must say so rather than report an
+    empty cluster as healthy."""
+    if snapshot.cluster_id or snapshot.brokers or snapshot.topics or snapshot.partitions:
+        return None
+    if snapshot.controller.broker_id is not None:
+        return None
+    return (
+        "no Kafka cluster there: no /cluster/id, no broker in /brokers/ids, no topic in /brokers/topics "
+        "(is the chroot right? Kafka's is the path after host:port in its zookeeper.connect)"
+    )
+
+
 def brokers_down(snapshot: ClusterSnapshot) -> tuple[int, ...]:
     """Brokers that hold replicas (appear in some AR) but are not registered in ``/brokers/ids``.
 

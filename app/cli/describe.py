@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from app.cli.common import ExitCode
 from app.service.schemas.throttles import ThrottlesOut
-from collectors.health import HealthReport, PartitionHealth, assess
+from collectors.health import HealthReport, PartitionHealth, assess, no_kafka_cluster
 from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
 from collectors.kafka.throttles import (
     BrokerThrottle,
@@ -349,6 +349,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         snapshot = scan(args.zookeeper, timeout=args.timeout)
     except Exception as exc:
         err.write(f"error: cannot read the cluster at {args.zookeeper}: {exc}\n")
+        return ExitCode.FAILED
+    missing = no_kafka_cluster(snapshot)
+    if missing is not None:
+        err.write(f"error: {args.zookeeper}: {missing}\n")
         return ExitCode.FAILED
     if args.metrics_url_template:
         try:

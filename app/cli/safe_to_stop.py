@@ -24,6 +24,7 @@ from typing import Any, Protocol, TextIO
 
 from app.cli.common import ExitCode, duration, settings_or_error, stop_signals
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
+from collectors.health import no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.safe_to_stop import SafeToStop, UnknownBrokerError, answer_json, safe_to_stop
@@ -161,6 +162,10 @@ def run(
         except Exception as exc:
             err.write(f"error: cannot read the cluster at {zk.connect}: {exc}\n")
             return ExitCode.FAILED
+        missing = no_kafka_cluster(snapshot)
+        if missing is not None:
+            err.write(f"error: {zk.connect}: {missing}\n")
+            return ExitCode.FAILED
         try:
             answer = judge(snapshot)
         except UnknownBrokerError as exc:
@@ -180,6 +185,11 @@ def run(
         collector.start(timeout=args.timeout)
     except ZooKeeperCollectorError as exc:
         err.write(f"error: cannot read the cluster at {zk.connect}: {exc}\n")
+        return ExitCode.FAILED
+    missing = no_kafka_cluster(collector.snapshot)
+    if missing is not None:
+        collector.stop()
+        err.write(f"error: {zk.connect}: {missing}\n")
         return ExitCode.FAILED
     progress = err if args.format == "json" else out
     try:

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from collectors.health import DEFAULT_MIN_INSYNC_REPLICAS, HealthReport, assess
+from collectors.health import DEFAULT_MIN_INSYNC_REPLICAS, HealthReport, assess, no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsScrape
 from collectors.zookeeper.collector import ScanStats
@@ -168,4 +168,7 @@ class ClusterView:
             )
         if age > self.settings.stale_after_s:
             return False, f"the snapshot is {age:.0f} s old (more than {self.settings.stale_after_s:g} s)"
+        missing = no_kafka_cluster(snapshot)
+        if missing is not None:
+            return False, missing
         return True, "ok"

@@ -605,3 +605,19 @@ def test_a_healthy_cluster_is_zero_everywhere(snapshot: ClusterSnapshot) -> None
     assert report.urp_cross_check.agrees
     assert report.urp_cross_check.offline_not_counted == 0
     assert all(e.preferred_leader and not e.recovering for e in report.partitions.values())
+
+
+def test_a_chroot_without_kafka_is_no_cluster_and_an_unhealthy_one_still_is() -> None:
+    from collectors.kafka.model import ControllerInfo
+
+    nothing = cluster(brokers=(), cluster_id=None, controller=ControllerInfo(None, None))
+    reason = health.no_kafka_cluster(nothing)
+    assert reason is not None
+    assert "no Kafka cluster" in reason
+    assert "chroot" in reason
+    every_broker_down = cluster(
+        partition("orders", 0, (1, 2)), brokers=(), controller=ControllerInfo(None, None)
+    )
+    assert health.no_kafka_cluster(every_broker_down) is None
+    only_the_id = cluster(brokers=(), controller=ControllerInfo(None, None))
+    assert health.no_kafka_cluster(only_the_id) is None

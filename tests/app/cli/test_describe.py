@@ -224,3 +224,13 @@ def test_the_json_has_the_throttle_inventory_as_the_api_gives_it() -> None:
     assert [b["entity"] for b in throttles["brokers"]] == ["1", "2", "<default>"]
     assert throttles["topics"][0]["follower"]["all_replicas"] is True
     assert {r["broker"]: r["leader"] for r in throttles["rates"]} == {1: 100, 2: 100, 3: 5}
+
+
+def test_a_chroot_with_no_kafka_in_it_is_an_error_not_an_empty_healthy_cluster(
+    zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = describe(capsys, "--zookeeper", zk_connect + "-typo")
+    assert code == 1
+    assert out == ""
+    assert "no Kafka cluster there" in err
+    assert err.count("\n") == 1, "one line"

@@ -328,3 +328,14 @@ def test_a_rolling_restart_driven_by_safe_to_stop_wait(
         for timer in timers:
             timer.cancel()
         control.close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("wait", [[], ["--wait", "1"]])
+def test_a_chroot_with_no_kafka_in_it_exits_1_saying_so(
+    capsys: pytest.CaptureFixture[str], zk_connect: str, wait: list[str]
+) -> None:
+    code, out, err = safe_to_stop(capsys, "--zookeeper", zk_connect + "-typo", "--broker", "1", *wait)
+    assert code == 1, err
+    assert "no Kafka cluster there" in err
+    assert out == ""

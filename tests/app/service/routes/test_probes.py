@@ -17,7 +17,7 @@ from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
-from collectors.kafka.model import ClusterSnapshot
+from collectors.kafka.model import ClusterSnapshot, ControllerInfo
 from collectors.zookeeper.collector import ScanStats
 from tests.support import snapshots
 from tests.support.reference_cluster import LAG_MS, wait_for
@@ -67,6 +67,16 @@ def test_readyz_says_why_the_service_is_not_ready(tmp_path: object) -> None:
         assert old.status_code == 503
         assert "more than 30 s" in old.json()["reason"]
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200, "alive though not ready"
+
+        collector.in_sync = True
+        collector.snapshot = dataclasses.replace(
+            snapshots.cluster(brokers=(), cluster_id=None, controller=ControllerInfo(None, None)),
+            version=4,
+            last_good_at=time.time(),
+        )
+        empty = httpx.get(url)
+        assert empty.status_code == 503
+        assert "no Kafka cluster there" in empty.json()["reason"]
     finally:
         server.should_exit = True
         thread.join(timeout=30)
