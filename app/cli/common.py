@@ -115,3 +115,11 @@ def duration(text: str) -> float:
     if match is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 500ms, 2s, 1m)")
     return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def positive_duration(text: str) -> float:
+    """A :func:`duration` above 0 (a timeout or an interval: 0, negative or ``nan`` is bad input)."""
+    seconds = duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration above 0 (e.g. 500ms, 2s, 1m)")
+    return seconds

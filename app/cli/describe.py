@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from app.cli.common import ExitCode
+from app.cli.common import ExitCode, positive_duration
 from app.service.schemas.throttles import ThrottlesOut
 from collectors.health import HealthReport, PartitionHealth, assess, no_kafka_cluster
 from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
@@ -58,7 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--non-preferred", action="store_true", help="only partitions not led by replicas[0]")
     parser.add_argument("--fail-on-unhealthy", action="store_true", help="exit 3 when anything is unhealthy")
     parser.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds to read the cluster (default 30)"
+        "--timeout",
+        type=positive_duration,
+        default=30.0,
+        help="how long to read the cluster: seconds or 500ms, 2s, 1m (default 30)",
     )
 
 

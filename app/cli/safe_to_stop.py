@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-from app.cli.common import ExitCode, duration, settings_or_error, stop_signals
+from app.cli.common import ExitCode, duration, positive_duration, settings_or_error, stop_signals
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.health import no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument(
         "--timeout",
-        type=duration,
+        type=positive_duration,
         default=30.0,
         metavar="SECONDS",
         help="seconds to read the cluster (default 30)",

@@ -234,3 +234,14 @@ def test_a_chroot_with_no_kafka_in_it_is_an_error_not_an_empty_healthy_cluster(
     assert out == ""
     assert "no Kafka cluster there" in err
     assert err.count("\n") == 1, "one line"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("timeout", ["-1", "0", "nan", "0ms", "soon"])
+def test_a_timeout_that_is_not_a_positive_duration_is_bad_input(
+    capsys: pytest.CaptureFixture[str], timeout: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["describe", "--zookeeper", "127.0.0.1:1", "--timeout", timeout])
+    assert exited.value.code == 2
+    assert "argument --timeout" in capsys.readouterr().err
