@@ -89,8 +89,8 @@ PLAN_DRAIN = "plan-drain"
 
 PLANS_KEPT = 100
 """Rebalance and drain plans kept for submission (the oldest go first)."""
-DEFAULT_WORKERS = 4
-"""Actions executing at once; more wait, PENDING, for a worker."""
+DEFAULT_WORKERS = ActionSettings().workers
+"""Actions executing at once; more wait, PENDING, for a worker (the settings' default)."""
 DEFAULT_BUDGET_BYTES = 512 * 1024
 """An election chunk's payload budget (ZooKeeper's default ``jute.maxbuffer`` is 1 MiB)."""
 
@@ -481,11 +481,6 @@ class ActionRunner:
         finally:
             with self._running_lock:
                 self._running.discard(handle.id)
-
-    def running(self) -> set[str]:
-        """Ids of the actions this instance executes now."""
-        with self._running_lock:
-            return set(self._running)
 
     # --- audit -----------------------------------------------------------------------------------------
 

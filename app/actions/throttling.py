@@ -5,7 +5,7 @@ keys into entity configs (read-modify-write of ``/config/<type>/<entity>``, the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -49,14 +49,11 @@ class ThrottleSpec:
         return ThrottleSpec("static", rate=rate)
 
 
-def set_config_keys(
-    zk: AdminZooKeeper, entity_type: str, entity: str, values: Mapping[str, str], drop: Iterable[str] = ()
-) -> bool:
-    """Merge ``values`` into the entity's config and drop the keys ``drop``; writes (and notifies) only
-    when something changes. Returns whether it wrote."""
+def set_config_keys(zk: AdminZooKeeper, entity_type: str, entity: str, values: Mapping[str, str]) -> bool:
+    """Merge ``values`` into the entity's config; writes (and notifies) only when something changes.
+    Returns whether it wrote."""
     config = zk.get_config(entity_type, entity)
-    dropped = set(drop)
-    updated = {k: v for k, v in config.items() if k not in dropped} | dict(values)
+    updated = config | dict(values)
     if updated == config:
         return False
     zk.set_config(entity_type, entity, updated)
