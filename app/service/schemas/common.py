@@ -37,6 +37,9 @@ MAX_JAVA_INT = 2**31 - 1
 
 BrokerId = Annotated[StrictInt, Field(ge=0, le=MAX_JAVA_INT)]
 """A broker id in a body."""
+JavaInt = Annotated[StrictInt, Field(ge=-(2**31), le=MAX_JAVA_INT)]
+"""A broker id in a body whose route judges the id itself (``POST /throttles/clear`` names a negative id
+among every bad entry of its 422, and audits the refusal)."""
 PartitionNumber = Annotated[StrictInt, Field(ge=0, le=MAX_JAVA_INT)]
 """A partition number in a body."""
 Rate = Annotated[StrictInt, Field(ge=1, le=MAX_RATE)]

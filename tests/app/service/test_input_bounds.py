@@ -210,7 +210,9 @@ def test_every_integer_input_is_bounded_and_refused_out_of_range(bounded_service
             "partitions[].partition",
             "partitions[].replicas[]",
         ):
-            assert (item.minimum, item.maximum) == (0, MAX_JAVA_INT), item
+            # /throttles/clear names a negative broker id among its own problems (tests/app/service/routes)
+            low = -(2**31) if item.path == "/api/v1/throttles/clear" else 0
+            assert (item.minimum, item.maximum) == (low, MAX_JAVA_INT), item
     failures = []
     with httpx.Client() as client:
         for item in inputs:
