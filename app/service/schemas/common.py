@@ -1,4 +1,5 @@
-"""Models every area uses: the error body and the page of a paginated list.
+"""Models every area uses: the error body, the page of a paginated list, and the bounds of every integer
+a route takes (ids, offsets, broker ids, partitions, rates; see docs/api.md, "Bounds of integer inputs").
 
 Two pairs of models share a class name (``ActionOut``: an alert's suggested action and a runbook action;
 ``LoadOut``: the load windows and a plan's load summary). OpenAPI names such components after their module
