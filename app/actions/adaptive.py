@@ -38,7 +38,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from collectors.health import expected_isr_size
 from collectors.kafka.model import ClusterSnapshot, TopicPartition
@@ -48,6 +48,9 @@ REQUEST_HANDLER_IDLE = "request_handler_idle"
 NETWORK_PROCESSOR_IDLE = "network_processor_idle"
 PRODUCE_P99_MS = "produce_p99_ms"
 UNDER_REPLICATED = "under_replicated"
+MAX_RATE = 2**63 - 1
+"""The largest rate in bytes/s: Kafka's throttle configs are Java longs (the service's bounds,
+``app.service.schemas.common``, say the same; this layer cannot import them)."""
 _LISTED = 5
 """Partitions or brokers named in a reason; the rest are counted."""
 
@@ -59,12 +62,12 @@ class AdaptiveThrottle(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: Literal["adaptive"]
-    min_bytes_per_s: Annotated[int, Field(ge=1)]
+    min_bytes_per_s: Annotated[StrictInt, Field(ge=1, le=MAX_RATE)]
     """The floor: replication never stops (0 would never finish); also the starting rate."""
-    max_bytes_per_s: Annotated[int, Field(ge=1)]
+    max_bytes_per_s: Annotated[StrictInt, Field(ge=1, le=MAX_RATE)]
     interval_s: Annotated[float, Field(gt=0, le=86_400)] = 30.0
     """At most one change per interval."""
-    increase_step_bytes_per_s: Annotated[int, Field(ge=1)] | None = None
+    increase_step_bytes_per_s: Annotated[StrictInt, Field(ge=1, le=MAX_RATE)] | None = None
     """Added when healthy; None: a tenth of (max - min), at least 1 (ten healthy intervals from the floor
     to the ceiling)."""
     decrease_factor: Annotated[float, Field(gt=0, lt=1)] = 0.5

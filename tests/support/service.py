@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,16 +70,13 @@ def run_server(app: Any, port: int) -> tuple[uvicorn.Server, threading.Thread]:
     return server, thread
 
 
-@pytest.fixture
-def service(
-    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest
+@contextmanager
+def serving(
+    cluster: ReferenceCluster, zk_connect: str, store_url: str, *, reference: bool = True
 ) -> Iterator[Service]:
-    """The service on a reference cluster (``small_settings``; parametrize indirectly with a dict of
-    overrides, e.g. ``{"brokers": 4}``)."""
-    overrides: dict[str, Any] = getattr(request, "param", {})
-    cluster = make_cluster(**overrides)
+    """``create_app`` served by uvicorn on a free port for the ``with`` block, on ``cluster`` and a store
+    at ``store_url`` (created here); ``reference``: with the reference cluster's fault controls."""
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
-    store_url = f"sqlite:///{tmp_path / 'store.db'}"
     open_database(store_url).close()
     settings = ServiceSettings(
         tokens=SecretStr(TOKENS),
@@ -90,7 +88,7 @@ def service(
         zookeeper=zk_connect,
         metrics=MetricsSettings(urls=urls),
         store_url=store_url,
-        extra_routers=[reference_router(ControlApi(cluster))],
+        extra_routers=[reference_router(ControlApi(cluster))] if reference else [],
     )
     port = pick_free_port()
     server, thread = run_server(app, port)
@@ -99,6 +97,18 @@ def service(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@pytest.fixture
+def service(
+    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Service]:
+    """The service on a reference cluster (``small_settings``; parametrize indirectly with a dict of
+    overrides, e.g. ``{"brokers": 4}``)."""
+    overrides: dict[str, Any] = getattr(request, "param", {})
+    cluster = make_cluster(**overrides)
+    with serving(cluster, zk_connect, f"sqlite:///{tmp_path / 'store.db'}") as service:
+        yield service
 
 
 def fill_store(service: Service, offline_topic: str = "orders") -> str:

@@ -22,6 +22,7 @@ from app.service.schemas.actions import (
     ReassignmentPlanOut,
     RollbackIn,
 )
+from app.service.schemas.common import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["actions"])
 
@@ -61,8 +62,8 @@ def actions(
     log: Actions,
     _: Viewer,
     state: Annotated[ActionState | None, Query()] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Offset = 0,
+    limit: Limit = 100,
 ) -> list[ActionOut]:
     return [ActionOut.of(r) for r in log.records(state=state, limit=limit, offset=offset)]
 

@@ -12,7 +12,7 @@ from analytics.rules import RULE_LANES
 from analytics.store import Acknowledgement, Store
 from app.service.deps import Operator, Runner, StoreDep, Viewer
 from app.service.schemas.alerts import AckIn, AlertDetail, AlertEventOut, AlertOut
-from app.service.schemas.common import Page, Problem
+from app.service.schemas.common import Limit, Offset, Page, Problem
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 
@@ -28,8 +28,8 @@ def alerts(
     rule: Annotated[int | None, Query(ge=1, le=12)] = None,
     severity: Annotated[list[str] | None, Query(description="critical, warning, info")] = None,
     cluster: str | None = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Offset = 0,
+    limit: Limit = 100,
 ) -> Page[AlertOut]:
     """Alerts that opened at least once (pending ones, still inside their hysteresis, are not shown)."""
     _check_filters(state or [], severity or [])

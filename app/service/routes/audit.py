@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from app.service.deps import Actions, Admin
 from app.service.schemas.audit import AuditOut
+from app.service.schemas.common import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["actions", "audit"])
 
@@ -16,8 +15,8 @@ router = APIRouter(prefix="/api/v1", tags=["actions", "audit"])
 def audit(
     log: Actions,
     _: Admin,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Offset = 0,
+    limit: Limit = 100,
 ) -> list[AuditOut]:
     """Who did what and when, newest first: every action, dry run and refusal (admin)."""
     return [AuditOut.of(e) for e in log.audit_entries(limit=limit, offset=offset)]

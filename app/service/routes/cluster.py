@@ -31,7 +31,7 @@ from app.service.schemas.cluster import (
     UrpCrossCheckOut,
     ZnodeErrorOut,
 )
-from app.service.schemas.common import MAX_PAGE, Page, Problem
+from app.service.schemas.common import MAX_PAGE, BrokerIdPath, BrokerIdQuery, Offset, Page, Problem
 from app.service.state import ClusterState, ClusterView
 from collectors.health import PartitionHealth
 from collectors.kafka.model import NO_LEADER, PartitionInfo, TopicPartition
@@ -170,7 +170,7 @@ def brokers(view: View, _: Viewer) -> list[BrokerOut]:
     response_model=BrokerOut,
     responses={404: {"model": Problem}},
 )
-def broker(broker_id: int, view: View, _: Viewer) -> BrokerOut:
+def broker(broker_id: BrokerIdPath, view: View, _: Viewer) -> BrokerOut:
     for item in _brokers(view.state):
         if item.id == broker_id:
             return item
@@ -259,8 +259,8 @@ def partitions(
     offline: bool | None = None,
     non_preferred: bool | None = None,
     topic: str | None = None,
-    broker: int | None = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    broker: BrokerIdQuery = None,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 500,
 ) -> Page[PartitionOut]:
     """Partitions in (topic, partition) order; every filter given must hold (``broker``: a replica on it)."""

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 
 from app.service.deps import Operator, Runner
 from app.service.schemas.actions import ReassignmentPlanOut
+from app.service.schemas.common import BrokerIdPath
 from app.service.schemas.plans import DrainIn, PlanOut, RebalanceIn, SubmitIn
 
 router = APIRouter(prefix="/api/v1", tags=["actions", "plans"])
@@ -21,7 +22,9 @@ def rebalance(body: RebalanceIn, runner: Runner, who: Operator) -> PlanOut:
 
 
 @router.post("/plans/drain-broker/{broker_id}", response_model=PlanOut, responses={422: {}})
-def drain_broker(broker_id: int, runner: Runner, who: Operator, body: DrainIn | None = None) -> PlanOut:
+def drain_broker(
+    broker_id: BrokerIdPath, runner: Runner, who: Operator, body: DrainIn | None = None
+) -> PlanOut:
     """Every replica off the broker, spread to keep the load even, racks and replication factor kept."""
     return PlanOut.of(runner.plan_drain(who, (body or DrainIn()).order(broker_id)))
 

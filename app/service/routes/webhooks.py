@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import SecretStr
 
 from app.service.deps import Admin, NotifierDep, WebhooksDep
-from app.service.schemas.common import Page, Problem
+from app.service.schemas.common import IdPath, Limit, Offset, Page, Problem
 from app.service.schemas.webhooks import DeliveryOut, PingOut, WebhookIn, WebhookOut, WebhookPatch
 from app.webhooks.model import DeliveryState, Webhook, WebhookDelivery
 from app.webhooks.notifier import ping
@@ -64,13 +64,13 @@ def list_webhooks(store: WebhooksDep, _: Admin) -> list[WebhookOut]:
 
 
 @router.get("/{webhook_id}", response_model=WebhookOut, responses=NOT_FOUND)
-def get_webhook(webhook_id: int, store: WebhooksDep, _: Admin) -> WebhookOut:
+def get_webhook(webhook_id: IdPath, store: WebhooksDep, _: Admin) -> WebhookOut:
     webhook = _webhook_or_404(store, webhook_id)
     return WebhookOut.of(webhook, store.delivery_stats().get(webhook_id))
 
 
 @router.patch("/{webhook_id}", response_model=WebhookOut, responses=NOT_FOUND)
-def update_webhook(webhook_id: int, body: WebhookPatch, store: WebhooksDep, _: Admin) -> WebhookOut:
+def update_webhook(webhook_id: IdPath, body: WebhookPatch, store: WebhooksDep, _: Admin) -> WebhookOut:
     """Change some fields. Outbox rows keep their payload; URL and secret are read when they are sent."""
     changes: dict[str, Any] = {}
     for name in body.model_fields_set:
@@ -83,7 +83,7 @@ def update_webhook(webhook_id: int, body: WebhookPatch, store: WebhooksDep, _: A
 
 
 @router.delete("/{webhook_id}", status_code=204, response_class=Response, responses=NOT_FOUND)
-def delete_webhook(webhook_id: int, store: WebhooksDep, _: Admin) -> Response:
+def delete_webhook(webhook_id: IdPath, store: WebhooksDep, _: Admin) -> Response:
     """Delete the webhook and its outbox (pending deliveries are not sent)."""
     if not store.delete_webhook(webhook_id):
         raise HTTPException(404, f"no webhook with id {webhook_id}")
@@ -92,14 +92,14 @@ def delete_webhook(webhook_id: int, store: WebhooksDep, _: Admin) -> Response:
 
 @router.get("/{webhook_id}/deliveries", response_model=Page[DeliveryOut], responses=NOT_FOUND)
 def list_deliveries(
-    webhook_id: int,
+    webhook_id: IdPath,
     store: WebhooksDep,
     _: Admin,
     state: Annotated[
         list[DeliveryState] | None, Query(description="pending, delivered, dead, skipped")
     ] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Offset = 0,
+    limit: Limit = 100,
 ) -> Page[DeliveryOut]:
     """The webhook's outbox, newest first; ``state=dead`` lists the dead letters."""
     _webhook_or_404(store, webhook_id)
@@ -110,7 +110,7 @@ def list_deliveries(
 
 
 @router.get("/{webhook_id}/deliveries/{delivery_id}", response_model=DeliveryOut, responses=NOT_FOUND)
-def get_delivery(webhook_id: int, delivery_id: int, store: WebhooksDep, _: Admin) -> DeliveryOut:
+def get_delivery(webhook_id: IdPath, delivery_id: IdPath, store: WebhooksDep, _: Admin) -> DeliveryOut:
     return DeliveryOut.of(_delivery_or_404(store, webhook_id, delivery_id))
 
 
@@ -119,7 +119,7 @@ def get_delivery(webhook_id: int, delivery_id: int, store: WebhooksDep, _: Admin
     response_model=DeliveryOut,
     responses={**NOT_FOUND, 409: {"model": Problem}},
 )
-def retry_delivery(webhook_id: int, delivery_id: int, store: WebhooksDep, _: Admin) -> DeliveryOut:
+def retry_delivery(webhook_id: IdPath, delivery_id: IdPath, store: WebhooksDep, _: Admin) -> DeliveryOut:
     """Send a dead delivery again (from its first attempt, with the same idempotency key)."""
     delivery = _delivery_or_404(store, webhook_id, delivery_id)
     if delivery.state != "dead" or not store.requeue_delivery(delivery_id, time.time()):
@@ -133,7 +133,7 @@ def retry_delivery(webhook_id: int, delivery_id: int, store: WebhooksDep, _: Adm
 
 
 @router.post("/{webhook_id}/test", response_model=PingOut, responses=NOT_FOUND)
-def send_test_event(webhook_id: int, notifier: NotifierDep, store: WebhooksDep, _: Admin) -> PingOut:
+def send_test_event(webhook_id: IdPath, notifier: NotifierDep, store: WebhooksDep, _: Admin) -> PingOut:
     """Send a made-up event (rule 0, severity info, its own fingerprint) now, once, signed like any
     delivery, and say what the receiver answered. Disabled webhooks can be tested too."""
     webhook = _webhook_or_404(store, webhook_id)

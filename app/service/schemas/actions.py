@@ -6,7 +6,7 @@ No ``from __future__ import annotations`` here: :class:`ActionOut` declares its 
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, model_validator
 
 from app.actions.adaptive import AdaptiveThrottle
 from app.actions.reassignment import ReassignmentRequest
@@ -18,13 +18,13 @@ from app.actions.runner import (
     RollbackOrder,
 )
 from app.actions.state import ActionRecord
-from app.service.schemas.common import PUBLISHED_ACTIONS
+from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, PartitionNumber, Rate
 from collectors.kafka.model import TopicPartition
 
 
 class PartitionRef(BaseModel):
     topic: str = Field(min_length=1)
-    partition: int = Field(ge=0)
+    partition: PartitionNumber
 
 
 class ElectionIn(BaseModel):
@@ -33,7 +33,7 @@ class ElectionIn(BaseModel):
     partitions: list[PartitionRef] = Field(default_factory=list)
     dry_run: bool = True
     """Dry run by default: say ``"dry_run": false`` to change leaders."""
-    budget_bytes: int = Field(default=512 * 1024, ge=1024, le=1024 * 1024 - 1024)
+    budget_bytes: StrictInt = Field(default=512 * 1024, ge=1024, le=1024 * 1024 - 1024)
 
     def order(self) -> ElectionOrder:
         return ElectionOrder(
@@ -120,8 +120,8 @@ class ActionOut(BaseModel):
 
 class ReassignmentItem(BaseModel):
     topic: str
-    partition: int
-    replicas: list[int]
+    partition: PartitionNumber
+    replicas: list[BrokerId]
 
     @classmethod
     def of(cls, item: ReassignmentRequest) -> "ReassignmentItem":
@@ -130,9 +130,9 @@ class ReassignmentItem(BaseModel):
 
 class ReassignmentIn(BaseModel):
     partitions: list[ReassignmentItem]
-    throttle_bytes_per_sec: int | None = Field(default=None, ge=1)
+    throttle_bytes_per_sec: Rate | None = None
     """Replication throttle while it runs (set before, always removed after); None: no throttle."""
-    max_concurrent_moves: int = Field(default=10, ge=1, le=100_000)
+    max_concurrent_moves: StrictInt = Field(default=10, ge=1, le=100_000)
     """Replicas added per batch: a batch is written only when the previous one completed."""
     allow_replication_factor_change: bool = False
     dry_run: bool = True
@@ -158,9 +158,9 @@ class ReassignmentIn(BaseModel):
 
 
 class RollbackIn(BaseModel):
-    throttle_bytes_per_sec: int | None = Field(default=None, ge=1)
+    throttle_bytes_per_sec: Rate | None = None
     """Replication throttle of the rollback (set before, always removed after); None: no throttle."""
-    max_concurrent_moves: int = Field(default=10, ge=1, le=100_000)
+    max_concurrent_moves: StrictInt = Field(default=10, ge=1, le=100_000)
     dry_run: bool = True
     """Dry run by default: say ``"dry_run": false`` to move the partitions back."""
 

@@ -1,4 +1,5 @@
-"""Models every area uses: the error body and the page of a paginated list.
+"""Models every area uses: the error body, the page of a paginated list, and the bounds of every integer
+a route takes (ids, offsets, broker ids, partitions, rates; see docs/api.md, "Bounds of integer inputs").
 
 Two pairs of models share a class name (``ActionOut``: an alert's suggested action and a runbook action;
 ``LoadOut``: the load windows and a plan's load summary). OpenAPI names such components after their module
@@ -10,14 +11,47 @@ from ``/openapi.json`` use those names, so the four models declare the module th
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from fastapi import Path, Query
+from pydantic import BaseModel, Field, StrictInt
+
+from app.actions.adaptive import MAX_RATE
 
 T = TypeVar("T")
 
 MAX_PAGE = 10_000
 """The largest ``limit`` of the cluster and load lists."""
+
+# --- the bounds of every integer a route takes --------------------------------------------------------
+# One place for them, so that no id or offset reaches the store or the planners out of what they hold: an
+# integer >= 2**63 made SQLite raise OverflowError (a 500) and a broker id beyond a Java int is no broker.
+# Bodies use strict ints (``true`` or ``1.0`` is not rule 1); path and query values are text, parsed as
+# int (``1e30``, ``true`` and ``1.5`` are refused there too).
+
+MAX_ID = 2**63 - 1
+"""The largest id and offset: SQLite's INTEGER and PostgreSQL's BIGINT are signed 64-bit."""
+MAX_JAVA_INT = 2**31 - 1
+"""The largest Kafka broker id and partition number (Java ints)."""
+# MAX_RATE: the largest throttle rate in bytes/s (a Java long), defined where the adaptive throttle's
+# bounds are (the actions layer cannot import the service's).
+
+BrokerId = Annotated[StrictInt, Field(ge=0, le=MAX_JAVA_INT)]
+"""A broker id in a body."""
+JavaInt = Annotated[StrictInt, Field(ge=-(2**31), le=MAX_JAVA_INT)]
+"""A broker id in a body whose route judges the id itself (``POST /throttles/clear`` names a negative id
+among every bad entry of its 422, and audits the refusal)."""
+PartitionNumber = Annotated[StrictInt, Field(ge=0, le=MAX_JAVA_INT)]
+"""A partition number in a body."""
+Rate = Annotated[StrictInt, Field(ge=1, le=MAX_RATE)]
+"""A throttle rate (bytes/s) in a body."""
+
+BrokerIdPath = Annotated[int, Path(ge=0, le=MAX_JAVA_INT, description="a broker id (0..2^31-1)")]
+IdPath = Annotated[int, Path(ge=0, le=MAX_ID, description="an id (0..2^63-1)")]
+BrokerIdQuery = Annotated[int | None, Query(ge=0, le=MAX_JAVA_INT, description="a broker id (0..2^31-1)")]
+Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="items skipped (0..2^63-1)")]
+Limit = Annotated[int, Query(ge=1, le=1000, description="items returned at most (1..1000)")]
+"""The page size of the store's lists (alerts, actions, audit, deliveries)."""
 
 PUBLISHED_SCHEMAS = "app.service.schemas"
 PUBLISHED_ACTIONS = "app.service.actions_api"

@@ -4,17 +4,17 @@ No ``from __future__ import annotations`` here: :class:`LoadOut` declares its pu
 :mod:`app.service.schemas.common`).
 """
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from app.actions.rebalance import LoadSummary, RebalancePlan
 from app.actions.runner import DrainOrder, PlanOutcome, RebalanceOrder
-from app.service.schemas.common import PUBLISHED_ACTIONS
+from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, Rate
 
 
 class RebalanceIn(BaseModel):
     exclude_topics: list[str] = Field(default_factory=list)
     rated_deviation: float = Field(default=0.10, gt=0, le=1)
-    brokers: list[int] | None = None
+    brokers: list[BrokerId] | None = None
     """Brokers replicas and leadership may go to (default: every registered broker)."""
     leader_moves: bool = True
 
@@ -28,7 +28,7 @@ class RebalanceIn(BaseModel):
 
 
 class DrainIn(BaseModel):
-    brokers: list[int] | None = None
+    brokers: list[BrokerId] | None = None
     rated_deviation: float = Field(default=0.10, gt=0, le=1)
 
     def order(self, broker_id: int) -> DrainOrder:
@@ -106,5 +106,5 @@ class PlanOut(BaseModel):
 
 
 class SubmitIn(BaseModel):
-    throttle_bytes_per_sec: int | None = Field(default=None, ge=1)
-    max_concurrent_moves: int = Field(default=10, ge=1, le=100_000)
+    throttle_bytes_per_sec: Rate | None = None
+    max_concurrent_moves: StrictInt = Field(default=10, ge=1, le=100_000)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, StrictInt
+from pydantic import BaseModel, ConfigDict
 
 from app.actions.throttles import ClearOrder, ClearOutcome, EntityRef
+from app.service.schemas.common import JavaInt
 from collectors.kafka.throttles import (
     BrokerThrottle,
     EntityType,
@@ -169,7 +170,7 @@ class ClearThrottlesIn(BaseModel):
     """Dry run by default: say ``"dry_run": false`` to remove."""
     include_in_use: bool = False
     """Also remove throttles an unfinished action or a running reassignment uses."""
-    brokers: list[StrictInt | str] | None = None
+    brokers: list[JavaInt | str] | None = None
     """Broker ids, or ``"<default>"``; with ``topics``, only the entities named are cleared."""
     topics: list[str] | None = None
 

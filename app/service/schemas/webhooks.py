@@ -10,13 +10,13 @@ import json
 from typing import Annotated, Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringConstraints, field_validator
 
 from app.webhooks.model import AlertNotice, DeliveryState, Webhook, WebhookDelivery, WebhookFormat
 from app.webhooks.notifier import AttemptResult
 
 MAX_URL = 2048
-RuleNumber = Annotated[int, Field(ge=1, le=12)]
+RuleNumber = Annotated[StrictInt, Field(ge=1, le=12)]
 SeverityName = Literal["critical", "warning", "info"]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
 Secret = Annotated[SecretStr, Field(min_length=16, max_length=256)]
