@@ -86,3 +86,16 @@ def test_the_shared_local_session_listens_on_loopback_only(spark_session: Any) -
     assert driver_port in {int(a.split(":")[1], 16) for a in jvm_listens}, jvm_listens
     assert len(jvm_listens) >= 3, jvm_listens
     assert all(_is_loopback(a) for a in jvm_listens), f"the JVM listens on {jvm_listens}"
+
+
+@pytest.mark.unit
+def test_spark_conf_in_the_settings_takes_spark_keys_only() -> None:
+    from pydantic import ValidationError
+
+    from analytics.config import AnalyticsSettings
+
+    assert AnalyticsSettings(spark_conf={"spark.driver.host": "10.0.0.5"}).spark_conf == {
+        "spark.driver.host": "10.0.0.5"
+    }
+    with pytest.raises(ValidationError, match=r"start with 'spark\.'"):
+        AnalyticsSettings(spark_conf={"driver.host": "10.0.0.5"})
