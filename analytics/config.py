@@ -40,12 +40,23 @@ class AnalyticsSettings(BaseModel):
     kafka_options: dict[str, str] = Field(default_factory=dict)
     """Options of the Kafka source, named like Spark's Kafka connector's: ``maxOffsetsPerTrigger``,
     ``startingOffsets``, ``failOnDataLoss``, and ``kafka.*`` client settings (TLS, SASL)."""
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    """Extra Spark configuration for the session (``spark.*`` keys), set before it starts; it wins over the
+    job's own choices, such as the loopback driver addresses of a ``local`` master."""
     rules: RuleSettings = Field(default_factory=RuleSettings)
 
     @field_validator("source")
     @classmethod
     def _check_source(cls, value: str) -> str:
         parse_transport(value)
+        return value
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _check_spark_conf(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = sorted(key for key in value if not key.startswith("spark."))
+        if bad:
+            raise ValueError(f"Spark configuration keys start with 'spark.', got {bad}")
         return value
 
     @field_validator("weights")

@@ -29,10 +29,10 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import pandas as pd
 
@@ -79,12 +79,52 @@ broker -1 when the model could not run)."""
 # --- the session -----------------------------------------------------------------------------------------
 
 
+DRIVER_ADDRESS_KEYS: Final = ("spark.driver.bindAddress", "spark.driver.host")
+LOOPBACK: Final = "127.0.0.1"
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[N,F]``, ``local[*]`` or ``local-cluster[...]``: everything on this
+    machine."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
+
+
+def driver_address_conf(master: str, configured: Collection[str], env: Mapping[str, str]) -> dict[str, str]:
+    """The driver's addresses the job sets: loopback for a local master, so that the driver's RPC and
+    block-manager ports (unauthenticated unless ``spark.authenticate`` is on) are not reachable from the
+    network, where Spark would otherwise bind every interface and advertise the host's name.
+
+    Nothing when the user chose them: a key in ``configured`` (the settings' ``spark_conf``, Spark's own
+    ``spark-defaults.conf`` or ``--conf``) or ``SPARK_LOCAL_IP`` in ``env``. Nothing for an external
+    master either: the executors run on other machines and must reach the driver, so Spark's defaults (or
+    the user's choice) stand there."""
+    if not is_local_master(master) or env.get("SPARK_LOCAL_IP"):
+        return {}
+    return {key: LOOPBACK for key in DRIVER_ADDRESS_KEYS if key not in configured}
+
+
+def _spark_defaults(keys: Collection[str]) -> set[str]:
+    """Which of ``keys`` Spark's own configuration sets (``spark-defaults.conf``, ``--conf`` in
+    ``PYSPARK_SUBMIT_ARGS``): the JVM, launched now if need be, holds them as system properties."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    conf = SparkConf()
+    return {key for key in keys if conf.contains(key)}
+
+
 def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-analytics") -> Any:
     """A SparkSession for the job. Python workers run this interpreter, so the executors import the same
-    ``analytics`` package as the driver (on a cluster, ship it with ``--py-files``)."""
+    ``analytics`` package as the driver (on a cluster, ship it with ``--py-files``). A local master's
+    driver listens on loopback only (:func:`driver_address_conf`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    addresses: dict[str, str] = {}
+    if is_local_master(settings.master):
+        configured = set(settings.spark_conf) | _spark_defaults(DRIVER_ADDRESS_KEYS)
+        addresses = driver_address_conf(settings.master, configured, os.environ)
 
     builder = (
         SparkSession.builder.appName(app_name)
@@ -99,6 +139,8 @@ def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-ana
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
     )
+    for key, value in {**addresses, **settings.spark_conf}.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

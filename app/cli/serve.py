@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ssl
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
@@ -14,6 +15,7 @@ from typing import Any, TextIO
 from app.cli.common import ExitCode, on_stop_signals, settings_or_error
 from app.incidents.changes import SnapshotChanges
 from app.service.auth import hash_token
+from app.service.config import ServiceSettings
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
@@ -34,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", help="listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="listen port (default 8080)")
+    parser.add_argument(
+        "--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate (chain); needs --tls-key"
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="the certificate's PEM private key, unencrypted")
     parser.add_argument("--hash-token", metavar="TOKEN", help="print the token-file digest of TOKEN and exit")
 
 
@@ -45,7 +51,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         base["metrics"] = {"url_template": args.metrics_url_template}
     if args.store_url is not None:
         base["analytics"]["store_url"] = args.store_url
-    for flag in ("host", "port"):
+    for flag in ("host", "port", "tls_cert", "tls_key"):
         if getattr(args, flag) is not None:
             base["service"][flag] = getattr(args, flag)
     settings = Settings.model_validate(base)
@@ -53,6 +59,32 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ValueError(NO_ZOOKEEPER)
     parse_connect_string(settings.zookeeper.connect)
     return settings
+
+
+def _encrypted_key() -> str:
+    raise ValueError("it is encrypted; give an unencrypted key file, readable by the service's user only")
+
+
+def check_tls(service: ServiceSettings) -> None:
+    """Load the certificate and key as uvicorn will, so that a missing, unreadable, malformed, encrypted
+    or mismatched file is bad input reported in one line before anything starts (uvicorn would fail
+    later, with a traceback). Raises ValueError."""
+    if service.tls_cert is None or service.tls_key is None:
+        return
+    for what, path in (("certificate", service.tls_cert), ("key", service.tls_key)):
+        if not path.is_file():
+            raise ValueError(f"TLS {what} {path}: no such file")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(service.tls_cert, service.tls_key, password=_encrypted_key)
+    except ValueError as exc:
+        raise ValueError(f"TLS key {service.tls_key}: {exc}") from None
+    except (ssl.SSLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
+        raise ValueError(
+            f"TLS certificate {service.tls_cert} and key {service.tls_key} cannot be loaded: {reason}"
+            " (PEM files, the key matching the certificate)"
+        ) from None
 
 
 def _server(config: Any) -> Any:
@@ -76,6 +108,7 @@ def settings_and_tokens(args: argparse.Namespace) -> Settings:
     from app.service.app import token_store
 
     token_store(settings.service)
+    check_tls(settings.service)
     return settings
 
 
@@ -115,10 +148,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         )
         import uvicorn
 
-        host, port = settings.service.host, settings.service.port
-        out.write(f"kafka-health serving {connect} on http://{host}:{port}\n")
+        service = settings.service
+        host, port = service.host, service.port
+        out.write(f"kafka-health serving {connect} on {service.scheme}://{host}:{port}\n")
         out.flush()
-        server = _server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            ssl_certfile=service.tls_cert,
+            ssl_keyfile=service.tls_key,
+        )
+        server = _server(config)
         try:
             server.run()
         except SystemExit as exc:  # uvicorn exits when it cannot bind the port or the lifespan fails

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from app.actions.config import ActionSettings
 from app.incidents.config import IncidentSettings
@@ -18,6 +18,11 @@ class ServiceSettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    tls_cert: Path | None = None
+    """PEM certificate (chain) to serve HTTPS with (``kafka-health serve --tls-cert``); with ``tls_key``.
+    Without both the service speaks plain HTTP: keep it on loopback, or put a TLS proxy in front."""
+    tls_key: Path | None = None
+    """PEM private key of ``tls_cert``, unencrypted (readable by the service's user only)."""
     tokens: SecretStr = SecretStr("")
     """``name:role:token,...`` in clear (scripts, tests, the demo)."""
     tokens_file: Path | None = None
@@ -31,3 +36,14 @@ class ServiceSettings(BaseModel):
     incidents: IncidentSettings = Field(default_factory=IncidentSettings)
     """The incident lane (``KAFKA_HEALTH_SERVICE__INCIDENTS__*``): coalescing, timer, the load lane's
     silence; its rules' settings are ``analytics.rules``."""
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServiceSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both tls_cert and tls_key (--tls-cert and --tls-key)")
+        return self
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with a certificate, else ``http``."""
+        return "http" if self.tls_cert is None else "https"

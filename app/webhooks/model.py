@@ -42,7 +42,9 @@ class Webhook:
 
     id: int
     name: str
-    url: str
+    url: str = field(repr=False)
+    """Where the events are POSTed; it may hold a credential, so it is shown only through
+    :func:`app.webhooks.urls.mask_url` (and left out of the repr)."""
     format: WebhookFormat
     rules: tuple[int, ...] | None
     """Alert rules whose events are sent; None: every rule."""

@@ -53,6 +53,7 @@ from app.webhooks import formats
 from app.webhooks.model import AlertNotice, Webhook, WebhookDelivery
 from app.webhooks.signing import delivery_headers
 from app.webhooks.store import WebhookStore
+from app.webhooks.urls import redact
 
 __all__ = [
     "DEFAULT_LOCK_PATH",
@@ -297,7 +298,25 @@ def post(
     timeout_s: float,
     attempt: int = 1,
 ) -> AttemptResult:
-    """POST ``body`` to ``url`` once, signed, and classify the answer (never raises)."""
+    """POST ``body`` to ``url`` once, signed, and classify the answer (never raises). The error text is
+    stored, logged and shown by the API, so the URL's secrets are masked in it (an exception's message or
+    the receiver's answer may quote the URL)."""
+    result = _post(client, url, body, idempotency_key, secret, timeout_s=timeout_s, attempt=attempt)
+    if result.error is None:
+        return result
+    return replace(result, error=redact(result.error, url))
+
+
+def _post(
+    client: httpx.Client,
+    url: str,
+    body: str,
+    idempotency_key: str,
+    secret: str | None,
+    *,
+    timeout_s: float,
+    attempt: int,
+) -> AttemptResult:
     content = body.encode()
     headers = {
         "Content-Type": "application/json",

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringC
 
 from app.webhooks.model import AlertNotice, DeliveryState, Webhook, WebhookDelivery, WebhookFormat
 from app.webhooks.notifier import AttemptResult
+from app.webhooks.urls import mask_url
 
 MAX_URL = 2048
 RuleNumber = Annotated[StrictInt, Field(ge=1, le=12)]
@@ -97,7 +98,10 @@ class DeliveryCounts(BaseModel):
 class WebhookOut(BaseModel):
     id: int
     name: str
-    url: str
+    url: str = Field(
+        description="the URL with its secrets masked (password, query values, Slack's key): the stored URL,"
+        " used for delivery, is never shown"
+    )
     format: WebhookFormat
     rules: list[int] | None
     severities: list[str] | None
@@ -114,7 +118,7 @@ class WebhookOut(BaseModel):
         return cls(
             id=webhook.id,
             name=webhook.name,
-            url=_shown_url(webhook.url),
+            url=mask_url(webhook.url),
             format=webhook.format,
             rules=None if webhook.rules is None else list(webhook.rules),
             severities=None if webhook.severities is None else list(webhook.severities),
@@ -198,14 +202,3 @@ class PingOut(BaseModel):
             idempotency_key=notice.idempotency_key,
             duration_s=result.duration_s,
         )
-
-
-def _shown_url(url: str) -> str:
-    """The URL with a password in its user info replaced by ``***``."""
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL:
-        return url
-    if not parsed.password:
-        return url
-    return str(parsed.copy_with(username=parsed.username, password="***"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -73,6 +74,97 @@ def test_the_command_serves_the_cluster_and_stops_on_sigterm(
         out, err = child.communicate(timeout=30)
     assert child.returncode == ExitCode.OK, err
     assert f"on http://127.0.0.1:{port}" in out
+
+
+def self_signed(directory: Path, name: str = "tls") -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost and its unencrypted key, made by openssl now."""
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_the_command_serves_https_with_tls_cert_and_key(
+    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
+) -> None:
+    make_cluster()
+    cert, key = self_signed(tmp_path)
+    port = pick_free_port()
+    argv = [
+        sys.executable, "-m", "app.cli.main", "serve", "--zookeeper", zk_connect, "--port", str(port),
+        "--tls-cert", str(cert), "--tls-key", str(key),
+    ]  # fmt: skip
+    child = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env(KAFKA_HEALTH_SERVICE__TOKENS="me:viewer:token-for-me"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    trusted = ssl.create_default_context(cafile=str(cert))
+    try:
+        url = f"https://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            try:
+                return httpx.get(url + "/readyz", verify=trusted).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(ready, timeout=60, message="the service ready over https")
+        headers = {"Authorization": "Bearer token-for-me"}
+        body = httpx.get(url + "/api/v1/cluster", headers=headers, verify=trusted).json()
+        assert body["summary"]["brokers"] == 3
+        with pytest.raises(httpx.TransportError):  # plain HTTP is not answered on the TLS port
+            httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+    finally:
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=30)
+    assert child.returncode == ExitCode.OK, err
+    assert f"on https://127.0.0.1:{port}" in out
+
+
+def test_bad_tls_files_exit_2_in_one_line_before_the_banner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
+        monkeypatch.delenv(name)
+    cert, key = self_signed(tmp_path)
+    other_cert, other_key = self_signed(tmp_path, "other")
+    encrypted = tmp_path / "encrypted.key"
+    subprocess.run(
+        ["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:pw", "-out", str(encrypted)],
+        check=True,
+        capture_output=True,
+    )
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    zk = ["--zookeeper", f"127.0.0.1:{pick_free_port()}"]  # never reached: bad input is found first
+    cases = [
+        (["--tls-cert", str(cert)], "needs both tls_cert and tls_key"),
+        (["--tls-cert", str(tmp_path / "missing.crt"), "--tls-key", str(key)], "missing.crt: no such file"),
+        (["--tls-cert", str(cert), "--tls-key", str(tmp_path / "missing.key")], "missing.key: no such file"),
+        (["--tls-cert", str(garbage), "--tls-key", str(key)], "cannot be loaded"),
+        (["--tls-cert", str(cert), "--tls-key", str(other_key)], "cannot be loaded"),
+        (["--tls-cert", str(cert), "--tls-key", str(encrypted)], "it is encrypted"),
+    ]
+    for argv, message in cases:
+        code, out, err = serve(*zk, *argv)
+        assert (code, out) == (ExitCode.BAD_INPUT, ""), argv
+        assert err.startswith("error: "), err
+        assert err.count("\n") == 1, err
+        assert message in err, err
+    monkeypatch.setenv("KAFKA_HEALTH_SERVICE__TLS_CERT", str(other_cert))
+    monkeypatch.setenv("KAFKA_HEALTH_SERVICE__TLS_KEY", str(key))
+    code, _, err = serve(*zk)
+    assert code == ExitCode.BAD_INPUT
+    assert "cannot be loaded" in err  # the environment's pair is checked too
 
 
 def test_hash_token_prints_the_token_file_digest() -> None:
