@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from analytics.model import AlertEvent, AlertState
-from analytics.rules import RULE_LANES
+from analytics.rules import RULE_LANES, RULE_NUMBERS
 from analytics.store import Acknowledgement, Store
 from app.service.deps import Operator, Runner, StoreDep, Viewer
 from app.service.schemas.alerts import AckIn, AlertDetail, AlertEventOut, AlertOut
@@ -25,7 +25,7 @@ def alerts(
     store: StoreDep,
     _: Viewer,
     state: Annotated[list[str] | None, Query(description="open, resolved")] = None,
-    rule: Annotated[int | None, Query(ge=1, le=12)] = None,
+    rule: Annotated[int | None, Query(ge=RULE_NUMBERS.start, le=RULE_NUMBERS.stop - 1)] = None,
     severity: Annotated[list[str] | None, Query(description="critical, warning, info")] = None,
     cluster: str | None = None,
     offset: Offset = 0,

@@ -12,16 +12,17 @@ from typing import Annotated, Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringConstraints, field_validator
 
+from analytics.rules import RULE_NUMBERS
 from app.webhooks.model import AlertNotice, DeliveryState, Webhook, WebhookDelivery, WebhookFormat
 from app.webhooks.notifier import AttemptResult
 from app.webhooks.urls import mask_url
 
 MAX_URL = 2048
-RuleNumber = Annotated[StrictInt, Field(ge=1, le=12)]
+RuleNumber = Annotated[StrictInt, Field(ge=RULE_NUMBERS.start, le=RULE_NUMBERS.stop - 1)]
 SeverityName = Literal["critical", "warning", "info"]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
 Secret = Annotated[SecretStr, Field(min_length=16, max_length=256)]
-Rules = Annotated[list[RuleNumber], Field(min_length=1, max_length=11)]
+Rules = Annotated[list[RuleNumber], Field(min_length=1, max_length=len(RULE_NUMBERS))]
 Severities = Annotated[list[SeverityName], Field(min_length=1, max_length=3)]
 
 

@@ -17,6 +17,7 @@ import uvicorn
 from pydantic import SecretStr
 
 from analytics.model import AlertEvent, AlertState, fingerprint
+from analytics.rules import RULE_NUMBERS
 from analytics.store import Store
 from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
@@ -146,6 +147,8 @@ def test_a_webhook_is_created_listed_changed_and_deleted_and_its_secret_never_sh
         False,
         False,
     )
+    every_rule = service.call("PATCH", path, json={"rules": list(RULE_NUMBERS)})
+    assert (every_rule.status_code, every_rule.json()["rules"]) == (200, list(RULE_NUMBERS))
     resecret = service.call("PATCH", path, json={"secret": "another-secret-16+"}).json()
     assert resecret["has_secret"] is True
     with_password = service.call("PATCH", path, json={"url": "https://bot:hunter2@hooks.example/x"}).json()
