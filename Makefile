@@ -47,5 +47,11 @@ prometheus:
 test: lint prometheus
 	$(BIN)/pytest
 
+# Schemathesis against the running service, longer than CI's run (docs/api.md, "Fuzzing the API").
+FUZZ_EXAMPLES ?= 200
+.PHONY: fuzz
+fuzz: $(VENV)/.installed-dev
+	KAFKA_HEALTH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/app/service/test_openapi_fuzz.py -p no:cacheprovider -s
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -4,7 +4,8 @@
 service's components (:func:`~app.service.container.service_components`) and installs them on
 ``app.state.container``. Every error is a JSON body ``{"detail": ..., "problems": [...]}`` with a 4xx/5xx
 status: bad JSON and invalid parameters are 422 naming each problem, unknown things 404, conflicts 409,
-missing tokens 401, too low a role 403; the action runner's refusals map the same way.
+missing tokens 401, too low a role 403; the action runner's refusals map the same way. The OpenAPI
+document says so per operation (:mod:`app.service.openapi`).
 
 Routers beyond the service's own (``extra_routers``) come from the composition root: the demo and the
 tests hand in the embedded reference cluster's fault controls, which the product never imports.
@@ -29,6 +30,7 @@ from app.incidents.changes import SnapshotChanges
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.container import service_components
+from app.service.openapi import install_openapi
 from app.service.routes import ROUTERS
 from app.service.state import SnapshotCollector
 from collectors.metrics import MetricsSettings
@@ -141,6 +143,8 @@ def create_app(
         problems = exc.problems if isinstance(exc, InvalidRequestError) else ()
         return _problem(_action_status(exc), exc.message, [_action_problem(p) for p in problems])
 
-    for router in (*ROUTERS, *extra_routers):
+    routers = (*ROUTERS, *extra_routers)
+    for router in routers:
         app.include_router(router)
+    install_openapi(app, routers)  # every error status documented with the problem body above
     return app

@@ -3,6 +3,10 @@ published names of the OpenAPI components that share a class name."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+from unittest.mock import ANY
+
 import httpx
 import pytest
 from pydantic import SecretStr
@@ -47,3 +51,55 @@ def test_components_sharing_a_class_name_keep_their_published_names() -> None:
     assert "requested_by" in schemas["app__service__actions_api__ActionOut"]["properties"]
     assert "history" in schemas["app__service__schemas__LoadOut"]["properties"]
     assert "imbalanced_brokers" in schemas["app__service__actions_api__LoadOut"]["properties"]
+
+
+def _operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(m.upper(), p, op) for p, ops in spec["paths"].items() for m, op in ops.items()]
+
+
+@pytest.mark.unit
+def test_openapi_documents_the_problem_body_and_the_bearer_scheme_on_every_operation() -> None:
+    """Every 4xx/5xx an operation lists has the one problem body (``/readyz``'s 503 excepted: its own
+    model); protected operations carry the bearer requirement and 401 (403 above the viewer role); public
+    ones neither; FastAPI's HTTPValidationError is gone; 413/400 wherever a body is taken."""
+    app = create_app(ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")), zookeeper="127.0.0.1:1")
+    spec = app.openapi()
+    assert "HTTPValidationError" not in json.dumps(spec)
+    assert spec["components"]["securitySchemes"] == {
+        "bearer": {"type": "http", "scheme": "bearer", "description": ANY}
+    }
+    public = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+    operations = _operations(spec)
+    assert len(operations) >= 33
+    for method, path, op in operations:
+        what = f"{method} {path}"
+        errors = {int(c): r for c, r in op["responses"].items() if int(c) >= 400}
+        for status, response in errors.items():
+            schema = response["content"]["application/json"]["schema"]
+            expected = "Readyz" if what == "GET /readyz" else "Problem"
+            assert schema == {"$ref": f"#/components/schemas/{expected}"}, (what, status)
+        if (method, path) in public:
+            assert "security" not in op, what
+            assert not {401, 403} & set(errors), what
+            continue
+        assert op["security"] == [{"bearer": []}], what
+        assert 401 in errors, what
+        assert "WWW-Authenticate" in errors[401]["headers"], what
+        if "requestBody" in op:
+            assert {400, 413, 422} <= set(errors), what
+    by_name = {f"{m} {p}": op for m, p, op in operations}
+    statuses = {name: {int(c) for c in op["responses"]} for name, op in by_name.items()}
+    # a viewer route cannot answer 403 (every token is at least a viewer); operator and admin ones can
+    assert 403 not in statuses["GET /api/v1/cluster"]
+    assert 403 in statuses["POST /api/v1/actions/reassignments"]
+    assert 403 in statuses["GET /api/v1/audit"]
+    # no input, no 422; a free-text path id cannot be malformed, only unknown
+    assert 422 not in statuses["GET /api/v1/cluster"]
+    assert statuses["GET /api/v1/topics/{name}"] == {200, 401, 404}
+    assert statuses["POST /api/v1/actions/{action_id}/cancel"] == {200, 401, 403, 404, 409}
+    # the store's 503, the lookups' 404, the conflicts' 409
+    assert 503 in statuses["GET /api/v1/alerts"]
+    assert 503 in statuses["POST /api/v1/webhooks/{webhook_id}/test"]
+    assert 503 not in statuses["GET /api/v1/cluster"]
+    assert {404, 409} <= statuses["POST /api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"]
+    assert 404 in statuses["GET /api/v1/webhooks/{webhook_id}"]
