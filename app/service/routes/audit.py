@@ -13,8 +13,8 @@ router = APIRouter(prefix="/api/v1", tags=["actions", "audit"])
 
 @router.get("/audit", response_model=list[AuditOut])
 def audit(
-    log: Actions,
     _: Admin,
+    log: Actions,
     offset: Offset = 0,
     limit: Limit = 100,
 ) -> list[AuditOut]:

@@ -40,7 +40,7 @@ def _delivery_or_404(store: WebhookStore, webhook_id: int, delivery_id: int) -> 
 
 
 @router.post("", response_model=WebhookOut, status_code=201, responses={422: {"model": Problem}})
-def create_webhook(body: WebhookIn, store: WebhooksDep, who: Admin) -> WebhookOut:
+def create_webhook(body: WebhookIn, who: Admin, store: WebhooksDep) -> WebhookOut:
     """Subscribe a URL to alert events (those recorded from now on)."""
     webhook = store.create_webhook(
         name=body.name,
@@ -57,20 +57,20 @@ def create_webhook(body: WebhookIn, store: WebhooksDep, who: Admin) -> WebhookOu
 
 
 @router.get("", response_model=list[WebhookOut])
-def list_webhooks(store: WebhooksDep, _: Admin) -> list[WebhookOut]:
+def list_webhooks(_: Admin, store: WebhooksDep) -> list[WebhookOut]:
     """Every webhook with its outbox counts."""
     stats = store.delivery_stats()
     return [WebhookOut.of(w, stats.get(w.id)) for w in store.webhooks()]
 
 
 @router.get("/{webhook_id}", response_model=WebhookOut, responses=NOT_FOUND)
-def get_webhook(webhook_id: IdPath, store: WebhooksDep, _: Admin) -> WebhookOut:
+def get_webhook(webhook_id: IdPath, _: Admin, store: WebhooksDep) -> WebhookOut:
     webhook = _webhook_or_404(store, webhook_id)
     return WebhookOut.of(webhook, store.delivery_stats().get(webhook_id))
 
 
 @router.patch("/{webhook_id}", response_model=WebhookOut, responses=NOT_FOUND)
-def update_webhook(webhook_id: IdPath, body: WebhookPatch, store: WebhooksDep, _: Admin) -> WebhookOut:
+def update_webhook(webhook_id: IdPath, body: WebhookPatch, _: Admin, store: WebhooksDep) -> WebhookOut:
     """Change some fields. Outbox rows keep their payload; URL and secret are read when they are sent."""
     changes: dict[str, Any] = {}
     for name in body.model_fields_set:
@@ -83,7 +83,7 @@ def update_webhook(webhook_id: IdPath, body: WebhookPatch, store: WebhooksDep, _
 
 
 @router.delete("/{webhook_id}", status_code=204, response_class=Response, responses=NOT_FOUND)
-def delete_webhook(webhook_id: IdPath, store: WebhooksDep, _: Admin) -> Response:
+def delete_webhook(webhook_id: IdPath, _: Admin, store: WebhooksDep) -> Response:
     """Delete the webhook and its outbox (pending deliveries are not sent)."""
     if not store.delete_webhook(webhook_id):
         raise HTTPException(404, f"no webhook with id {webhook_id}")
@@ -93,8 +93,8 @@ def delete_webhook(webhook_id: IdPath, store: WebhooksDep, _: Admin) -> Response
 @router.get("/{webhook_id}/deliveries", response_model=Page[DeliveryOut], responses=NOT_FOUND)
 def list_deliveries(
     webhook_id: IdPath,
-    store: WebhooksDep,
     _: Admin,
+    store: WebhooksDep,
     state: Annotated[
         list[DeliveryState] | None, Query(description="pending, delivered, dead, skipped")
     ] = None,
@@ -110,7 +110,7 @@ def list_deliveries(
 
 
 @router.get("/{webhook_id}/deliveries/{delivery_id}", response_model=DeliveryOut, responses=NOT_FOUND)
-def get_delivery(webhook_id: IdPath, delivery_id: IdPath, store: WebhooksDep, _: Admin) -> DeliveryOut:
+def get_delivery(webhook_id: IdPath, delivery_id: IdPath, _: Admin, store: WebhooksDep) -> DeliveryOut:
     return DeliveryOut.of(_delivery_or_404(store, webhook_id, delivery_id))
 
 
@@ -119,7 +119,7 @@ def get_delivery(webhook_id: IdPath, delivery_id: IdPath, store: WebhooksDep, _:
     response_model=DeliveryOut,
     responses={**NOT_FOUND, 409: {"model": Problem}},
 )
-def retry_delivery(webhook_id: IdPath, delivery_id: IdPath, store: WebhooksDep, _: Admin) -> DeliveryOut:
+def retry_delivery(webhook_id: IdPath, delivery_id: IdPath, _: Admin, store: WebhooksDep) -> DeliveryOut:
     """Send a dead delivery again (from its first attempt, with the same idempotency key)."""
     delivery = _delivery_or_404(store, webhook_id, delivery_id)
     if delivery.state != "dead" or not store.requeue_delivery(delivery_id, time.time()):
@@ -133,7 +133,7 @@ def retry_delivery(webhook_id: IdPath, delivery_id: IdPath, store: WebhooksDep, 
 
 
 @router.post("/{webhook_id}/test", response_model=PingOut, responses=NOT_FOUND)
-def send_test_event(webhook_id: IdPath, notifier: NotifierDep, store: WebhooksDep, _: Admin) -> PingOut:
+def send_test_event(webhook_id: IdPath, _: Admin, notifier: NotifierDep, store: WebhooksDep) -> PingOut:
     """Send a made-up event (rule 0, severity info, its own fingerprint) now, once, signed like any
     delivery, and say what the receiver answered. Disabled webhooks can be tested too."""
     webhook = _webhook_or_404(store, webhook_id)

@@ -4,6 +4,7 @@ published names of the OpenAPI components that share a class name."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from unittest.mock import ANY
 
@@ -11,9 +12,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
-from tests.support.service import Service
+from tests.support.service import TOKENS, VIEWER, Service, run_server
 
 
 @pytest.mark.integration
@@ -103,3 +105,33 @@ def test_openapi_documents_the_problem_body_and_the_bearer_scheme_on_every_opera
     assert 503 not in statuses["GET /api/v1/cluster"]
     assert {404, 409} <= statuses["POST /api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"]
     assert 404 in statuses["GET /api/v1/webhooks/{webhook_id}"]
+
+
+@pytest.mark.integration
+def test_authentication_comes_before_every_other_answer(zk_connect: str) -> None:
+    """With no store configured (the routes that need one answer 503), a request without a token is still
+    a 401 on every protected operation, and a viewer's request to an operator or admin operation a 403: a
+    caller who may not use the service learns nothing of its state."""
+    app = create_app(ServiceSettings(tokens=SecretStr(TOKENS)), zookeeper=zk_connect)
+    spec = app.openapi()
+    port = pick_free_port()
+    server, thread = run_server(app, port)
+    try:
+        checked = 0
+        for method, path, op in _operations(spec):
+            if "security" not in op:
+                continue
+            url = f"http://127.0.0.1:{port}" + re.sub(r"\{[^}]+\}", "1", path)
+            body = {} if "requestBody" in op else None
+            anonymous = httpx.request(method, url, json=body)
+            assert (anonymous.status_code, anonymous.json()["detail"]) == (401, ANY), (method, path)
+            if 403 in {int(c) for c in op["responses"]}:
+                viewer = httpx.request(method, url, json=body, headers=VIEWER)
+                assert viewer.status_code == 403, (method, path, viewer.text)
+            checked += 1
+        assert checked >= 30
+        store_less = httpx.get(f"http://127.0.0.1:{port}/api/v1/alerts", headers=VIEWER)
+        assert store_less.status_code == 503
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
