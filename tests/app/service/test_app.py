@@ -122,7 +122,7 @@ def test_authentication_comes_before_every_other_answer(zk_connect: str) -> None
             if "security" not in op:
                 continue
             url = f"http://127.0.0.1:{port}" + re.sub(r"\{[^}]+\}", "1", path)
-            body = {} if "requestBody" in op else None
+            body: dict[str, Any] | None = {} if "requestBody" in op else None
             anonymous = httpx.request(method, url, json=body)
             assert (anonymous.status_code, anonymous.json()["detail"]) == (401, ANY), (method, path)
             if 403 in {int(c) for c in op["responses"]}:
