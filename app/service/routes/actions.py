@@ -22,7 +22,7 @@ from app.service.schemas.actions import (
     ReassignmentPlanOut,
     RollbackIn,
 )
-from app.service.schemas.common import Limit, Offset
+from app.service.schemas.params import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["actions"])
 

@@ -12,7 +12,8 @@ from analytics.rules import RULE_LANES, RULE_NUMBERS
 from analytics.store import Acknowledgement, Store
 from app.service.deps import Operator, Runner, StoreDep, Viewer
 from app.service.schemas.alerts import AckIn, AlertDetail, AlertEventOut, AlertOut
-from app.service.schemas.common import Limit, Offset, Page, Problem
+from app.service.schemas.common import Page, Problem
+from app.service.schemas.params import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 

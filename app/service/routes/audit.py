@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from app.service.deps import Actions, Admin
 from app.service.schemas.audit import AuditOut
-from app.service.schemas.common import Limit, Offset
+from app.service.schemas.params import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["actions", "audit"])
 

@@ -31,7 +31,8 @@ from app.service.schemas.cluster import (
     UrpCrossCheckOut,
     ZnodeErrorOut,
 )
-from app.service.schemas.common import MAX_PAGE, BrokerIdPath, BrokerIdQuery, Offset, Page, Problem
+from app.service.schemas.common import MAX_PAGE, Page, Problem
+from app.service.schemas.params import BrokerIdPath, BrokerIdQuery, Offset
 from app.service.state import ClusterState, ClusterView
 from collectors.health import PartitionHealth
 from collectors.kafka.model import NO_LEADER, PartitionInfo, TopicPartition

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 
 from app.service.deps import Operator, Runner
 from app.service.schemas.actions import ReassignmentPlanOut
-from app.service.schemas.common import BrokerIdPath
+from app.service.schemas.params import BrokerIdPath
 from app.service.schemas.plans import DrainIn, PlanOut, RebalanceIn, SubmitIn
 
 router = APIRouter(prefix="/api/v1", tags=["actions", "plans"])

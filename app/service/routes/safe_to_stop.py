@@ -14,7 +14,8 @@ from fastapi.responses import JSONResponse
 
 from app.service.deps import View, Viewer
 from app.service.safe_to_stop import cluster_safety
-from app.service.schemas.common import BrokerIdPath, Problem
+from app.service.schemas.common import Problem
+from app.service.schemas.params import BrokerIdPath
 from app.service.schemas.safe_to_stop import ClusterSafeToStopOut, SafeToStopOut
 from collectors.safe_to_stop import ClusterSafeToStop, UnknownBrokerError, answer_json, cluster_json
 

@@ -13,7 +13,8 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import SecretStr
 
 from app.service.deps import Admin, NotifierDep, WebhooksDep
-from app.service.schemas.common import IdPath, Limit, Offset, Page, Problem
+from app.service.schemas.common import Page, Problem
+from app.service.schemas.params import IdPath, Limit, Offset
 from app.service.schemas.webhooks import DeliveryOut, PingOut, WebhookIn, WebhookOut, WebhookPatch
 from app.webhooks.model import DeliveryState, Webhook, WebhookDelivery
 from app.webhooks.notifier import ping
