@@ -95,7 +95,14 @@ def served(zookeeper_server: ZooKeeperEndpoint, tmp_path_factory: pytest.TempPat
     serve: Serve | None = None
     try:
         cluster.expect(r"^ready")
-        serve = Serve(zk_connect, f"sqlite:///{workdir / 'store.db'}", workdir / "serve.log")
+        # the webhook URLs point at the service's own /healthz on loopback, which the egress policy
+        # refuses unless allowed, as an on-prem receiver would be
+        serve = Serve(
+            zk_connect,
+            f"sqlite:///{workdir / 'store.db'}",
+            workdir / "serve.log",
+            KAFKA_HEALTH_SERVICE__WEBHOOKS__ALLOW_NETWORKS="127.0.0.1/32",
+        )
         wait_for(serve.ready, timeout=60, message="kafka-health serve ready")
         yield serve.url
     finally:
