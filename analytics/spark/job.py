@@ -42,7 +42,7 @@ from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import BatchOutcome, HealthSample, WindowInput, process_batch
 from analytics.store import ANALYTICS_MIGRATIONS, Migration, Store
 from collectors.samples import LOAD_METRICS, SAMPLE_SCHEMA_VERSION
-from collectors.transport import parse_transport
+from collectors.transport import check_spool_directory, parse_transport
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,10 @@ def read_samples(spark: Any, settings: AnalyticsSettings) -> Any:
     spec = parse_transport(settings.source)
     if spec.kind == "spool":
         assert spec.directory is not None
-        spec.directory.mkdir(parents=True, exist_ok=True)
+        if settings.create_spool:
+            spec.directory.mkdir(parents=True, exist_ok=True)
+        else:
+            check_spool_directory(spec.directory)
         return (
             spark.readStream.schema(_SAMPLE_DDL)
             .option("mode", "PERMISSIVE")
