@@ -188,7 +188,7 @@ def test_hash_token_prints_the_token_file_digest() -> None:
             {"KAFKA_HEALTH_SERVICE__TOKENS": "me:viewer:short"},
             "8 characters",
         ),
-        (["--zookeeper", "127.0.0.1:2181", "--port", "70000"], {}, "port"),
+        (["--zookeeper", "127.0.0.1:2181"], {"KAFKA_HEALTH_SERVICE__PORT": "70000"}, "service.port"),
     ],
 )
 def test_bad_input_exits_2(
