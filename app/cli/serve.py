@@ -3,9 +3,10 @@
 Everything that can fail is tried before the banner, each failure one line: the settings (flags,
 ``KAFKA_HEALTH_*``, the tokens, the TLS files, the store URL: exit 2), the listen address (a host that
 is not an address of this machine: exit 2; a port in use: exit 1, bound here and handed to uvicorn, so it
-cannot be taken in between), the store (opened and migrated: exit 1) and the cluster (the first full
-scan: exit 1). A failure of uvicorn's start-up after that is one line too; its traceback goes to the debug
-log (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
+cannot be taken in between), the cluster (the first full scan: exit 1) and the store (opened and
+migrated: exit 1; after the cluster, so that a ZooKeeper typo leaves no SQLite file behind). A failure of
+uvicorn's start-up after that is one line too; its traceback goes to the debug log
+(``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
 
 Exit codes: 0 stopped by SIGINT/SIGTERM, 1 cannot start (ZooKeeper or the store unreachable, port taken),
 2 bad input.
@@ -180,12 +181,6 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
     from app.service.app import create_app
 
     store_url = settings.analytics.store_url
-    try:
-        Storage.open(store_url).close()
-    except StoreError as exc:
-        log.debug("the store cannot be opened", exc_info=True)
-        err.write(f"error: {first_line(exc)}\n")
-        return ExitCode.FAILED
     zk = settings.zookeeper
     connect = zk.connect or ""
     # Read the cluster before listening: an unreachable ZooKeeper is a clear error, not a traceback.
@@ -199,6 +194,12 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
         err.write(f"error: cannot read the cluster at {connect}: {exc}\n")
         return ExitCode.FAILED
     try:
+        try:  # the lifespan opens it again; a failure here is one line rather than uvicorn's traceback
+            Storage.open(store_url).close()
+        except StoreError as exc:
+            log.debug("the store cannot be opened", exc_info=True)
+            err.write(f"error: {first_line(exc)}\n")
+            return ExitCode.FAILED
         app = create_app(
             settings.service,
             zookeeper=connect,

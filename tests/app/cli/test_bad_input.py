@@ -4,7 +4,8 @@ no usage block, no Spark plan.
 
 The table runs ``main([...])`` in this process (argparse's errors are a ``SystemExit``), with the
 ``KAFKA_HEALTH_*`` variables of each row only. Placeholders in a row: ``{closed}`` a TCP port nobody
-listens on, ``{busy}`` one somebody does, ``{tmp}`` the test's directory.
+listens on, ``{busy}`` one somebody does, ``{tmp}`` the test's directory, ``{zk}`` the shared ZooKeeper
+(started only for the rows that name it).
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ CASES: dict[str, Case] = {
         "port {busy} on 127.0.0.1 is in use",
     ),
     "serve: PostgreSQL down": Case(
-        ["serve", "--zookeeper", ZK_DOWN, "--port", "{closed}", "--store-url", PG_DOWN],
+        ["serve", "--zookeeper", "{zk}", "--port", "{closed}", "--store-url", PG_DOWN],
         FAILED,
         "cannot open the store at postgresql+psycopg://kh@127.0.0.1:",
     ),
@@ -369,8 +370,11 @@ def test_one_line_and_the_right_code(
     busy_port: int,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
-    values = {"closed": pick_free_port(), "busy": busy_port, "tmp": tmp_path}
+    values: dict[str, Any] = {"closed": pick_free_port(), "busy": busy_port, "tmp": tmp_path}
+    if any("{zk}" in arg for arg in case.argv):
+        values["zk"] = request.getfixturevalue("zk_connect")
     (tmp_path / "file").write_text("not a directory")
     monkeypatch.chdir(tmp_path)  # the default spool, checkpoint and store are relative
     for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
@@ -389,6 +393,7 @@ def test_one_line_and_the_right_code(
     assert fill(case.message, values) in err
     assert "Traceback" not in err
     assert not (tmp_path / "missing").exists()  # a spool that was not there is not created
+    assert not (tmp_path / "kafka-health-data").exists()  # nor the default store
 
 
 def test_the_table_is_the_testers_size() -> None:
