@@ -343,6 +343,11 @@ CASES: dict[str, Case] = {
     "reference-cluster: ZooKeeper connect": Case(
         ["reference-cluster", "--zookeeper", "zk"], BAD, "is not host:port"
     ),
+    "reference-cluster: control port in use": Case(
+        ["reference-cluster", "--control-port", "{busy}"],
+        FAILED,
+        "control port {busy} on 127.0.0.1 is in use",
+    ),
     "demo: brokers 0": Case(["demo", "--brokers", "0"], BAD, "not a number of brokers from 3 to 50"),
     "demo: brokers 2": Case(["demo", "--brokers", "2"], BAD, "not a number of brokers from 3 to 50"),
     "demo: port in use": Case(["demo", "--port", "{busy}"], FAILED, "port {busy} on 127.0.0.1 is in use"),
