@@ -97,8 +97,20 @@ def first_line(exc: BaseException, limit: int = 500) -> str:
         text = str(exc)
     except Exception:  # py4j's errors ask the JVM for their text, which may be gone
         text = ""
-    line = next((part.strip() for part in text.splitlines() if part.strip()), type(exc).__name__)
+    lines = text.splitlines()
+    first = next((i for i, part in enumerate(lines) if part.strip()), None)
+    if first is None:
+        return type(exc).__name__
+    line = lines[first].strip()
+    if line.endswith(_TRACEBACK):
+        # Spark wraps a Python worker's failure with its traceback: what failed is the exception's own
+        # line, the first one after the traceback that is not indented.
+        cause = next((part for part in lines[first + 1 :] if part.strip() and not part[0].isspace()), "")
+        line = f"{line.removesuffix(_TRACEBACK).rstrip()} {cause.strip()}".strip()
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 # --- logging -------------------------------------------------------------------------------------------

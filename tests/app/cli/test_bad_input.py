@@ -417,6 +417,15 @@ def test_first_line_keeps_what_failed_and_drops_the_plan() -> None:
     )
     assert first_line(RuntimeError(plan)) == "[STREAM_FAILED] Query terminated with exception: no broker"
     assert first_line(RuntimeError("")) == "RuntimeError"
+    wrapped = (
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
+        'initialOffset: Traceback (most recent call last):\n  File "x.py", line 1, in f\n    f()\n'
+        "KafkaSourceError: cannot connect to Kafka at h:9092\n\tat org.apache.spark.Foo(Foo.scala:1)\n"
+    )
+    assert first_line(RuntimeError(wrapped)) == (
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
+        "initialOffset: KafkaSourceError: cannot connect to Kafka at h:9092"
+    )
     assert first_line(RuntimeError("y" * 900)).endswith("...")
     assert len(first_line(RuntimeError("y" * 900))) == 500
 
