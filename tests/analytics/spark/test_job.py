@@ -237,8 +237,6 @@ def test_the_batch_handler_skips_a_batch_committed_before(spool: Spool, tmp_path
 def test_the_query_plan_is_streaming_with_a_watermark(
     spark_session: Any, spool: Spool, tmp_path: Path
 ) -> None:
-    from analytics.spark.job import read_samples
-
     settings = settings_for(spool, tmp_path)
     aggregates = window_aggregates(sample_rows(read_samples(spark_session, settings), settings), settings)
     assert aggregates.isStreaming
