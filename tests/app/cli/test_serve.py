@@ -97,7 +97,7 @@ def test_the_command_serves_https_with_tls_cert_and_key(
     port = pick_free_port()
     argv = [
         sys.executable, "-m", "app.cli.main", "serve", "--zookeeper", zk_connect, "--port", str(port),
-        "--tls-cert", str(cert), "--tls-key", str(key),
+        "--tls-cert", str(cert), "--tls-key", str(key), "--store-url", f"sqlite:///{tmp_path / 'store.db'}",
     ]  # fmt: skip
     child = subprocess.Popen(
         argv,
