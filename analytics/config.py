@@ -8,6 +8,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from analytics.rules import RuleSettings
+from analytics.store.database import check_store_url
+from analytics.store.errors import StoreError
 from collectors.transport import parse_transport
 
 
@@ -18,6 +20,9 @@ class AnalyticsSettings(BaseModel):
     """Spark master: ``local[N]`` in one process (default), or ``spark://host:7077`` for a cluster."""
     source: str = "spool:./kafka-health-data/spool"
     """``spool:DIR`` (the collectors' default sink) or ``kafka:BOOTSTRAP/TOPIC``."""
+    create_spool: bool = False
+    """Create the spool directory when it does not exist. Off: a missing directory is a start-up error (a
+    typo would otherwise make the job wait forever on an empty directory nobody writes to)."""
     trigger_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
     """Micro-batch interval."""
     window_s: Annotated[float, Field(gt=0, le=86400)] = 30.0
@@ -50,6 +55,14 @@ class AnalyticsSettings(BaseModel):
     def _check_source(cls, value: str) -> str:
         parse_transport(value)
         return value
+
+    @field_validator("store_url")
+    @classmethod
+    def _check_store_url(cls, value: str) -> str:
+        try:
+            return check_store_url(value)
+        except StoreError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("spark_conf")
     @classmethod

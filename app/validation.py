@@ -7,9 +7,19 @@ imports the reference cluster's settings, so the tooling cannot import the setti
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    """``field.path: message; ...``: every bad field named by its dotted path."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+    """``field.path: message; ...``: every bad field named by its dotted path. A validator's own ValueError
+    reads as its message, without pydantic's ``Value error, `` in front."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {_message(e)}" for e in exc.errors())
+
+
+def _message(error: Any) -> str:
+    reason = (error.get("ctx") or {}).get("error")
+    if error["type"] == "value_error" and reason is not None:
+        return str(reason)
+    return str(error["msg"])

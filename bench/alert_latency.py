@@ -654,7 +654,15 @@ def run_load(args: argparse.Namespace, workdir: Path, results: Results) -> None:
         spool, store = workdir / "spool", workdir / "kafka-health.db"
         collect = start_process(
             "collect",
-            [*kafka_health(), "collect", "--zookeeper", zookeeper.connect_string, "--sink", f"spool:{spool}"],
+            [
+                *kafka_health(),
+                "collect",
+                "--zookeeper",
+                zookeeper.connect_string,
+                "--sink",
+                f"spool:{spool}",
+                "--create-spool",
+            ],
             workdir,
             env,
         )
@@ -665,6 +673,7 @@ def run_load(args: argparse.Namespace, workdir: Path, results: Results) -> None:
                 "analytics",
                 "--source",
                 f"spool:{spool}",
+                "--create-spool",
                 "--checkpoint",
                 str(workdir / "checkpoint"),
                 "--store-url",

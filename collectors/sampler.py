@@ -46,6 +46,9 @@ class SamplerSettings(BaseModel):
     interval_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
     sink: str = "spool:./kafka-health-data/spool"
     """``spool:DIR`` (default) or ``kafka:BOOTSTRAP/TOPIC``."""
+    create_spool: bool = False
+    """Create the spool directory when it does not exist. Off: a missing directory is a start-up error (a
+    typo would otherwise send the samples where no analytics job reads them)."""
     spool_retention_s: Annotated[float, Field(gt=0)] = 3600.0
     collector_name: str | None = None
     """Prefix of the collector id (default: the host name); a random suffix is added at every start."""

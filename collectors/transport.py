@@ -30,6 +30,18 @@ class TransportError(Exception):
     ``(collector_id, sequence)``."""
 
 
+class MissingSpoolError(ValueError):
+    """A spool directory that does not exist (or is not a directory) and was not to be created."""
+
+
+def check_spool_directory(directory: Path) -> None:
+    """Raises :class:`MissingSpoolError` naming ``directory`` unless it is an existing directory."""
+    if directory.is_dir():
+        return
+    what = "is not a directory" if directory.exists() else "does not exist"
+    raise MissingSpoolError(f"spool directory {directory} {what}")
+
+
 class SampleSink(Protocol):
     def write(self, samples: Sequence[Sample]) -> None: ...
 
@@ -40,14 +52,24 @@ class SpoolDirectorySink:
     """Atomic newline-delimited JSON files in ``directory``, deleted after ``retention_s``."""
 
     def __init__(
-        self, directory: Path, retention_s: float = 3600.0, clock: Callable[[], float] = time.time
+        self,
+        directory: Path,
+        retention_s: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+        *,
+        create: bool = True,
     ) -> None:
+        """``create``: make ``directory`` (and its parents) if it does not exist; without it a missing
+        directory is :class:`MissingSpoolError` (the command line's default: a typo is an error)."""
         if retention_s <= 0:
             raise ValueError(f"spool retention must be positive, got {retention_s}")
         self.directory = Path(directory)
         self.retention_s = retention_s
         self._clock = clock
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if create:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        else:
+            check_spool_directory(self.directory)
 
     def write(self, samples: Sequence[Sample]) -> None:
         if not samples:
@@ -172,10 +194,12 @@ def parse_transport(text: str) -> TransportSpec:
     return TransportSpec("kafka", bootstrap_servers=bootstrap, topic=topic)
 
 
-def open_sink(spec: TransportSpec, spool_retention_s: float = 3600.0) -> SampleSink:
+def open_sink(
+    spec: TransportSpec, spool_retention_s: float = 3600.0, *, create_spool: bool = True
+) -> SampleSink:
     if spec.kind == "spool":
         assert spec.directory is not None
-        return SpoolDirectorySink(spec.directory, spool_retention_s)
+        return SpoolDirectorySink(spec.directory, spool_retention_s, create=create_spool)
     assert spec.bootstrap_servers is not None
     assert spec.topic is not None
     return KafkaTopicSink(spec.bootstrap_servers, spec.topic)

@@ -42,7 +42,7 @@ from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import BatchOutcome, HealthSample, WindowInput, process_batch
 from analytics.store import ANALYTICS_MIGRATIONS, Migration, Store
 from collectors.samples import LOAD_METRICS, SAMPLE_SCHEMA_VERSION
-from collectors.transport import parse_transport
+from collectors.transport import check_spool_directory, parse_transport
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,26 @@ def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-ana
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if not log.isEnabledFor(logging.DEBUG):
+        _quiet_query_failures(spark)
     return spark
+
+
+QUERY_LOGGERS: Final = (
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+)
+"""Where Spark logs a failed query with its JVM stack trace (Spark 4.1's package, then 4.0's)."""
+
+
+def _quiet_query_failures(spark: Any) -> None:
+    """Spark logs a failed query at ERROR with a JVM stack trace of a hundred lines, and then raises it to
+    whoever waits on the query, which reports it (the command line in one line, the rest at debug): the
+    log record says it a second time, so it is off unless debugging."""
+    jvm = spark.sparkContext._jvm
+    off = jvm.org.apache.logging.log4j.Level.OFF
+    for name in QUERY_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
 
 
 def stop_session(spark: Any) -> None:
@@ -179,7 +198,10 @@ def read_samples(spark: Any, settings: AnalyticsSettings) -> Any:
     spec = parse_transport(settings.source)
     if spec.kind == "spool":
         assert spec.directory is not None
-        spec.directory.mkdir(parents=True, exist_ok=True)
+        if settings.create_spool:
+            spec.directory.mkdir(parents=True, exist_ok=True)
+        else:
+            check_spool_directory(spec.directory)
         return (
             spark.readStream.schema(_SAMPLE_DDL)
             .option("mode", "PERMISSIVE")

@@ -12,7 +12,7 @@ The webhooks and the runbook actions own their tables in the app layer, which co
 (``app/storage.py``). See ``docs/store.md``.
 """
 
-from analytics.store.database import DEFAULT_BUSY_TIMEOUT, Database
+from analytics.store.database import DEFAULT_BUSY_TIMEOUT, Database, check_store_url
 from analytics.store.errors import StoreConflictError, StoreError
 from analytics.store.migrations import Migration, MigrationStep
 from analytics.store.rows import Acknowledgement, ClusterWindowRow
@@ -31,4 +31,5 @@ __all__ = [
     "Store",
     "StoreConflictError",
     "StoreError",
+    "check_store_url",
 ]

@@ -239,6 +239,14 @@ def opt_float(value: Any) -> float | None:
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@/]*@")
 
 
+def check_store_url(url: str) -> str:
+    """``url`` when :meth:`Database.open` would take it (sqlite:///FILE or PostgreSQL with psycopg), without
+    opening anything: a settings validator's check, so that a bad URL is bad input before a process starts.
+    Raises :class:`StoreError` saying what is wrong and which forms work."""
+    _parse_url(url)
+    return url
+
+
 def _parse_url(url: str) -> URL:
     if not isinstance(url, str) or not url.strip():
         raise StoreError(f"the store URL is empty; use {_URL_FORMS}")

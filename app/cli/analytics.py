@@ -1,11 +1,18 @@
 """``kafka-health analytics``: run the PySpark streaming job until SIGINT/SIGTERM.
 
-Exit codes: 0 stopped, 1 the job failed (Spark, the store), 2 bad input.
+Before the banner and before Spark starts, what can be checked is: the settings (a bad flag, variable or
+store URL, a spool directory that does not exist without ``--create-spool``: exit 2), the store (opened
+and migrated: exit 1 when it cannot be) and a Kafka source's bootstrap servers (one of them must accept a
+TCP connection within 10 s: exit 1). A query that fails later is one line too; its Spark plan and
+traceback go to the debug log (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
+
+Exit codes: 0 stopped, 1 the job failed or a dependency (the store, Kafka) is unreachable, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 import time
@@ -13,13 +20,29 @@ from typing import Any, TextIO
 
 from analytics.config import AnalyticsSettings
 from analytics.pipeline import BatchOutcome
-from analytics.store import StoreError
-from app.cli.common import ExitCode, duration, settings_or_error, stop_signals
-from app.settings import load_settings
+from analytics.store import Store, StoreError
+from app.cli.common import (
+    ExitCode,
+    duration,
+    first_line,
+    positive_duration,
+    settings_or_error,
+    stop_signals,
+    unreachable,
+)
+from app.settings import Settings, load_settings
 from app.storage import MIGRATIONS
+from collectors.transport import check_spool_directory, parse_transport
+
+log = logging.getLogger(__name__)
 
 HELP = "run the PySpark streaming job: samples -> load model -> alert rules -> store"
-DESCRIPTION = "Exit codes: 0 stopped, 1 the job failed, 2 bad input."
+DESCRIPTION = (
+    "Exit codes: 0 stopped, 1 the job failed or the store or Kafka is unreachable, 2 bad input "
+    "(including a spool directory that does not exist, without --create-spool)."
+)
+KAFKA_REACH_TIMEOUT_S = 10.0
+"""How long the bootstrap servers of a Kafka source get to accept a TCP connection before start-up fails."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +52,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="spool:DIR|kafka:BOOTSTRAP/TOPIC",
         help="where the samples are (the collectors' sink)",
     )
-    parser.add_argument("--trigger", type=duration, metavar="DURATION", help="micro-batch interval (2s)")
-    parser.add_argument("--window", type=duration, metavar="DURATION", help="event-time window (30s)")
+    parser.add_argument(
+        "--create-spool",
+        action="store_true",
+        default=None,
+        help="create the spool directory if it does not exist (default: a missing one is an error)",
+    )
+    parser.add_argument(
+        "--trigger", type=positive_duration, metavar="DURATION", help="micro-batch interval (2s)"
+    )
+    parser.add_argument(
+        "--window", type=positive_duration, metavar="DURATION", help="event-time window (30s)"
+    )
     parser.add_argument("--watermark", type=duration, metavar="DURATION", help="allowed lateness (10s)")
     parser.add_argument("--checkpoint", metavar="DIR", help="Spark checkpoint directory")
     parser.add_argument(
@@ -40,11 +73,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> AnalyticsSettings:
-    base = load_settings().analytics.model_dump()
+    """Flags over ``KAFKA_HEALTH_*`` over defaults, validated as the whole tree (errors name
+    ``analytics.<field>``), and the spool directory there unless it is to be created; raises ValueError /
+    ValidationError with a message."""
+    tree = load_settings().model_dump()
+    base = tree["analytics"]
     overrides: dict[str, Any] = {}
     for flag, key in (
         ("master", "master"),
         ("source", "source"),
+        ("create_spool", "create_spool"),
         ("trigger", "trigger_s"),
         ("window", "window_s"),
         ("watermark", "watermark_s"),
@@ -56,7 +94,32 @@ def settings_from_args(args: argparse.Namespace) -> AnalyticsSettings:
             overrides[key] = value
     if args.rated_deviation is not None:
         overrides["rules"] = base["rules"] | {"rated_deviation": args.rated_deviation}
-    return AnalyticsSettings.model_validate(base | overrides)
+    settings = Settings.model_validate(tree | {"analytics": base | overrides}).analytics
+    spec = parse_transport(settings.source)
+    if spec.kind == "spool" and not settings.create_spool:
+        assert spec.directory is not None
+        try:
+            check_spool_directory(spec.directory)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (give --create-spool to create it)") from None
+    return settings
+
+
+def check_dependencies(settings: AnalyticsSettings) -> str | None:
+    """Why the job cannot start (the store cannot be opened, no bootstrap server of a Kafka source
+    answers), in one line; None when it can. Before Spark starts, so that the answer takes seconds."""
+    try:
+        Store.open(settings.store_url, migrations=MIGRATIONS).close()
+    except StoreError as exc:
+        log.debug("the store cannot be opened", exc_info=True)
+        return first_line(exc)
+    spec = parse_transport(settings.source)
+    if spec.kind == "kafka":
+        assert spec.bootstrap_servers is not None
+        why = unreachable(spec.bootstrap_servers.split(","), KAFKA_REACH_TIMEOUT_S)
+        if why is not None:
+            return f"no Kafka broker reachable at {spec.bootstrap_servers} ({why})"
+    return None
 
 
 def format_batch(batch_id: int, outcome: BatchOutcome) -> str:
@@ -84,6 +147,10 @@ def run(
     settings = settings_or_error(lambda: settings_from_args(args), err)
     if settings is None:
         return ExitCode.BAD_INPUT
+    why = check_dependencies(settings)
+    if why is not None:
+        err.write(f"error: {why}\n")
+        return ExitCode.FAILED
     from analytics.spark.job import running_job
 
     def report(batch_id: int, outcome: BatchOutcome) -> None:
@@ -104,10 +171,14 @@ def run(
             else:
                 _wait(query, stop)
     except StoreError as exc:
-        err.write(f"error: {exc}\n")
+        log.debug("the store failed", exc_info=True)
+        err.write(f"error: {first_line(exc)}\n")
         return ExitCode.FAILED
     except Exception as exc:
-        err.write(f"error: the analytics job failed: {exc}\n")
+        # A failed streaming query's message carries its whole plan (hundreds of lines): the first line
+        # says what failed; the rest is for the debug log.
+        log.debug("the analytics job failed", exc_info=True)
+        err.write(f"error: the analytics job failed: {first_line(exc)}\n")
         return ExitCode.FAILED
     return ExitCode.OK
 
@@ -118,5 +189,13 @@ def _wait(query: Any, stop: threading.Event) -> None:
         if not query.isActive:
             failure = query.exception()
             if failure is not None:
-                raise RuntimeError(str(failure))
+                raise RuntimeError(describe_failure(failure))
             return
+
+
+def describe_failure(failure: Any) -> str:
+    """A failed query's exception as text (pyspark's can fail to print itself once the JVM is gone)."""
+    try:
+        return str(failure)
+    except Exception:
+        return type(failure).__name__

@@ -1,5 +1,9 @@
 """``kafka-health collect``: run the collectors and write samples for the analytics job until stopped.
 
+Bad input (flags, ``KAFKA_HEALTH_*``, a spool directory that does not exist without ``--create-spool``) is
+one line and exit 2 before anything starts; a ZooKeeper or a Kafka sink that does not answer is one line and
+exit 1 (a Kafka sink's bootstrap servers must accept a TCP connection within 10 s).
+
 Exit codes: 0 stopped by SIGINT/SIGTERM (or ``--once`` wrote its round), 1 the cluster or the transport
 could not be reached, 2 bad input.
 """
@@ -12,17 +16,29 @@ import threading
 import time
 from typing import Any, TextIO
 
-from app.cli.common import ExitCode, settings_or_error, stop_signals
+from app.cli.common import (
+    ExitCode,
+    first_line,
+    positive_duration,
+    settings_or_error,
+    stop_signals,
+    unreachable,
+)
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsCollector
 from collectors.sampler import Round, Sampler
 from collectors.samples import SampleNumbering, new_collector_id
-from collectors.transport import TransportError, open_sink, parse_transport
+from collectors.transport import check_spool_directory, open_sink, parse_transport
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
 HELP = "run the collectors and write samples (spool directory or Kafka topic) for the analytics job"
-DESCRIPTION = "Exit codes: 0 stopped (or --once done), 1 cannot reach the cluster or the sink, 2 bad input."
+DESCRIPTION = (
+    "Exit codes: 0 stopped (or --once done), 1 cannot reach the cluster or the sink, 2 bad input "
+    "(including a spool directory that does not exist, without --create-spool)."
+)
+KAFKA_REACH_TIMEOUT_S = 10.0
+"""How long a Kafka sink's bootstrap servers get to accept a TCP connection before start-up fails."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where samples go (default spool:./kafka-health-data/spool)",
     )
     parser.add_argument(
-        "--interval", type=float, metavar="SECONDS", help="seconds between rounds (default 10)"
+        "--create-spool",
+        action="store_true",
+        default=None,
+        help="create the spool directory if it does not exist (default: a missing one is an error)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=positive_duration,
+        metavar="SECONDS",
+        help="time between rounds: seconds or 500ms, 2s, 1m (default 10)",
     )
     parser.add_argument("--once", action="store_true", help="write one round and exit")
 
@@ -58,13 +83,21 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         sampler["sink"] = args.sink
     if args.interval is not None:
         sampler["interval_s"] = args.interval
+    if args.create_spool is not None:
+        sampler["create_spool"] = args.create_spool
     if sampler:
         overrides["sampler"] = base.sampler.model_dump() | sampler
     settings = Settings.model_validate(base.model_dump() | {k: _dump(v) for k, v in overrides.items()})
     if settings.zookeeper.connect is None:
         raise ValueError(NO_ZOOKEEPER)
     parse_connect_string(settings.zookeeper.connect)
-    parse_transport(settings.sampler.sink)
+    spec = parse_transport(settings.sampler.sink)
+    if spec.kind == "spool" and not settings.sampler.create_spool:
+        assert spec.directory is not None
+        try:
+            check_spool_directory(spec.directory)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (give --create-spool to create it)") from None
     return settings
 
 
@@ -104,13 +137,16 @@ def run(
     zk = settings.zookeeper
     assert zk.connect is not None
     spec = parse_transport(settings.sampler.sink)
+    if spec.kind == "kafka":
+        assert spec.bootstrap_servers is not None
+        why = unreachable(spec.bootstrap_servers.split(","), KAFKA_REACH_TIMEOUT_S)
+        if why is not None:
+            err.write(f"error: cannot open the sink {spec}: no Kafka broker reachable ({why})\n")
+            return ExitCode.FAILED
     try:
-        sink = open_sink(spec, settings.sampler.spool_retention_s)
-    except (OSError, TransportError, ValueError) as exc:
-        err.write(f"error: cannot open the sink {spec}: {exc}\n")
-        return ExitCode.FAILED
-    except Exception as exc:  # kafka-python raises its own NoBrokersAvailable etc.
-        err.write(f"error: cannot open the sink {spec}: {exc}\n")
+        sink = open_sink(spec, settings.sampler.spool_retention_s, create_spool=settings.sampler.create_spool)
+    except Exception as exc:  # OSError, TransportError; kafka-python raises its own (NoBrokersAvailable)
+        err.write(f"error: cannot open the sink {spec}: {first_line(exc)}\n")
         return ExitCode.FAILED
     collector = ZooKeeperCollector(
         zk.connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s

@@ -8,14 +8,18 @@ once so that a script can rely on them across subcommands.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import re
 import signal
+import socket
+import sys
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import IntEnum
-from typing import TextIO, TypeVar
+from typing import NoReturn, TextIO, TypeVar
 
 from pydantic import ValidationError
 
@@ -32,8 +36,8 @@ class ExitCode(IntEnum):
     FAILED = 1
     """The work could not be done: the cluster or a sink unreachable, the job or the server failed."""
     BAD_INPUT = 2
-    """Flags, ``KAFKA_HEALTH_*`` variables or the config file rejected before anything started (argparse
-    exits 2 for unusable flags too)."""
+    """Flags, ``KAFKA_HEALTH_*`` variables or the config file rejected before anything started, in one line
+    on stderr and before any banner (argparse's errors too, see :class:`OneLineParser`)."""
     UNHEALTHY = 3
     """``describe --fail-on-unhealthy`` read a cluster that is not healthy; ``safe-to-stop``: stopping the
     broker is not safe."""
@@ -82,17 +86,124 @@ def settings_or_error(build: Callable[[], T], err: TextIO) -> T | None:
     except ValidationError as exc:
         err.write(f"error: {format_validation_error(exc)}\n")
     except ValueError as exc:
-        err.write(f"error: {exc}\n")
+        err.write(f"error: {first_line(exc)}\n")
     return None
+
+
+def first_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception's message on one line: its first non-blank line, at most ``limit`` characters (a Spark
+    or driver error carries a plan or a traceback after it; those go to the debug log)."""
+    try:
+        text = str(exc)
+    except Exception:  # py4j's errors ask the JVM for their text, which may be gone
+        text = ""
+    lines = text.splitlines()
+    first = next((i for i, part in enumerate(lines) if part.strip()), None)
+    if first is None:
+        return type(exc).__name__
+    line = lines[first].strip()
+    if line.endswith(_TRACEBACK):
+        # Spark wraps a Python worker's failure with its traceback: what failed is the exception's own
+        # line, the first one after the traceback that is not indented.
+        cause = next((part for part in lines[first + 1 :] if part.strip() and not part[0].isspace()), "")
+        line = f"{line.removesuffix(_TRACEBACK).rstrip()} {cause.strip()}".strip()
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 # --- logging -------------------------------------------------------------------------------------------
 
+LOG_LEVEL_ENV = "KAFKA_HEALTH_LOG_LEVEL"
+"""``DEBUG``, ``INFO``, ``WARNING`` (default) or ``ERROR``: what goes to stderr. Read before the settings
+tree (logging must work while the settings are read); ``DEBUG`` shows what a one-line error left out (the
+Spark plan of a failed query, a failed start-up's traceback)."""
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
-def configure_logging() -> None:
-    """Warnings and errors to stderr; kazoo's connection retries are expected noise, so only its errors."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kazoo").setLevel(logging.ERROR)
+
+def log_level(text: str | None) -> int:
+    """The level ``KAFKA_HEALTH_LOG_LEVEL`` names (any case; unset or empty: WARNING); else ValueError."""
+    name = (text or "WARNING").strip().upper()
+    if name not in LOG_LEVELS:
+        raise ValueError(f"{LOG_LEVEL_ENV}={text!r}: expected one of {', '.join(LOG_LEVELS)}")
+    level: int = getattr(logging, name)
+    return level
+
+
+def configure_logging(level: int = logging.WARNING) -> None:
+    """Warnings and errors to stderr (``level`` and up). The Kafka and ZooKeeper clients' connection retries
+    are expected noise, reported by the command itself in one line: kazoo logs only its errors, kafka-python
+    nothing below CRITICAL unless debugging."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.ERROR)
+    logging.getLogger("kafka").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.CRITICAL)
+
+
+# --- argparse ------------------------------------------------------------------------------------------
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser with its errors in one line, ``error: <what> (see kafka-health CMD --help)``, and
+    exit 2, like every other bad input (argparse prints its whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
+        sys.exit(ExitCode.BAD_INPUT)
+
+
+# --- listening ----------------------------------------------------------------------------------------
+
+
+class ListenError(Exception):
+    """The listen address is valid but cannot be bound now (the port in use, no permission): exit 1."""
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` as uvicorn binds it, for uvicorn to serve on: a host that is not
+    an address of this machine is bad input (ValueError), a port in use or refused is
+    :class:`ListenError`; either in one line, before the banner."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise ValueError(f"listen host {host!r}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ValueError(f"listen host {host!r}: {reason} (not an address of this machine)") from None
+        if exc.errno == errno.EADDRINUSE:
+            raise ListenError(f"port {port} on {host} is in use ({reason})") from None
+        raise ListenError(f"cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+# --- reachability ----------------------------------------------------------------------------------------
+
+
+def unreachable(servers: Sequence[str], timeout: float) -> str | None:
+    """None when one of ``HOST:PORT`` ``servers`` accepts a TCP connection within ``timeout`` seconds in
+    all; else why not, for each (``h:1: Connection refused; h2:9092: timed out``). A client library's own
+    bootstrap retries for a minute and logs every attempt; this answers in one line and in seconds."""
+    deadline = time.monotonic() + timeout
+    reasons: list[str] = []
+    for server in servers:
+        host, _, port = server.strip().rpartition(":")
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=remaining):
+                return None
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            reasons.append(f"{server.strip()}: {reason}")
+    return "; ".join(reasons)
 
 
 # --- argparse value types ------------------------------------------------------------------------------

@@ -34,7 +34,14 @@ from pydantic import SecretStr
 
 from analytics.config import AnalyticsSettings
 from analytics.rules import RuleSettings
-from app.cli.common import ExitCode, stop_signals, tcp_port
+from app.cli.common import (
+    ExitCode,
+    ListenError,
+    listen_socket,
+    settings_or_error,
+    stop_signals,
+    tcp_port,
+)
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlApi
@@ -222,34 +229,58 @@ def _running_server(app: Any, port: int) -> Iterator[uvicorn.Server]:
         thread.join(timeout=30)
 
 
+def story_brokers(text: str) -> int:
+    """A broker count the story can be told on: its topics have three replicas (3-50)."""
+    if not text.isdigit() or not 3 <= int(text) <= 50:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of brokers from 3 to 50")
+    return int(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--brokers", type=int, default=5, help="number of brokers (default 5)")
+    parser.add_argument(
+        "--brokers", type=story_brokers, default=5, help="number of brokers, 3-50 (default 5)"
+    )
     parser.add_argument("--port", type=tcp_port, help="the service's port (default: a free one)")
     parser.add_argument(
         "--once", action="store_true", help="play the story once and exit (instead of running until Ctrl-C)"
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    out = sys.stdout
-    workdir = Path(tempfile.mkdtemp(prefix="kafka-health-demo-"))
-    token = secrets.token_urlsafe(16)
-    port = args.port or pick_free_port()
-    settings = ReferenceClusterSettings(
-        brokers=args.brokers,
+def demo_cluster(brokers: int) -> ReferenceClusterSettings:
+    """The demo's reference cluster of ``brokers`` brokers (ValidationError when that is not a count the
+    simulator takes)."""
+    return ReferenceClusterSettings(
+        brokers=brokers,
         topics=[
             TopicSpec(name="orders", partitions=20, replication_factor=3),
             TopicSpec(
                 name="payments", partitions=10, replication_factor=3, config={"min.insync.replicas": "2"}
             ),
-            TopicSpec(name="clickstream", partitions=args.brokers, replication_factor=1),
+            TopicSpec(name="clickstream", partitions=brokers, replication_factor=1),
         ],
         replica_lag_time_max_ms=LAG_MS,
         auto_leader_rebalance_enable=False,
         placement_seed=42,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    token = secrets.token_urlsafe(16)
+    port = args.port or pick_free_port()
+    settings = settings_or_error(lambda: demo_cluster(args.brokers), sys.stderr)
+    if settings is None:
+        return ExitCode.BAD_INPUT
+    if args.port:
+        try:
+            listen_socket("127.0.0.1", port).close()
+        except ListenError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return ExitCode.FAILED
+    workdir = Path(tempfile.mkdtemp(prefix="kafka-health-demo-"))
     analytics = AnalyticsSettings(
         source=f"spool:{workdir / 'spool'}",
+        create_spool=True,
         window_s=WINDOW_S,
         watermark_s=1.0,
         trigger_s=1.0,

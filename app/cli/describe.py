@@ -30,7 +30,7 @@ from collectors.kafka.throttles import (
     throttle_inventory,
 )
 from collectors.kafka.zkdata import parse_connect_string
-from collectors.metrics import MetricsCollector
+from collectors.metrics import MetricsCollector, validate_url_template
 from collectors.zookeeper.collector import scan
 
 HELP = "read a cluster once and print its state and health (text or JSON)"
@@ -344,6 +344,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     err = err or sys.stderr
     try:
         parse_connect_string(args.zookeeper)
+        if args.metrics_url_template:
+            validate_url_template(args.metrics_url_template)
     except ValueError as exc:
         err.write(f"error: {exc}\n")
         return ExitCode.BAD_INPUT

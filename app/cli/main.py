@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,9 +53,13 @@ def load(name: str) -> Subcommand:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand, or, given ``command``, one where only that subcommand has its flags
     (the others are still known by name)."""
-    parser = argparse.ArgumentParser(
+    from app.cli.common import OneLineParser  # imported on use, like the subcommands (see the end)
+
+    parser = OneLineParser(
         prog="kafka-health",
-        description="Cluster health for ZooKeeper-mode Apache Kafka.",
+        description="Cluster health for ZooKeeper-mode Apache Kafka. Exit codes: 0 done, 1 failed "
+        "(a dependency unreachable, the work failed), 2 bad input (one line on stderr, before anything "
+        "starts), 3 unhealthy or not safe (describe, safe-to-stop).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
@@ -74,9 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # --help or a mistyped command, gets the whole parser and its full message.
     command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     args = build_parser(command).parse_args(argv)
-    from app.cli.common import configure_logging  # imported on use, like the subcommands (see the end)
+    from app.cli.common import LOG_LEVEL_ENV, ExitCode, configure_logging, log_level
 
-    configure_logging()
+    try:
+        level = log_level(os.environ.get(LOG_LEVEL_ENV))
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return ExitCode.BAD_INPUT
+    configure_logging(level)
     return load(args.command).run(args)
 
 

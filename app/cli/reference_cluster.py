@@ -10,7 +10,14 @@ import argparse
 import sys
 from typing import Any
 
-from app.cli.common import ExitCode, settings_or_error, stop_signals, tcp_port
+from app.cli.common import (
+    ExitCode,
+    ListenError,
+    listen_socket,
+    settings_or_error,
+    stop_signals,
+    tcp_port,
+)
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlServer
@@ -81,6 +88,12 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_or_error(lambda: settings_from_args(args), sys.stderr)
     if settings is None:
         return ExitCode.BAD_INPUT
+    if args.control_port:
+        try:  # before a ZooKeeper and brokers are started for nothing
+            listen_socket("127.0.0.1", args.control_port).close()
+        except ListenError as exc:
+            print(f"error: control {exc}", file=sys.stderr)
+            return ExitCode.FAILED
     with stop_signals() as stop:
         zookeeper: EmbeddedZooKeeper | None = None
         cluster: ReferenceCluster | None = None

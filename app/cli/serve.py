@@ -1,24 +1,47 @@
 """``kafka-health serve``: the REST service, ``/metrics`` and runbook actions for one cluster.
 
-Exit codes: 0 stopped by SIGINT/SIGTERM, 1 cannot start (ZooKeeper unreachable, port taken), 2 bad input.
+Everything that can fail is tried before the banner, each failure one line: the settings (flags,
+``KAFKA_HEALTH_*``, the tokens, the TLS files, the store URL: exit 2), the listen address (a host that
+is not an address of this machine: exit 2; a port in use: exit 1, bound here and handed to uvicorn, so it
+cannot be taken in between), the cluster (the first full scan: exit 1) and the store (opened and
+migrated: exit 1; after the cluster, so that a ZooKeeper typo leaves no SQLite file behind). A failure of
+uvicorn's start-up after that is one line too; its traceback goes to the debug log
+(``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
+
+Exit codes: 0 stopped by SIGINT/SIGTERM, 1 cannot start (ZooKeeper or the store unreachable, port taken),
+2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
+import socket
 import ssl
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from app.cli.common import ExitCode, on_stop_signals, settings_or_error
+from analytics.store import StoreError
+from app.cli.common import (
+    ExitCode,
+    ListenError,
+    first_line,
+    listen_socket,
+    on_stop_signals,
+    settings_or_error,
+    tcp_port,
+)
 from app.incidents.changes import SnapshotChanges
 from app.service.auth import hash_token
 from app.service.config import ServiceSettings
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
+from app.storage import Storage
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
+
+log = logging.getLogger(__name__)
 
 HELP = "the REST service: cluster state, load, alerts, /metrics and runbook actions"
 DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start, 2 bad input."
@@ -35,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the store (load and alerts); with it the service writes incident alerts",
     )
     parser.add_argument("--host", help="listen address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="listen port (default 8080)")
+    parser.add_argument("--port", type=tcp_port, help="listen port (default 8080)")
     parser.add_argument(
         "--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate (chain); needs --tls-key"
     )
@@ -87,6 +110,26 @@ def check_tls(service: ServiceSettings) -> None:
         ) from None
 
 
+class StartupErrors(logging.Filter):
+    """Holds back uvicorn's error records until the server has started (a failed lifespan is logged with
+    its traceback, then "Application startup failed"): the command reports the first one in one line and
+    the records go to the debug log. Once started, uvicorn's errors pass as usual."""
+
+    def __init__(self, server: Any) -> None:
+        super().__init__()
+        self.server = server
+        self.reason: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.server.started or record.levelno < logging.ERROR:
+            return True
+        if self.reason is None:
+            exc = record.exc_info[1] if record.exc_info else None
+            self.reason = first_line(exc) if exc is not None else record.getMessage()
+        log.debug("uvicorn: %s", record.getMessage(), exc_info=record.exc_info)
+        return False
+
+
 def _server(config: Any) -> Any:
     """uvicorn's Server, stopped by SIGINT/SIGTERM with exit 0 (uvicorn re-raises the signal after its
     graceful shutdown, so the process would die of it: a stop asked for is not a failure here)."""
@@ -102,8 +145,8 @@ def _server(config: Any) -> Any:
 
 
 def settings_and_tokens(args: argparse.Namespace) -> Settings:
-    """The settings, with the tokens checked too: a bad token is bad input, reported before the cluster is
-    read (raises ValueError / ValidationError with a message)."""
+    """The settings, with the tokens and the TLS files checked too: bad input, reported before the cluster
+    is read (raises ValueError / ValidationError with a message)."""
     settings = settings_from_args(args)
     from app.service.app import token_store
 
@@ -121,8 +164,23 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     settings = settings_or_error(lambda: settings_and_tokens(args), err)
     if settings is None:
         return ExitCode.BAD_INPUT
+    service = settings.service
+    try:
+        sock = listen_socket(service.host, service.port)
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return ExitCode.BAD_INPUT
+    except ListenError as exc:
+        err.write(f"error: {exc}\n")
+        return ExitCode.FAILED
+    with contextlib.closing(sock):
+        return _serve(settings, sock, out, err)
+
+
+def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) -> int:
     from app.service.app import create_app
 
+    store_url = settings.analytics.store_url
     zk = settings.zookeeper
     connect = zk.connect or ""
     # Read the cluster before listening: an unreachable ZooKeeper is a clear error, not a traceback.
@@ -136,11 +194,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         err.write(f"error: cannot read the cluster at {connect}: {exc}\n")
         return ExitCode.FAILED
     try:
+        try:  # the lifespan opens it again; a failure here is one line rather than uvicorn's traceback
+            Storage.open(store_url).close()
+        except StoreError as exc:
+            log.debug("the store cannot be opened", exc_info=True)
+            err.write(f"error: {first_line(exc)}\n")
+            return ExitCode.FAILED
         app = create_app(
             settings.service,
             zookeeper=connect,
             metrics=settings.metrics,
-            store_url=settings.analytics.store_url,
+            store_url=store_url,
             collector_factory=lambda _: collector,
             changes=changes,
             rules=settings.analytics.rules,
@@ -149,9 +213,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         import uvicorn
 
         service = settings.service
-        host, port = service.host, service.port
-        out.write(f"kafka-health serving {connect} on {service.scheme}://{host}:{port}\n")
-        out.flush()
+        host, port = service.host, sock.getsockname()[1]
         config = uvicorn.Config(
             app,
             host=host,
@@ -161,14 +223,21 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             ssl_keyfile=service.tls_key,
         )
         server = _server(config)
+        held = StartupErrors(server)
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        uvicorn_log.addFilter(held)
+        out.write(f"kafka-health serving {connect} on {service.scheme}://{host}:{port}\n")
+        out.flush()
         try:
-            server.run()
-        except SystemExit as exc:  # uvicorn exits when it cannot bind the port or the lifespan fails
-            if exc.code:
-                err.write(f"error: the service could not start on {host}:{port} (see above)\n")
+            server.run(sockets=[sock])
+        except SystemExit as exc:  # uvicorn exits when the lifespan fails
+            if exc.code and not server.started:
+                err.write(f"error: the service could not start: {held.reason or 'see the debug log'}\n")
                 return ExitCode.FAILED
+        finally:
+            uvicorn_log.removeFilter(held)
         if not server.started:
-            err.write(f"error: the service could not start on {host}:{port} (see above)\n")
+            err.write(f"error: the service could not start: {held.reason or 'see the debug log'}\n")
             return ExitCode.FAILED
         return ExitCode.OK
     finally:

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from collectors.samples import Sample
-from collectors.transport import KafkaTopicSink, SpoolDirectorySink, TransportError
+from collectors.transport import (
+    KafkaTopicSink,
+    MissingSpoolError,
+    SpoolDirectorySink,
+    TransportError,
+    open_sink,
+    parse_transport,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -54,6 +61,18 @@ def test_spool_retention_deletes_old_files(tmp_path: Path) -> None:
 def test_spool_refuses_a_non_positive_retention(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="retention must be positive"):
         SpoolDirectorySink(tmp_path, retention_s=0)
+
+
+def test_a_missing_spool_is_created_only_when_asked(tmp_path: Path) -> None:
+    spec = parse_transport(f"spool:{tmp_path / 'a' / 'spool'}")
+    with pytest.raises(MissingSpoolError, match=f"spool directory {tmp_path / 'a' / 'spool'} does not exist"):
+        open_sink(spec, create_spool=False)
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(MissingSpoolError, match="is not a directory"):
+        SpoolDirectorySink(tmp_path / "file", create=False)
+    open_sink(spec, create_spool=True).write(samples(1))
+    assert len(SpoolDirectorySink(tmp_path / "a" / "spool", create=False).files()) == 1
 
 
 def test_spool_failure_is_a_transport_error(tmp_path: Path) -> None:

@@ -19,9 +19,17 @@ from analytics.config import AnalyticsSettings
 from analytics.load_model import compute_load
 from analytics.pipeline import BatchOutcome
 from analytics.rules import RuleSettings
-from analytics.spark.job import BatchHandler, sample_rows, start_query, stop_query, window_aggregates
+from analytics.spark.job import (
+    BatchHandler,
+    read_samples,
+    sample_rows,
+    start_query,
+    stop_query,
+    window_aggregates,
+)
 from analytics.store import Store
 from collectors.samples import LOAD_METRICS
+from collectors.transport import MissingSpoolError
 from tests.support.spark import Spool
 
 pytestmark = pytest.mark.spark
@@ -229,11 +237,20 @@ def test_the_batch_handler_skips_a_batch_committed_before(spool: Spool, tmp_path
 def test_the_query_plan_is_streaming_with_a_watermark(
     spark_session: Any, spool: Spool, tmp_path: Path
 ) -> None:
-    from analytics.spark.job import read_samples
-
     settings = settings_for(spool, tmp_path)
     aggregates = window_aggregates(sample_rows(read_samples(spark_session, settings), settings), settings)
     assert aggregates.isStreaming
     plan = aggregates._jdf.queryExecution().logical().toString()
     assert "EventTimeWatermark" in plan
     assert "DeduplicateWithinWatermark" in plan
+
+
+def test_a_spool_directory_that_is_not_there_is_refused_unless_to_be_created(
+    spark_session: Any, tmp_path: Path
+) -> None:
+    spool = tmp_path / "no" / "spool"
+    with pytest.raises(MissingSpoolError, match=f"spool directory {spool} does not exist"):
+        read_samples(spark_session, AnalyticsSettings(source=f"spool:{spool}"))
+    assert not spool.exists()
+    read_samples(spark_session, AnalyticsSettings(source=f"spool:{spool}", create_spool=True))
+    assert spool.is_dir()

@@ -45,6 +45,16 @@ def test_once_writes_a_round_to_the_spool(
     assert kinds == ["broker", "broker", "broker", "cluster"]
 
 
+def test_create_spool_makes_the_directory_the_round_goes_to(
+    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
+) -> None:
+    make_cluster()
+    spool = tmp_path / "new" / "spool"
+    code, _, err = collect("--zookeeper", zk_connect, "--sink", f"spool:{spool}", "--once", "--create-spool")
+    assert (code, err) == (ExitCode.OK, "")
+    assert len(list(spool.glob("*.ndjson"))) == 1
+
+
 def test_run_writes_rounds_until_stopped(
     make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
 ) -> None:
@@ -74,7 +84,7 @@ def test_run_writes_rounds_until_stopped(
         (["--zookeeper", "not a host"], "is not host:port"),
         (["--zookeeper", "127.0.0.1:2181", "--sink", "ftp:/x"], "spool:DIR or kafka:BOOTSTRAP/TOPIC"),
         (["--zookeeper", "127.0.0.1:2181", "--sink", "kafka:broker/"], "kafka:HOST:PORT"),
-        (["--zookeeper", "127.0.0.1:2181", "--interval", "0"], "interval_s"),
+        (["--zookeeper", "127.0.0.1:2181", "--sink", "spool:/nonexistent/spool"], "--create-spool"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(argv: list[str], message: str) -> None:

@@ -20,6 +20,7 @@ from app.cli.common import (
     ExitCode,
     configure_logging,
     duration,
+    log_level,
     on_stop_signals,
     settings_or_error,
     stop_signals,
@@ -144,14 +145,30 @@ def test_good_settings_are_returned_and_nothing_is_written() -> None:
 # --- logging -------------------------------------------------------------------------------------------
 
 
-def test_kazoo_logs_only_its_errors() -> None:
-    kazoo = logging.getLogger("kazoo")
-    level = kazoo.level
+def test_kazoo_logs_only_its_errors_and_kafka_python_nothing_unless_debugging() -> None:
+    kazoo, kafka = logging.getLogger("kazoo"), logging.getLogger("kafka")
+    levels = kazoo.level, kafka.level
     try:
         configure_logging()
-        assert kazoo.level == logging.ERROR
+        assert (kazoo.level, kafka.level) == (logging.ERROR, logging.CRITICAL)
+        configure_logging(logging.DEBUG)
+        assert (kazoo.level, kafka.level) == (logging.DEBUG, logging.DEBUG)
     finally:
-        kazoo.setLevel(level)
+        kazoo.setLevel(levels[0])
+        kafka.setLevel(levels[1])
+
+
+@pytest.mark.parametrize(
+    ("text", "level"),
+    [(None, logging.WARNING), ("", logging.WARNING), ("debug", logging.DEBUG), ("ERROR", 40)],
+)
+def test_log_level_names(text: str | None, level: int) -> None:
+    assert log_level(text) == level
+
+
+def test_a_log_level_that_is_no_level_is_bad_input() -> None:
+    with pytest.raises(ValueError, match="KAFKA_HEALTH_LOG_LEVEL='verbose': expected one of DEBUG, INFO"):
+        log_level("verbose")
 
 
 # --- argparse value types ------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def test_the_command_serves_https_with_tls_cert_and_key(
     port = pick_free_port()
     argv = [
         sys.executable, "-m", "app.cli.main", "serve", "--zookeeper", zk_connect, "--port", str(port),
-        "--tls-cert", str(cert), "--tls-key", str(key),
+        "--tls-cert", str(cert), "--tls-key", str(key), "--store-url", f"sqlite:///{tmp_path / 'store.db'}",
     ]  # fmt: skip
     child = subprocess.Popen(
         argv,
@@ -188,7 +188,7 @@ def test_hash_token_prints_the_token_file_digest() -> None:
             {"KAFKA_HEALTH_SERVICE__TOKENS": "me:viewer:short"},
             "8 characters",
         ),
-        (["--zookeeper", "127.0.0.1:2181", "--port", "70000"], {}, "port"),
+        (["--zookeeper", "127.0.0.1:2181"], {"KAFKA_HEALTH_SERVICE__PORT": "70000"}, "service.port"),
     ],
 )
 def test_bad_input_exits_2(
