@@ -158,7 +158,8 @@ def bounded_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 def request_digest(request: Mapping[str, Any]) -> str:
     """The SHA-256 of a request (canonical JSON): the audit keeps it instead of the request itself, so that
     a request can be matched to its audit entry however large it was."""
-    return hashlib.sha256(json.dumps(request, default=str, sort_keys=True).encode()).hexdigest()
+    canonical = json.dumps(request, default=str, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _bounded_mapping(detail: Mapping[str, Any]) -> dict[str, Any]:
