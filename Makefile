@@ -45,7 +45,13 @@ prometheus:
 		echo "could not install prometheus: run 'apt-get install prometheus' as root (or set KAFKA_HEALTH_SKIP_PROMETHEUS=1)" >&2
 
 test: lint prometheus
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=30
+
+# Schemathesis against the running service, longer than CI's run (docs/api.md, "Fuzzing the API").
+FUZZ_EXAMPLES ?= 200
+.PHONY: fuzz
+fuzz: $(VENV)/.installed-dev
+	KAFKA_HEALTH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/app/service/test_openapi_fuzz.py -p no:cacheprovider -s
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

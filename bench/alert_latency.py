@@ -138,7 +138,12 @@ def start_service(
     zookeeper: str, workdir: Path, extra_env: dict[str, str], start_timeout: float = 600.0
 ) -> Service:
     port = pick_free_port()
-    env = {"KAFKA_HEALTH_SERVICE__TOKENS": f"bench:admin:{TOKEN}", **extra_env}
+    env = {
+        "KAFKA_HEALTH_SERVICE__TOKENS": f"bench:admin:{TOKEN}",
+        # the receiver is on loopback, which the webhook egress policy refuses unless allowed
+        "KAFKA_HEALTH_SERVICE__WEBHOOKS__ALLOW_NETWORKS": "127.0.0.1/32",
+        **extra_env,
+    }
     argv = [
         *kafka_health(),
         "serve",

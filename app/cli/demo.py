@@ -46,11 +46,15 @@ from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
 from app.storage import MIGRATIONS
+from app.webhooks.notifier import NotifierSettings
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import SampleNumbering, new_collector_id
 from collectors.transport import SpoolDirectorySink
 from collectors.zookeeper.collector import ZooKeeperCollector
+
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+"""What the demo's webhooks may reach besides global addresses: its own receiver on loopback."""
 
 HELP = "everything on the embedded default (ZooKeeper, brokers, collectors, Spark, service), a story"
 DESCRIPTION = None
@@ -290,7 +294,11 @@ def run(args: argparse.Namespace) -> int:
             stack.enter_context(running_job(analytics, migrations=MIGRATIONS))
             app = create_app(
                 ServiceSettings(
-                    tokens=SecretStr(f"demo:admin:{token}"), view=ViewSettings(metrics_interval_s=2.0)
+                    tokens=SecretStr(f"demo:admin:{token}"),
+                    view=ViewSettings(metrics_interval_s=2.0),
+                    # a local demo: its webhook receiver is on loopback, which the egress policy refuses
+                    # by default (docs/webhooks.md, "Egress policy")
+                    webhooks=NotifierSettings(allow_networks=LOOPBACK),
                 ),
                 zookeeper=zookeeper.connect_string,
                 metrics=MetricsSettings(urls=urls, timeout_s=2.0),

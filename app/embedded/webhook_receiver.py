@@ -23,10 +23,12 @@ from typing import Any, Self
 
 from app.webhooks.signing import IDEMPOTENCY_HEADER, SignatureError, verify
 
-__all__ = ["ReceivedRequest", "WebhookReceiver"]
+__all__ = ["Answer", "ReceivedRequest", "Responder", "WebhookReceiver"]
 
-Responder = Callable[["ReceivedRequest"], int | tuple[int, Mapping[str, str]]]
-"""Decides the status (and extra headers) of the answer to a request whose signature verified."""
+Answer = int | tuple[int, Mapping[str, str]] | tuple[int, Mapping[str, str], bytes]
+"""A status, with extra headers, and with a body of its own (default: ``{"status": N}``)."""
+Responder = Callable[["ReceivedRequest"], Answer]
+"""Decides the status (and extra headers, and body) of the answer to a request whose signature verified."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +138,9 @@ class WebhookReceiver:
 
     # -- serving
 
-    def _handle(self, path: str, headers: Mapping[str, str], body: bytes) -> tuple[int, Mapping[str, str]]:
+    def _handle(
+        self, path: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, Mapping[str, str], bytes | None]:
         lower = {name.lower(): value for name, value in headers.items()}
         key = lower.get(IDEMPOTENCY_HEADER.lower())
         error = None
@@ -147,6 +151,7 @@ class WebhookReceiver:
                 error = str(exc)
         request = ReceivedRequest(path, lower, body, key, error, time.time())
         extra: Mapping[str, str] = {}
+        content: bytes | None = None
         with self._lock:
             duplicate = False
             if error is not None:
@@ -155,12 +160,17 @@ class WebhookReceiver:
                 status, duplicate = 200, True
             else:
                 answer = self._responder(request)
-                status, extra = (answer, {}) if isinstance(answer, int) else answer
+                if isinstance(answer, int):
+                    status = answer
+                elif len(answer) == 2:
+                    status, extra = answer
+                else:
+                    status, extra, content = answer
             request = ReceivedRequest(path, lower, body, key, error, request.received_at, status, duplicate)
             self._requests.append(request)
             if 200 <= status < 300 and key is not None and not duplicate:
                 self._accepted[key] = request
-        return status, extra
+        return status, extra, content
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         receiver = self
@@ -172,8 +182,8 @@ class WebhookReceiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
-                status, extra = receiver._handle(self.path, dict(self.headers.items()), body)
-                answer = json.dumps({"status": status}).encode()
+                status, extra, content = receiver._handle(self.path, dict(self.headers.items()), body)
+                answer = json.dumps({"status": status}).encode() if content is None else content
                 self.send_response(status)
                 for name, value in extra.items():
                     self.send_header(name, value)

@@ -6,7 +6,8 @@ service's components (:func:`~app.service.container.service_components`) and ins
 status: bad JSON and invalid parameters are 422 naming each problem, unknown things 404, conflicts 409,
 missing tokens 401, too low a role 403, a body over ``service.max_body_bytes`` 413 (before it is read:
 :mod:`app.service.limits`); the action runner's refusals map the same way. At most 100 problems are listed,
-``problems_total`` counting them all when there are more.
+``problems_total`` counting them all when there are more. The OpenAPI document says so per operation
+(:mod:`app.service.openapi`).
 
 Routers beyond the service's own (``extra_routers``) come from the composition root: the demo and the
 tests hand in the embedded reference cluster's fault controls, which the product never imports.
@@ -39,6 +40,7 @@ from app.service.limits import (
     bounded_problems,
     too_large_body,
 )
+from app.service.openapi import install_openapi
 from app.service.routes import ROUTERS
 from app.service.state import SnapshotCollector
 from collectors.metrics import MetricsSettings
@@ -168,6 +170,8 @@ def create_app(
         return _problem(_action_status(exc), exc.message, listed, total=len(problems))
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    for router in (*ROUTERS, *extra_routers):
+    routers = (*ROUTERS, *extra_routers)
+    for router in routers:
         app.include_router(router)
+    install_openapi(app, routers)  # every error status documented with the problem body above
     return app

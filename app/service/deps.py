@@ -3,15 +3,17 @@ service's components (``View``, ``StoreDep``, ``WebhooksDep``, ``Runner``, ``Thr
 from the one :class:`~app.service.container.ServiceContainer` the lifespan installed.
 
 Every dependency reads the request only (no header, query or body parameter of its own), so none of them
-shows in the OpenAPI document.
+shows in the OpenAPI document as a parameter; the role checks declare the bearer security scheme
+(:data:`BEARER_SCHEME`), and :mod:`app.service.openapi` documents each operation's error statuses from
+these dependencies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from analytics.store import Store
 from app.actions.runner import ActionRunner
@@ -34,11 +36,28 @@ def container_of(request: Request) -> ServiceContainer:
 Container = Annotated[ServiceContainer, Depends(container_of)]
 
 
-def require(role: Role) -> Callable[[Request], Principal]:
-    """The caller's principal from ``Authorization: Bearer <token>``: 401 without a known token, 403 when
-    its role is below ``role``."""
+BEARER_SCHEME = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="A token from the service's token list; its role decides what it may do.",
+)
+"""Declares the HTTP bearer scheme on every protected operation of the OpenAPI document (so that client
+generators and fuzzers send the token); :class:`RoleCheck` reads and judges the header itself."""
 
-    def check(request: Request) -> Principal:
+
+class RoleCheck:
+    """The caller's principal from ``Authorization: Bearer <token>``: 401 without a known token, 403 when
+    its role is below ``role``. A class, not a closure, so that the OpenAPI document can tell each
+    operation's role from its dependencies (:mod:`app.service.openapi`)."""
+
+    def __init__(self, role: Role) -> None:
+        self.role = role
+
+    def __call__(
+        self,
+        request: Request,
+        _scheme: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER_SCHEME)],
+    ) -> Principal:
         tokens = container_of(request).tokens
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
@@ -55,13 +74,16 @@ def require(role: Role) -> Callable[[Request], Principal]:
             raise HTTPException(
                 401, "unknown or revoked token", {"WWW-Authenticate": 'Bearer error="invalid_token"'}
             )
-        if principal.role < role:
+        if principal.role < self.role:
             raise HTTPException(
-                403, f"{principal.name} has role {principal.role.name}; this needs {role.name} or higher"
+                403, f"{principal.name} has role {principal.role.name}; this needs {self.role.name} or higher"
             )
         return principal
 
-    return check
+
+def require(role: Role) -> RoleCheck:
+    """The dependency that admits callers of ``role`` or higher."""
+    return RoleCheck(role)
 
 
 Viewer = Annotated[Principal, Depends(require(Role.viewer))]

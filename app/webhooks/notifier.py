@@ -29,6 +29,7 @@ before it is sent, and receivers deduplicate on the idempotency key.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import random
@@ -48,11 +49,14 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from app.webhooks import formats
+from app.webhooks.egress import EgressPolicy, parse_network
 from app.webhooks.model import AlertNotice, Webhook, WebhookDelivery
 from app.webhooks.signing import delivery_headers
 from app.webhooks.store import WebhookStore
+from app.webhooks.transport import EgressGuard, Resolver, SystemResolver, guarded_client, refused_cause
 from app.webhooks.urls import redact
 
 __all__ = [
@@ -66,6 +70,8 @@ __all__ = [
     "Standing",
     "ZooKeeperLeadership",
     "backoff_s",
+    "egress_guard",
+    "ping",
     "post",
     "service_leadership",
     "service_notifier",
@@ -77,7 +83,7 @@ DEFAULT_LOCK_PATH: Final = "/kafka-health/notifier-lock"
 USER_AGENT: Final = "kafka-health-webhooks/0.1"
 PRUNE_EVERY_S: Final = 3600.0
 ERROR_LOG_EVERY_S: Final = 60.0
-_SNIPPET: Final = 200
+_DRAIN_BYTES: Final = 4096
 
 
 class NotifierSettings(BaseModel):
@@ -117,6 +123,39 @@ class NotifierSettings(BaseModel):
     ZooKeeper bounds what it grants to 2-20 of its ``tickTime`` (4-40 s by default)."""
     external_url: str = ""
     """This service's base URL, for links to alerts in payloads (none when empty)."""
+    allow_networks: Annotated[tuple[str, ...], NoDecode] = ()
+    """CIDRs or addresses webhooks may reach although the egress policy refuses them by default (private,
+    loopback, link-local, ...: :mod:`app.webhooks.egress`), for on-premises receivers: e.g.
+    ``KAFKA_HEALTH_SERVICE__WEBHOOKS__ALLOW_NETWORKS=10.20.0.0/16,fd12::/64``. A cloud metadata address
+    is allowed only when listed alone (``169.254.169.254/32``)."""
+    allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """Host names (exact, case-insensitive) whose addresses webhooks may reach whatever they are (metadata
+    addresses excepted): ``KAFKA_HEALTH_SERVICE__WEBHOOKS__ALLOW_HOSTS=alerts.corp.internal``."""
+
+    @field_validator("allow_networks", "allow_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):  # an environment variable: a,b,c or a JSON list
+            if value.strip().startswith("["):
+                try:
+                    return tuple(json.loads(value))
+                except (ValueError, TypeError):
+                    raise ValueError(f"not a JSON list of strings: {value!r}") from None
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(str(parse_network(text)) for text in value)
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for host in value:
+            if not host or any(c in host for c in "/:@[] ") or host.startswith("*"):
+                raise ValueError(f"{host!r} is not a host name (exact names only, no port or wildcard)")
+        return value
 
     @field_validator("lock_path")
     @classmethod
@@ -135,6 +174,11 @@ class NotifierSettings(BaseModel):
         if self.recent_s > self.horizon_s:
             raise ValueError(f"recent_s ({self.recent_s:g}) must not exceed horizon_s ({self.horizon_s:g})")
         return self
+
+    @property
+    def egress(self) -> EgressPolicy:
+        """The webhook egress policy with this section's allowlists."""
+        return EgressPolicy.of(self.allow_networks, self.allow_hosts)
 
     @property
     def lease_s(self) -> float:
@@ -279,9 +323,10 @@ class ZooKeeperLeadership:
 
 @dataclass(frozen=True, slots=True)
 class AttemptResult:
-    """What one POST came to: ``delivered`` (2xx), ``retry`` or ``permanent`` (do not retry)."""
+    """What one POST came to: ``delivered`` (2xx), ``retry``, ``permanent`` (do not retry) or ``refused``
+    (the egress policy refused every address of the host: nothing was sent)."""
 
-    outcome: Literal["delivered", "retry", "permanent"]
+    outcome: Literal["delivered", "retry", "permanent", "refused"]
     status: int | None
     error: str | None
     retry_after_s: float | None = None
@@ -299,8 +344,9 @@ def post(
     attempt: int = 1,
 ) -> AttemptResult:
     """POST ``body`` to ``url`` once, signed, and classify the answer (never raises). The error text is
-    stored, logged and shown by the API, so the URL's secrets are masked in it (an exception's message or
-    the receiver's answer may quote the URL)."""
+    stored, logged and shown by the API, so the URL's secrets are masked in it (an exception's message may
+    quote the URL); it never carries the receiver's answer, only its status: a reply body is whatever the
+    URL's server says, and showing it would make a webhook a way to read internal services."""
     result = _post(client, url, body, idempotency_key, secret, timeout_s=timeout_s, attempt=attempt)
     if result.error is None:
         return result
@@ -327,7 +373,7 @@ def _post(
     started = time.monotonic()
     try:
         with client.stream("POST", url, content=content, headers=headers, timeout=timeout_s) as response:
-            snippet = _read_snippet(response)
+            _drain(response)
             status = response.status_code
             retry_after = _retry_after(response.headers.get("retry-after"))
             reason = response.reason_phrase
@@ -338,27 +384,31 @@ def _post(
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
         return AttemptResult("permanent", None, f"bad URL: {exc}", None, _since(started))
     except httpx.TransportError as exc:
+        refused = refused_cause(exc)
+        if refused is not None:
+            return AttemptResult("refused", None, str(refused), None, _since(started))
         return AttemptResult("retry", None, f"{type(exc).__name__}: {exc}", None, _since(started))
     except Exception as exc:  # anything else: retried; the error says what
         return AttemptResult("retry", None, f"{type(exc).__name__}: {exc}", None, _since(started))
     duration = _since(started)
     if 200 <= status < 300:
         return AttemptResult("delivered", status, None, None, duration)
-    text = f"HTTP {status} {reason}".rstrip() + (f": {snippet}" if snippet else "")
+    text = f"HTTP {status} {reason}".rstrip()
+    if 300 <= status < 400:
+        text += " (redirects are not followed)"
     if status in (408, 429) or status >= 500:
         return AttemptResult("retry", status, text, retry_after, duration)
     return AttemptResult("permanent", status, text, None, duration)
 
 
-def _read_snippet(response: httpx.Response) -> str:
-    """The start of the response body (at most a few KiB are read), on one line."""
-    data = b""
-    for chunk in response.iter_bytes():
-        data += chunk
-        if len(data) >= 4 * _SNIPPET:
+def _drain(response: httpx.Response) -> None:
+    """Read and discard the start of the body (at most a few KiB), so that a short reply leaves the
+    connection reusable; nothing of it is kept."""
+    read = 0
+    for chunk in response.iter_raw():
+        read += len(chunk)
+        if read >= _DRAIN_BYTES:
             break
-    text = " ".join(data.decode(errors="replace").split())
-    return text if len(text) <= _SNIPPET else text[: _SNIPPET - 3] + "..."
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -409,17 +459,18 @@ class Notifier:
     def __init__(
         self,
         store: WebhookStore,
-        http_client_factory: Callable[[], httpx.Client] | None = None,
         settings: NotifierSettings | None = None,
         leadership: Leadership | None = None,
         *,
+        resolver: Resolver | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.settings = settings or NotifierSettings()
         self.leadership: Leadership = leadership or AlwaysLeader()
-        self._client_factory = http_client_factory or self._default_client
+        self.egress = egress_guard(self.settings, resolver)
+        """The egress policy every send goes through (and the API checks URLs with)."""
         self._rng = rng or random.Random()
         self._clock = clock
         self._stopping = threading.Event()
@@ -484,7 +535,7 @@ class Notifier:
 
     def ping(self, webhook: Webhook) -> tuple[AlertNotice, AttemptResult]:
         """Send a made-up event (:func:`formats.ping_notice`) to ``webhook`` now, outside the outbox."""
-        return ping(webhook, self.settings, self._client_factory)
+        return ping(webhook, self.settings, self.egress)
 
     def render(self, webhook: Webhook, notice: AlertNotice) -> str:
         return formats.render(webhook, notice, external_url=self.settings.external_url)
@@ -557,7 +608,7 @@ class Notifier:
 
     def _send_all(self, webhook: Webhook, deliveries: list[WebhookDelivery]) -> None:
         try:
-            with self._client_factory() as client:
+            with _client(self.settings, self.egress) as client:
                 for delivery in deliveries:
                     if self._stopping.is_set() or not self.stats().leader:
                         break
@@ -595,6 +646,14 @@ class Notifier:
             self.store.mark_delivered(claimed.id, at=done, status=result.status)
             self._count(delivered=1)
             log.debug("%s delivered (attempt %d)", where, claimed.attempts)
+        elif result.outcome == "refused":
+            error = (
+                f"not sent: {result.error}; fix the webhook's URL (or allow the receiver: allow_networks, "
+                "allow_hosts), then retry the delivery"
+            )
+            self.store.mark_dead(claimed.id, error=error)
+            self._count(dead=1)
+            log.warning("%s is dead: %s", where, error)
         elif result.outcome == "permanent":
             error = f"permanent error, not retried: {result.error}; fix the webhook, then retry the delivery"
             self.store.mark_dead(claimed.id, error=error, status=result.status)
@@ -620,9 +679,6 @@ class Notifier:
                 "%s failed (attempt %d), retrying in %.1f s: %s", where, claimed.attempts, delay, result.error
             )
 
-    def _default_client(self) -> httpx.Client:
-        return _client(self.settings)
-
     def _count(self, **increments: int) -> None:
         with self._mutex:
             self._stats = replace(
@@ -634,23 +690,25 @@ class Notifier:
             self._stats = replace(self._stats, **values)
 
 
-def _client(settings: NotifierSettings) -> httpx.Client:
-    return httpx.Client(
-        timeout=settings.timeout_s, follow_redirects=False, headers={"User-Agent": USER_AGENT}
-    )
+def egress_guard(settings: NotifierSettings, resolver: Resolver | None = None) -> EgressGuard:
+    """The egress policy of ``settings`` through ``resolver`` (default: the operating system's)."""
+    return EgressGuard(settings.egress, resolver or SystemResolver())
+
+
+def _client(settings: NotifierSettings, guard: EgressGuard) -> httpx.Client:
+    return guarded_client(guard, timeout_s=settings.timeout_s, headers={"User-Agent": USER_AGENT})
 
 
 def ping(
-    webhook: Webhook,
-    settings: NotifierSettings | None = None,
-    http_client_factory: Callable[[], httpx.Client] | None = None,
+    webhook: Webhook, settings: NotifierSettings | None = None, guard: EgressGuard | None = None
 ) -> tuple[AlertNotice, AttemptResult]:
-    """Send :func:`formats.ping_notice` to ``webhook`` once, now (no outbox, no retries)."""
+    """Send :func:`formats.ping_notice` to ``webhook`` once, now (no outbox, no retries), through the egress
+    policy (``guard``, default: ``settings``' through the system resolver)."""
     settings = settings or NotifierSettings()
+    guard = guard or egress_guard(settings)
     notice = formats.ping_notice(webhook)
     body = formats.render(webhook, notice, external_url=settings.external_url)
-    factory = http_client_factory or (lambda: _client(settings))
-    with factory() as client:
+    with _client(settings, guard) as client:
         result = post(
             client, webhook.url, body, notice.idempotency_key, webhook.secret, timeout_s=settings.timeout_s
         )

@@ -22,7 +22,7 @@ from app.service.schemas.actions import (
     ReassignmentPlanOut,
     RollbackIn,
 )
-from app.service.schemas.common import Limit, Offset
+from app.service.schemas.params import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["actions"])
 
@@ -36,7 +36,7 @@ Plan = TypeVar("Plan", ElectionPlanOut, ReassignmentPlanOut)
     responses={202: {"model": ElectionPlanOut}, 409: {}, 422: {}},
 )
 def preferred_replica_election(
-    body: ElectionIn, runner: Runner, who: Operator
+    body: ElectionIn, who: Operator, runner: Runner
 ) -> ElectionPlanOut | JSONResponse:
     """Dry run (default): which partitions would change leader, which cannot and why, leaders per broker
     before and after. ``"dry_run": false`` runs it in chunks under ``budget_bytes`` (202 + action id)."""
@@ -49,7 +49,7 @@ def preferred_replica_election(
     response_model=ReassignmentPlanOut,
     responses={202: {"model": ReassignmentPlanOut}, 409: {}, 422: {}},
 )
-def reassignments(body: ReassignmentIn, runner: Runner, who: Operator) -> ReassignmentPlanOut | JSONResponse:
+def reassignments(body: ReassignmentIn, who: Operator, runner: Runner) -> ReassignmentPlanOut | JSONResponse:
     """Validate (every problem named at once, 422), dry run by default (the batches and throttles), or run
     in the background (202 + action id): throttles set, batches one after another, never while a partition
     is under min ISR or offline, throttles removed at the end whatever happened."""
@@ -59,8 +59,8 @@ def reassignments(body: ReassignmentIn, runner: Runner, who: Operator) -> Reassi
 
 @router.get("/actions", response_model=list[ActionOut])
 def actions(
-    log: Actions,
     _: Viewer,
+    log: Actions,
     state: Annotated[ActionState | None, Query()] = None,
     offset: Offset = 0,
     limit: Limit = 100,
@@ -69,12 +69,12 @@ def actions(
 
 
 @router.get("/actions/{action_id}", response_model=ActionOut, responses={404: {}})
-def action(action_id: str, runner: Runner, _: Viewer) -> ActionOut:
+def action(action_id: str, _: Viewer, runner: Runner) -> ActionOut:
     return ActionOut.of(runner.action(action_id))
 
 
 @router.post("/actions/{action_id}/cancel", response_model=ActionOut, responses={404: {}, 409: {}})
-def cancel(action_id: str, runner: Runner, who: Operator) -> ActionOut:
+def cancel(action_id: str, who: Operator, runner: Runner) -> ActionOut:
     """Stop the action before its next write to ZooKeeper: no further chunk or batch, its throttles
     removed, CANCELLED. A batch already written is the controller's to finish (a rollback undoes it)."""
     return ActionOut.of(runner.cancel(who, action_id))
@@ -86,7 +86,7 @@ def cancel(action_id: str, runner: Runner, who: Operator) -> ActionOut:
     responses={202: {"model": ReassignmentPlanOut}, 404: {}, 409: {}, 422: {}},
 )
 def rollback(
-    action_id: str, runner: Runner, who: Operator, body: RollbackIn | None = None
+    action_id: str, who: Operator, runner: Runner, body: RollbackIn | None = None
 ) -> ReassignmentPlanOut | JSONResponse:
     """A reassignment back to the replicas recorded before reassignment ``action_id`` began, for the
     partitions it changed: dry run by default, ``"dry_run": false`` runs it as a new action linked to the

@@ -12,7 +12,8 @@ from analytics.rules import RULE_LANES, RULE_NUMBERS
 from analytics.store import Acknowledgement, Store
 from app.service.deps import Operator, Runner, StoreDep, Viewer
 from app.service.schemas.alerts import AckIn, AlertDetail, AlertEventOut, AlertOut
-from app.service.schemas.common import Limit, Offset, Page, Problem
+from app.service.schemas.common import Page, Problem
+from app.service.schemas.params import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 
@@ -22,8 +23,8 @@ SEVERITIES = ("critical", "warning", "info")
 
 @router.get("/alerts", response_model=Page[AlertOut])
 def alerts(
-    store: StoreDep,
     _: Viewer,
+    store: StoreDep,
     state: Annotated[list[str] | None, Query(description="open, resolved")] = None,
     rule: Annotated[int | None, Query(ge=RULE_NUMBERS.start, le=RULE_NUMBERS.stop - 1)] = None,
     severity: Annotated[list[str] | None, Query(description="critical, warning, info")] = None,
@@ -51,7 +52,7 @@ def alerts(
 
 
 @router.get("/alerts/{fingerprint}", response_model=AlertDetail, responses={404: {"model": Problem}})
-def alert(fingerprint: str, store: StoreDep, _: Viewer) -> AlertDetail:
+def alert(fingerprint: str, _: Viewer, store: StoreDep) -> AlertDetail:
     found = _alert_or_404(store, fingerprint)
     ack = store.acknowledgements([fingerprint]).get(fingerprint)
     events = [_event_out(e) for e in store.alert_events(fingerprint)]
@@ -64,7 +65,7 @@ def alert(fingerprint: str, store: StoreDep, _: Viewer) -> AlertDetail:
     responses={404: {"model": Problem}, 409: {"model": Problem}},
 )
 def acknowledge(
-    fingerprint: str, store: StoreDep, who: Operator, runner: Runner, body: AckIn | None = None
+    fingerprint: str, who: Operator, store: StoreDep, runner: Runner, body: AckIn | None = None
 ) -> AlertOut:
     """Acknowledge an open alert (operator); the acknowledgement lasts until the alert opens anew."""
     found = _alert_or_404(store, fingerprint)

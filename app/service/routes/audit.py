@@ -6,15 +6,15 @@ from fastapi import APIRouter
 
 from app.service.deps import Actions, Admin
 from app.service.schemas.audit import AuditOut
-from app.service.schemas.common import Limit, Offset
+from app.service.schemas.params import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["actions", "audit"])
 
 
 @router.get("/audit", response_model=list[AuditOut])
 def audit(
-    log: Actions,
     _: Admin,
+    log: Actions,
     offset: Offset = 0,
     limit: Limit = 100,
 ) -> list[AuditOut]:

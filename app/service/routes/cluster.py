@@ -31,7 +31,8 @@ from app.service.schemas.cluster import (
     UrpCrossCheckOut,
     ZnodeErrorOut,
 )
-from app.service.schemas.common import MAX_PAGE, BrokerIdPath, BrokerIdQuery, Offset, Page, Problem
+from app.service.schemas.common import MAX_PAGE, Page, Problem
+from app.service.schemas.params import BrokerIdPath, BrokerIdQuery, Offset
 from app.service.state import ClusterState, ClusterView
 from collectors.health import PartitionHealth
 from collectors.kafka.model import NO_LEADER, PartitionInfo, TopicPartition
@@ -43,7 +44,7 @@ MAX_SUSPECTS = 20
 
 
 @router.get("/cluster", response_model=ClusterOut)
-def cluster(view: View, _: Viewer) -> JSONResponse:
+def cluster(_: Viewer, view: View) -> JSONResponse:
     """The cluster's state and health summary (cached per snapshot version and scrape)."""
     body: dict[str, Any] = view.memo("cluster", lambda state: _cluster(view, state).model_dump(mode="json"))
     state = view.state
@@ -160,7 +161,7 @@ def _brokers(state: ClusterState) -> list[BrokerOut]:
 
 
 @router.get("/brokers", response_model=list[BrokerOut])
-def brokers(view: View, _: Viewer) -> list[BrokerOut]:
+def brokers(_: Viewer, view: View) -> list[BrokerOut]:
     """Registered brokers and brokers that hold replicas but are not registered (``registered: false``)."""
     return _brokers(view.state)
 
@@ -170,7 +171,7 @@ def brokers(view: View, _: Viewer) -> list[BrokerOut]:
     response_model=BrokerOut,
     responses={404: {"model": Problem}},
 )
-def broker(broker_id: BrokerIdPath, view: View, _: Viewer) -> BrokerOut:
+def broker(broker_id: BrokerIdPath, _: Viewer, view: View) -> BrokerOut:
     for item in _brokers(view.state):
         if item.id == broker_id:
             return item
@@ -222,7 +223,7 @@ def _topic_out(state: ClusterState, name: str, tps: list[TopicPartition]) -> Top
 
 
 @router.get("/topics", response_model=list[TopicOut])
-def topics(view: View, _: Viewer) -> list[TopicOut]:
+def topics(_: Viewer, view: View) -> list[TopicOut]:
     state = view.state
     by_topic: dict[str, list[TopicPartition]] = {name: [] for name in state.snapshot.topics}
     for tp in state.snapshot.partitions:
@@ -235,7 +236,7 @@ def topics(view: View, _: Viewer) -> list[TopicOut]:
     response_model=TopicDetail,
     responses={404: {"model": Problem}},
 )
-def topic(name: str, view: View, _: Viewer) -> TopicDetail:
+def topic(name: str, _: Viewer, view: View) -> TopicDetail:
     state = view.state
     tps = _topic_partitions(state, name)
     if not tps and name not in state.snapshot.topics:
@@ -251,8 +252,8 @@ def topic(name: str, view: View, _: Viewer) -> TopicDetail:
     responses={404: {"model": Problem}},
 )
 def partitions(
-    view: View,
     _: Viewer,
+    view: View,
     under_replicated: bool | None = None,
     under_min_isr: bool | None = None,
     at_min_isr: bool | None = None,

@@ -18,9 +18,9 @@ router = APIRouter(prefix="/api/v1", tags=["load"])
 
 @router.get("/load", response_model=LoadOut)
 def load(
+    _: Viewer,
     view: View,
     store: StoreDep,
-    _: Viewer,
     since: float | None = None,
     cluster: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1000,

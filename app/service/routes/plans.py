@@ -8,14 +8,14 @@ from fastapi.responses import JSONResponse
 
 from app.service.deps import Operator, Runner
 from app.service.schemas.actions import ReassignmentPlanOut
-from app.service.schemas.common import BrokerIdPath
+from app.service.schemas.params import BrokerIdPath
 from app.service.schemas.plans import DrainIn, PlanOut, RebalanceIn, SubmitIn
 
 router = APIRouter(prefix="/api/v1", tags=["actions", "plans"])
 
 
 @router.post("/plans/rebalance", response_model=PlanOut, responses={422: {}})
-def rebalance(body: RebalanceIn, runner: Runner, who: Operator) -> PlanOut:
+def rebalance(body: RebalanceIn, who: Operator, runner: Runner) -> PlanOut:
     """A reassignment (plus leader moves) that brings every |r_n| under the rated deviation with as few
     replica moves as it can; the predicted load after; Kafka's ``--generate`` move count for comparison."""
     return PlanOut.of(runner.plan_rebalance(who, body.order()))
@@ -23,7 +23,7 @@ def rebalance(body: RebalanceIn, runner: Runner, who: Operator) -> PlanOut:
 
 @router.post("/plans/drain-broker/{broker_id}", response_model=PlanOut, responses={422: {}})
 def drain_broker(
-    broker_id: BrokerIdPath, runner: Runner, who: Operator, body: DrainIn | None = None
+    broker_id: BrokerIdPath, who: Operator, runner: Runner, body: DrainIn | None = None
 ) -> PlanOut:
     """Every replica off the broker, spread to keep the load even, racks and replication factor kept."""
     return PlanOut.of(runner.plan_drain(who, (body or DrainIn()).order(broker_id)))
@@ -35,7 +35,7 @@ def drain_broker(
     status_code=202,
     responses={404: {}, 409: {}, 422: {}},
 )
-def submit_plan(plan_id: str, runner: Runner, who: Operator, body: SubmitIn | None = None) -> JSONResponse:
+def submit_plan(plan_id: str, who: Operator, runner: Runner, body: SubmitIn | None = None) -> JSONResponse:
     """Run a plan as a reassignment (the same checks and execution as ``/actions/reassignments``)."""
     body = body or SubmitIn()
     outcome = runner.submit_plan(who, plan_id, body.throttle_bytes_per_sec, body.max_concurrent_moves)

@@ -14,7 +14,8 @@ from fastapi.responses import JSONResponse
 
 from app.service.deps import View, Viewer
 from app.service.safe_to_stop import cluster_safety
-from app.service.schemas.common import BrokerIdPath, Problem
+from app.service.schemas.common import Problem
+from app.service.schemas.params import BrokerIdPath
 from app.service.schemas.safe_to_stop import ClusterSafeToStopOut, SafeToStopOut
 from collectors.safe_to_stop import ClusterSafeToStop, UnknownBrokerError, answer_json, cluster_json
 
@@ -31,7 +32,7 @@ def _trusted(answers: ClusterSafeToStop) -> None:
     response_model=ClusterSafeToStopOut,
     responses={503: {"model": Problem}},
 )
-def cluster_safe_to_stop(view: View, _: Viewer) -> JSONResponse:
+def cluster_safe_to_stop(_: Viewer, view: View) -> JSONResponse:
     """Which brokers are safe to stop right now (each assuming the others keep running): per broker the
     verdict, the partitions that would go offline or under min ISR, and the partitions already unhealthy."""
     answers = cluster_safety(view)
@@ -44,7 +45,7 @@ def cluster_safe_to_stop(view: View, _: Viewer) -> JSONResponse:
     response_model=SafeToStopOut,
     responses={404: {"model": Problem}, 503: {"model": Problem}},
 )
-def broker_safe_to_stop(broker_id: BrokerIdPath, view: View, _: Viewer) -> JSONResponse:
+def broker_safe_to_stop(broker_id: BrokerIdPath, _: Viewer, view: View) -> JSONResponse:
     """Whether stopping the broker now would take a partition offline or under min ISR, with the reasons,
     the leaderships a controlled shutdown moves and the partitions already unhealthy."""
     answers = cluster_safety(view)

@@ -15,7 +15,7 @@ router = APIRouter(prefix="/api/v1", tags=["throttles"])
 
 
 @router.get("/throttles", response_model=ThrottlesOut)
-def throttles(cleaner: Throttles, view: View, _: Viewer) -> ThrottlesOut:
+def throttles(_: Viewer, cleaner: Throttles, view: View) -> ThrottlesOut:
     """Every broker with a replication throttle rate and every topic with a throttled-replica list: in use
     (by an unfinished action, or a running reassignment) or leftover, whether it limits anything, and
     what is odd about it (unknown brokers or partitions, half a throttle)."""
@@ -25,7 +25,7 @@ def throttles(cleaner: Throttles, view: View, _: Viewer) -> ThrottlesOut:
 
 @router.post("/throttles/clear", response_model=ClearThrottlesOut, responses={422: {}})
 def clear(
-    cleaner: Throttles, who: Operator, body: Annotated[ClearThrottlesIn | None, Body()] = None
+    who: Operator, cleaner: Throttles, body: Annotated[ClearThrottlesIn | None, Body()] = None
 ) -> ClearThrottlesOut:
     """Dry run (default): which throttle keys would be removed, which are skipped as in use. With
     ``"dry_run": false`` removes them (only the four throttle keys; every other config key stays) and

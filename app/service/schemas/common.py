@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from fastapi import Path, Query
 from pydantic import BaseModel, Field, StrictInt
 
 from app.actions.adaptive import MAX_RATE
@@ -27,7 +26,8 @@ MAX_PAGE = 10_000
 # One place for them, so that no id or offset reaches the store or the planners out of what they hold: an
 # integer >= 2**63 made SQLite raise OverflowError (a 500) and a broker id beyond a Java int is no broker.
 # Bodies use strict ints (``true`` or ``1.0`` is not rule 1); path and query values are text, parsed as
-# int (``1e30``, ``true`` and ``1.5`` are refused there too).
+# int (``1e30``, ``true`` and ``1.5`` are refused there too) by the parameters of
+# :mod:`app.service.schemas.params`.
 
 MAX_ID = 2**63 - 1
 """The largest id and offset: SQLite's INTEGER and PostgreSQL's BIGINT are signed 64-bit."""
@@ -45,13 +45,6 @@ PartitionNumber = Annotated[StrictInt, Field(ge=0, le=MAX_JAVA_INT)]
 """A partition number in a body."""
 Rate = Annotated[StrictInt, Field(ge=1, le=MAX_RATE)]
 """A throttle rate (bytes/s) in a body."""
-
-BrokerIdPath = Annotated[int, Path(ge=0, le=MAX_JAVA_INT, description="a broker id (0..2^31-1)")]
-IdPath = Annotated[int, Path(ge=0, le=MAX_ID, description="an id (0..2^63-1)")]
-BrokerIdQuery = Annotated[int | None, Query(ge=0, le=MAX_JAVA_INT, description="a broker id (0..2^31-1)")]
-Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="items skipped (0..2^63-1)")]
-Limit = Annotated[int, Query(ge=1, le=1000, description="items returned at most (1..1000)")]
-"""The page size of the store's lists (alerts, actions, audit, deliveries)."""
 
 PUBLISHED_SCHEMAS = "app.service.schemas"
 PUBLISHED_ACTIONS = "app.service.actions_api"

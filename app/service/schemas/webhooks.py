@@ -184,7 +184,8 @@ class DeliveryOut(BaseModel):
 
 
 class PingOut(BaseModel):
-    """The result of one test send (not recorded in the outbox, not retried)."""
+    """The result of one test send (not recorded in the outbox, not retried): the receiver's status and
+    the time it took, never its body."""
 
     delivered: bool
     outcome: Literal["delivered", "retry", "permanent"]
@@ -195,9 +196,13 @@ class PingOut(BaseModel):
 
     @classmethod
     def of(cls, notice: AlertNotice, result: AttemptResult) -> PingOut:
+        """The route's answer to a send that was made (a refused one is the route's 422)."""
+        outcome = result.outcome
+        if outcome == "refused":
+            raise ValueError("a send the egress policy refused was not made: it has no PingOut")
         return cls(
-            delivered=result.outcome == "delivered",
-            outcome=result.outcome,
+            delivered=outcome == "delivered",
+            outcome=outcome,
             status=result.status,
             error=result.error,
             idempotency_key=notice.idempotency_key,

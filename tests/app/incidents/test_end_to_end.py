@@ -41,6 +41,11 @@ def receiver() -> Iterator[WebhookReceiver]:
         yield running
 
 
+RECEIVER_ALLOWED = {"KAFKA_HEALTH_SERVICE__WEBHOOKS__ALLOW_NETWORKS": "127.0.0.1/32"}
+"""The receiver is on loopback, which the webhook egress policy refuses unless allowed (as an operator
+would allow an on-premises receiver: through the environment)."""
+
+
 def subscribe(serve: Serve, receiver: WebhookReceiver, rules: list[int] | None = None) -> None:
     body: dict[str, Any] = {"name": "oncall", "url": receiver.url, "secret": SECRET, "rules": rules}
     created = httpx.post(serve.url + "/api/v1/webhooks", json=body, headers=ADMIN, timeout=10)
@@ -97,7 +102,7 @@ def test_a_broker_crash_is_paged_within_two_seconds_by_serve_alone(
 ) -> None:
     cluster = singles_cluster(make_cluster)
     broker = broker_with_singles(zk_connect)
-    serve = serves(zk_connect, f"sqlite:///{tmp_path / 'store.db'}")
+    serve = serves(zk_connect, f"sqlite:///{tmp_path / 'store.db'}", **RECEIVER_ALLOWED)
     wait_for(serve.ready, timeout=START_TIMEOUT_S, message="serve ready")
     wait_for(lambda: serve.standing() == "leader", timeout=30, message="its incident lane elected")
     subscribe(serve, receiver, rules=[1])
@@ -137,6 +142,7 @@ def test_two_replicas_the_leader_killed_mid_incident_every_event_once(
     fast = {  # rule 5 (broker down) opens after 2 s, so that the incident has more than one alert
         "KAFKA_HEALTH_ANALYTICS__RULES__FOR_S": '{"5": 2}',
         "KAFKA_HEALTH_ANALYTICS__RULES__RESOLVE_AFTER_S": '{"1": 3, "5": 3}',
+        **RECEIVER_ALLOWED,
     }
     one = serves(zk_connect, store_url, **fast)
     two = serves(zk_connect, store_url, **fast)
@@ -191,6 +197,7 @@ def test_cut_off_from_zookeeper_the_last_leader_pages_rule_11(
             f"sqlite:///{tmp_path / 'store.db'}",
             KAFKA_HEALTH_ANALYTICS__RULES__FOR_S='{"11": 2}',
             KAFKA_HEALTH_ZOOKEEPER__SESSION_TIMEOUT_S="6",
+            **RECEIVER_ALLOWED,
         )
         wait_for(serve.ready, timeout=START_TIMEOUT_S, message="serve ready")
         wait_for(lambda: serve.standing() == "leader", timeout=30, message="its incident lane elected")

@@ -18,7 +18,7 @@ import uvicorn
 from pydantic import SecretStr
 
 from analytics.model import AlertEvent, EventKind, Severity, fingerprint
-from app.embedded.webhook_receiver import WebhookReceiver
+from app.embedded.webhook_receiver import Answer, WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
 from app.incidents.config import IncidentSettings
 from app.service.app import create_app
@@ -55,6 +55,7 @@ FAST = NotifierSettings(
     backoff_max_s=0.3,
     max_attempts=1000,
     election="none",
+    allow_networks=("127.0.0.1/32",),  # the receiver is on loopback, refused by default
 )
 
 
@@ -184,7 +185,9 @@ def test_open_and_resolve_reach_the_receiver_signed_within_seconds(
     ``opened`` then ``resolved``, signed. The service's incident lane is off: the alert is made up."""
     make_cluster()
     settings = ServiceSettings(
-        tokens=SecretStr("root:admin:admin-token-1"), incidents=IncidentSettings(enabled=False)
+        tokens=SecretStr("root:admin:admin-token-1"),
+        incidents=IncidentSettings(enabled=False),
+        webhooks=NotifierSettings(allow_networks=("127.0.0.1/32",)),  # the receiver is on loopback
     )
     app = create_app(settings, zookeeper=zk_connect, store_url=store_url)
     port = pick_free_port()
@@ -335,6 +338,60 @@ def test_a_client_error_is_permanent_and_dead_at_once(
     assert row.last_error.startswith("permanent error, not retried: HTTP 410 Gone")
     time.sleep(0.3)
     assert len(receiver.requests()) == 1
+
+
+INTERNAL_PAGE = b"<html>db-admin: password=hunter2-internal-only</html>"
+"""What a receiver's reply may hold: never kept, logged or shown (a webhook must not read internal pages)."""
+
+
+def test_no_reply_body_reaches_the_outbox_whatever_the_status(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    answers: Iterator[Answer] = iter([(503, {}, INTERNAL_PAGE), (404, {}, INTERNAL_PAGE)])
+    receiver.respond_with(lambda _request: next(answers))
+    create_webhook(store_url, receiver)
+    notifier = notifiers(store_url)
+    with Storage.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+        wait_for(lambda: notifier.stats().dead == 1, message="retried once, then dead")
+    (row,) = deliveries(store_url).values()
+    assert (row.state, row.attempts, row.last_status) == ("dead", 2, 404)
+    assert row.last_error == (
+        "permanent error, not retried: HTTP 404 Not Found; fix the webhook, then retry the delivery"
+    )
+    assert [r.status for r in receiver.requests()] == [503, 404]
+
+
+def test_a_redirect_is_not_followed(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    receiver.respond_with(lambda _request: (302, {"Location": "http://169.254.169.254/latest/meta-data/"}))
+    create_webhook(store_url, receiver)
+    notifier = notifiers(store_url)
+    with Storage.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+        wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead")
+    (row,) = deliveries(store_url).values()
+    assert (row.state, row.last_status) == ("dead", 302)
+    assert "HTTP 302 Found (redirects are not followed)" in row.last_error
+    assert len(receiver.requests()) == 1
+
+
+def test_a_delivery_the_policy_refuses_is_dead_at_once_and_nothing_is_sent(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    """A webhook stored before the policy existed (or whose name now resolves to a private address): the
+    connect is refused, the row is dead with the reason, the receiver never hears of it."""
+    create_webhook(store_url, receiver)
+    notifier = notifiers(store_url, FAST.model_copy(update={"allow_networks": ()}))
+    with Storage.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+        wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead")
+    (row,) = deliveries(store_url).values()
+    assert (row.state, row.attempts, row.last_status) == ("dead", 1, None)
+    assert row.last_error.startswith("not sent: refused by the egress policy: 127.0.0.1 is loopback;")
+    assert "allow_networks" in row.last_error
+    assert receiver.requests() == []
 
 
 def test_a_bad_signature_secret_is_a_permanent_error(

@@ -19,14 +19,15 @@ from pydantic import SecretStr
 from analytics.model import AlertEvent, AlertState, fingerprint
 from analytics.rules import RULE_NUMBERS
 from analytics.store import Store
-from app.embedded.webhook_receiver import WebhookReceiver
+from app.embedded.reference_cluster.control import ControlServer
+from app.embedded.webhook_receiver import Answer, ReceivedRequest, Responder, WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.container import ServiceContainer
 from app.storage import Storage
 from app.webhooks.notifier import Notifier, NotifierSettings
-from tests.support.reference_cluster import wait_for
+from tests.support.reference_cluster import ClusterFactory, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +43,7 @@ FAST = NotifierSettings(
     backoff_max_s=0.1,
     max_attempts=2,
     election="none",
+    allow_networks=("127.0.0.1/32",),  # the receiver is on loopback, refused by default
 )
 
 
@@ -77,6 +79,18 @@ def service(zk_connect: str, tmp_path: Path) -> Iterator[Service]:
     # The service's own notifier shares the outbox with the tests' FAST ones: it must give up after as
     # many attempts, or a delivery it happens to claim counts one attempt more.
     settings = ServiceSettings(tokens=SecretStr(TOKENS), webhooks=FAST)
+    app = create_app(settings, zookeeper=zk_connect, store_url=store_url)
+    for url in run(app):
+        yield Service(url, store_url, app)
+
+
+@pytest.fixture
+def strict_service(zk_connect: str, tmp_path: Path) -> Iterator[Service]:
+    """The service with the default egress policy (no allowlist): loopback refused."""
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    settings = ServiceSettings(
+        tokens=SecretStr(TOKENS), webhooks=FAST.model_copy(update={"allow_networks": ()})
+    )
     app = create_app(settings, zookeeper=zk_connect, store_url=store_url)
     for url in run(app):
         yield Service(url, store_url, app)
@@ -264,9 +278,13 @@ def test_dead_letters_are_visible_and_retryable(service: Service, receiver: Webh
     receiver.respond_with(503)
     created = new_webhook(service, receiver)
     base = f"/api/v1/webhooks/{created['id']}"
-    with Storage.open(service.store_url) as storage, Notifier(storage.webhooks, settings=FAST) as notifier:
+    with Storage.open(service.store_url) as storage, Notifier(storage.webhooks, settings=FAST):
         key = open_alert(storage.analytics)
-        wait_for(lambda: notifier.stats().dead == 1, message="the delivery dead after 2 attempts")
+        # either notifier (this one or the service's own) may make the last attempt: ask the outbox
+        wait_for(
+            lambda: service.call("GET", f"{base}/deliveries", params={"state": "dead"}).json()["total"] == 1,
+            message="the delivery dead after 2 attempts",
+        )
         dead = service.call("GET", f"{base}/deliveries", params={"state": "dead"}).json()
         assert dead["total"] == 1
         (letter,) = dead["items"]
@@ -320,7 +338,7 @@ def test_the_test_event_is_sent_signed_and_reported(service: Service, receiver: 
         replace(container, notifier=notifier).install(service.app)  # as if the lifespan had started it
         failed = service.call("POST", path).json()
     assert (failed["delivered"], failed["outcome"], failed["status"]) == (False, "permanent", 404)
-    assert failed["error"].startswith("HTTP 404 Not Found")
+    assert failed["error"] == "HTTP 404 Not Found"
     assert service.call("GET", f"/api/v1/webhooks/{created['id']}/deliveries").json()["total"] == 0
 
 
@@ -333,3 +351,108 @@ def test_without_a_store_the_routes_say_so(zk_connect: str) -> None:
         spec = httpx.get(url + "/openapi.json").json()
         for route in ("/api/v1/webhooks", "/api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"):
             assert route in spec["paths"]
+
+
+# --- the egress policy -----------------------------------------------------------------------------------
+
+
+def stored_webhook(service: Service, url: str) -> int:
+    """A webhook written straight into the store (as one created before the policy existed)."""
+    with Storage.open(service.store_url) as storage:
+        return storage.webhooks.create_webhook(
+            name="legacy", url=url, format="generic", secret=SECRET, created_by="root", now=time.time()
+        ).id
+
+
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [
+        ("127.0.0.1", "127.0.0.1 is loopback"),
+        ("2130706433", "127.0.0.1 is loopback"),
+        ("0x7f.1", "127.0.0.1 is loopback"),
+        ("[::ffff:127.0.0.1]", "127.0.0.1 is loopback"),
+        ("[::1]", "::1 is loopback"),
+        ("localhost", "loopback"),
+        ("10.0.0.1", "10.0.0.1 is private"),
+        ("169.254.169.254", "169.254.169.254 is a cloud metadata address"),
+        ("metadata.google.internal.", "metadata.google.internal is a cloud metadata name"),
+    ],
+)
+def test_a_url_the_egress_policy_refuses_is_422_naming_the_reason(
+    strict_service: Service, receiver: WebhookReceiver, host: str, reason: str
+) -> None:
+    url = f"http://{host}:{receiver.port}/hook"
+    created = strict_service.call("POST", "/api/v1/webhooks", json={"name": "x", "url": url})
+    assert created.status_code == 422, created.text
+    body = created.json()
+    assert body["detail"].startswith("invalid request: body.url: refused by the egress policy: ")
+    assert reason in body["detail"]
+    [problem] = body["problems"]
+    assert (problem["location"], problem["type"]) == ("body.url", "egress_refused")
+    webhook_id = stored_webhook(strict_service, "https://hooks.example.com/kafka")
+    patched = strict_service.call("PATCH", f"/api/v1/webhooks/{webhook_id}", json={"url": url})
+    assert patched.status_code == 422
+    assert reason in patched.json()["detail"]
+    assert receiver.requests() == []
+
+
+def test_the_test_send_to_a_refused_address_is_422_and_sends_nothing(
+    strict_service: Service, receiver: WebhookReceiver
+) -> None:
+    webhook_id = stored_webhook(strict_service, receiver.url)
+    refused = strict_service.call("POST", f"/api/v1/webhooks/{webhook_id}/test")
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == "not sent: refused by the egress policy: 127.0.0.1 is loopback"
+    assert receiver.requests() == []
+
+
+def test_the_allowlist_lets_the_receiver_through(service: Service, receiver: WebhookReceiver) -> None:
+    created = new_webhook(service, receiver)  # FAST allows 127.0.0.1/32
+    sent = service.call("POST", f"/api/v1/webhooks/{created['id']}/test").json()
+    assert (sent["delivered"], sent["status"]) == (True, 200)
+    assert len(receiver.requests()) == 1
+
+
+def replying(status: int, body: bytes) -> Responder:
+    def answer(_request: ReceivedRequest) -> Answer:
+        return status, {}, body
+
+    return answer
+
+
+def test_the_test_send_reports_status_and_timing_never_the_body(
+    service: Service, receiver: WebhookReceiver
+) -> None:
+    page = b"<html>internal admin page: password=hunter2-internal-only</html>"
+    created = new_webhook(service, receiver)
+    path = f"/api/v1/webhooks/{created['id']}/test"
+    for status in (200, 404, 500):
+        receiver.respond_with(replying(status, page))
+        answer = service.call("POST", path)
+        assert answer.status_code == 200
+        assert b"hunter2" not in answer.content
+        assert b"internal admin page" not in answer.content
+        result = answer.json()
+        assert set(result) == {"delivered", "outcome", "status", "error", "idempotency_key", "duration_s"}
+        assert result["status"] == status
+        assert 0 < result["duration_s"] < 5
+    assert [r.status for r in receiver.requests()] == [200, 404, 500]
+
+
+def test_a_webhook_aimed_at_the_reference_clusters_control_port_is_refused(
+    strict_service: Service, make_cluster: ClusterFactory
+) -> None:
+    """The issue's case: a webhook on the control port's ``/brokers/0/stop`` stopped a broker."""
+    cluster = make_cluster()
+    control = ControlServer(cluster)
+    control.start()
+    try:
+        url = f"{control.url}/brokers/0/stop"
+        created = strict_service.call("POST", "/api/v1/webhooks", json={"name": "x", "url": url})
+        assert created.status_code == 422
+        assert "127.0.0.1 is loopback" in created.json()["detail"]
+        webhook_id = stored_webhook(strict_service, url)
+        assert strict_service.call("POST", f"/api/v1/webhooks/{webhook_id}/test").status_code == 422
+        assert {b["state"] for b in httpx.get(control.url + "/").json()["brokers"]} == {"running"}
+    finally:
+        control.close()
