@@ -61,6 +61,7 @@ from app.actions.reassignment import (
 )
 from app.actions.rebalance import RebalancePlan, plan_drain, plan_rebalance
 from app.actions.state import (
+    AUDIT_LISTED,
     TERMINAL,
     ActionLog,
     ActionRecord,
@@ -69,6 +70,7 @@ from app.actions.state import (
     IllegalTransitionError,
     StaleRecordError,
     new_action_id,
+    request_digest,
 )
 from collectors.health import HealthReport
 from collectors.kafka import zkdata
@@ -91,6 +93,8 @@ PLANS_KEPT = 100
 """Rebalance and drain plans kept for submission (the oldest go first)."""
 DEFAULT_WORKERS = ActionSettings().workers
 """Actions executing at once; more wait, PENDING, for a worker (the settings' default)."""
+PROBLEMS_IN_MESSAGE = 5
+"""Problems an :class:`InvalidRequestError`'s one-line message names; it counts the others."""
 DEFAULT_BUDGET_BYTES = 512 * 1024
 """An election chunk's payload budget (ZooKeeper's default ``jute.maxbuffer`` is 1 MiB)."""
 
@@ -138,7 +142,12 @@ class InvalidRequestError(ActionError):
 
     @classmethod
     def of(cls, problems: Sequence[Problem]) -> InvalidRequestError:
-        return cls("invalid request: " + "; ".join(p.message for p in problems), problems)
+        """The message names the first :data:`PROBLEMS_IN_MESSAGE` problems and counts the rest (the
+        service lists the first 100 in its body, and counts them all)."""
+        message = "; ".join(p.message for p in problems[:PROBLEMS_IN_MESSAGE])
+        if len(problems) > PROBLEMS_IN_MESSAGE:
+            message += f"; and {len(problems) - PROBLEMS_IN_MESSAGE:,} more ({len(problems):,} problems)"
+        return cls("invalid request: " + message, problems)
 
 
 # --- orders and outcomes ---------------------------------------------------------------------------------
@@ -513,10 +522,12 @@ class ActionRunner:
             raise InvalidRequestError(str(exc)) from None
         problems = validate_scope(snapshot, scope)
         if problems:
-            self._refuse_problems(who, ELECTION, order.dry_run, problems)
+            digest = {"scope": order.scope, "request_sha256": request_digest(order.as_request())}
+            self._refuse_problems(who, ELECTION, order.dry_run, problems, digest)
         plan = plan_preferred_election(snapshot, scope)
         chunks = len(chunk_payloads(plan.to_elect, order.budget_bytes)) if plan.to_elect else 0
-        summary = {"scope": order.scope, "to_elect": len(plan.to_elect), "ineligible": len(plan.ineligible)}
+        counts = {"scope": order.scope, "to_elect": len(plan.to_elect), "ineligible": len(plan.ineligible)}
+        summary = {**counts, "request_sha256": request_digest(order.as_request())}
         outcome = ElectionOutcome(plan, chunks)
         if order.dry_run:
             self.audit(who, ELECTION, dry_run=True, outcome="dry-run", detail=summary)
@@ -537,7 +548,7 @@ class ActionRunner:
             ELECTION,
             order.as_request(),
             plan={
-                **summary,
+                **counts,
                 "chunks": chunks,
                 "predicted_leaders": outcome.predicted_leaders,
                 **journal.plan_json(),
@@ -553,7 +564,11 @@ class ActionRunner:
         snapshot, _ = self._cluster()
         items = order.items
         problems = validate_reassignment(snapshot, items, order.allow_replication_factor_change)
-        summary = {"partitions": len(items), "throttle": order.throttle_bytes_per_sec}
+        summary = {
+            "partitions": len(items),
+            "throttle": order.throttle_bytes_per_sec,
+            "request_sha256": request_digest(order.as_request()),
+        }
         pending = snapshot.pending.reassignments
         if pending or self._admin.exists(zkdata.REASSIGN_PARTITIONS_PATH):
             reason = (
@@ -570,7 +585,7 @@ class ActionRunner:
             )
             raise ConflictError(reason)
         if problems:
-            self._refuse_problems(who, REASSIGNMENT, order.dry_run, problems)
+            self._refuse_problems(who, REASSIGNMENT, order.dry_run, problems, summary)
         batches = plan_batches(items, snapshot, order.max_concurrent_moves)
         rate = order.initial_rate
         outcome = ReassignmentOutcome(
@@ -766,9 +781,20 @@ class ActionRunner:
     # --- helpers ---------------------------------------------------------------------------------------
 
     def _refuse_problems(
-        self, who: Requester, action: str, dry_run: bool, problems: Sequence[Problem]
+        self,
+        who: Requester,
+        action: str,
+        dry_run: bool,
+        problems: Sequence[Problem],
+        summary: Mapping[str, Any] | None = None,
     ) -> NoReturn:
-        detail = {"problems": [p.message for p in problems]}
+        """Audited with the first problems and their count (and the request's ``summary``), not all of
+        them: an audit row stays small whatever was sent."""
+        detail = {
+            **(summary or {}),
+            "problems": [p.message for p in problems[:AUDIT_LISTED]],
+            "problems_total": len(problems),
+        }
         self.audit(who, action, dry_run=dry_run, outcome="refused", detail=detail)
         raise InvalidRequestError.of(problems)
 

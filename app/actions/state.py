@@ -14,7 +14,9 @@ lost under a progress update).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import threading
 import time
 import uuid
@@ -133,6 +135,59 @@ class AuditEntry:
     sequence: int = 0
 
 
+AUDIT_LISTED = 100
+"""Items of a list an audit entry keeps (the first ones); ``<name>_total`` counts them all."""
+AUDIT_TEXT = 1000
+"""Characters of a text an audit entry keeps."""
+AUDIT_DETAIL_BYTES = 64 * 1024
+"""The most an audit entry's detail takes as JSON; a larger one keeps only its size and digest."""
+
+
+def bounded_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """``detail`` as the audit trail keeps it: every list cut to its first :data:`AUDIT_LISTED` items (with
+    ``<key>_total``, the full count, beside it), every text to :data:`AUDIT_TEXT` characters, and, should it
+    still pass :data:`AUDIT_DETAIL_BYTES`, replaced by its size and SHA-256. An audit row records who asked
+    what; a request of 100,000 partitions once made a 16 MB row (issue 13), in a table kept for a year."""
+    bounded = _bounded_mapping(detail)
+    encoded = json.dumps(bounded, default=str, sort_keys=True).encode()
+    if len(encoded) <= AUDIT_DETAIL_BYTES:
+        return bounded
+    return {"truncated": True, "bytes": len(encoded), "sha256": hashlib.sha256(encoded).hexdigest()}
+
+
+def request_digest(request: Mapping[str, Any]) -> str:
+    """The SHA-256 of a request (canonical JSON): the audit keeps it instead of the request itself, so that
+    a request can be matched to its audit entry however large it was."""
+    canonical = json.dumps(request, default=str, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _bounded_mapping(detail: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in detail.items():
+        key = str(name)
+        if isinstance(value, list | tuple) and len(value) > AUDIT_LISTED:
+            out[key] = [_bounded(v) for v in value[:AUDIT_LISTED]]
+            out.setdefault(f"{key}_total", len(value))
+        else:
+            out[key] = _bounded(value)
+    if len(out) > AUDIT_LISTED:  # a mapping keyed by the request (partition -> replicas)
+        kept = dict(list(out.items())[:AUDIT_LISTED])
+        kept["keys_total"] = len(out)
+        return kept
+    return out
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return _bounded_mapping(value)
+    if isinstance(value, list | tuple):
+        return [_bounded(v) for v in value[:AUDIT_LISTED]]
+    if isinstance(value, str) and len(value) > AUDIT_TEXT:
+        return value[:AUDIT_TEXT] + f"... ({len(value):,} characters)"
+    return value
+
+
 class ActionLog(Protocol):
     """Where actions and the audit trail are kept (the store in the service; memory in unit tests)."""
 
@@ -150,7 +205,8 @@ class ActionLog(Protocol):
     def unfinished(self) -> list[ActionRecord]:
         """Every PENDING, RUNNING or STALLED action, oldest first (what an executor must run or adopt)."""
 
-    def audit(self, entry: AuditEntry) -> None: ...
+    def audit(self, entry: AuditEntry) -> None:
+        """Append the entry, its detail bounded (:func:`bounded_detail`)."""
 
     def audit_entries(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]: ...
 
@@ -202,8 +258,9 @@ class MemoryActionLog:
         return records[offset : offset + limit]
 
     def audit(self, entry: AuditEntry) -> None:
+        detail = bounded_detail(entry.detail)
         with self._lock:
-            self._audit.append(replace(entry, sequence=next(self._sequence)))
+            self._audit.append(replace(entry, detail=detail, sequence=next(self._sequence)))
 
     def audit_entries(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
         with self._lock:

@@ -14,7 +14,14 @@ from sqlalchemy.engine import Connection
 
 from analytics.store import Database, Migration
 from analytics.store.database import JSON_TYPE, TIME_TYPE, check_page, opt_float
-from app.actions.state import UNFINISHED, ActionRecord, ActionState, AuditEntry, StaleRecordError
+from app.actions.state import (
+    UNFINISHED,
+    ActionRecord,
+    ActionState,
+    AuditEntry,
+    StaleRecordError,
+    bounded_detail,
+)
 
 __all__ = ["ACTION_MIGRATIONS", "StoreActionLog", "actions_table", "audit_log_table", "metadata"]
 
@@ -242,8 +249,10 @@ class StoreActionLog:
             return [_action_record(row) for row in conn.execute(query)]
 
     def audit(self, entry: AuditEntry) -> None:
-        """Append the entry; the database numbers it (``sequence``, ignoring the entry's)."""
-        statement = sa.insert(audit_log_table).values(_audit_values(entry))
+        """Append the entry, its detail bounded (:func:`~app.actions.state.bounded_detail`); the database
+        numbers it (``sequence``, ignoring the entry's)."""
+        bounded = replace(entry, detail=bounded_detail(entry.detail))
+        statement = sa.insert(audit_log_table).values(_audit_values(bounded))
         with self._db.errors("append to the audit log"), self._db.write() as conn:
             conn.execute(statement)
 

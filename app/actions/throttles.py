@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.actions.state import ActionLog, ActionRecord, ActionState, AuditEntry
+from app.actions.state import ActionLog, ActionRecord, ActionState, AuditEntry, request_digest
 from collectors.kafka.admin import AdminZooKeeper
 from collectors.kafka.model import ClusterSnapshot
 from collectors.kafka.throttles import (
@@ -40,6 +40,8 @@ CLEAR_THROTTLES = "clear-throttles"
 """The audit trail's action name of ``POST /api/v1/throttles/clear``."""
 _REASSIGNMENT = "reassignment"
 _AUDIT_LISTED = 100
+_PROBLEMS_IN_MESSAGE = 5
+"""Bad entries a refusal's message names; it counts the others."""
 
 
 # --- who uses them ---------------------------------------------------------------------------------------
@@ -201,7 +203,12 @@ class ClearOrder:
                 else:
                     topics.add(t)
         if problems:
-            raise InvalidThrottleRequestError("; ".join(problems))
+            message = "; ".join(problems[:_PROBLEMS_IN_MESSAGE])
+            if len(problems) > _PROBLEMS_IN_MESSAGE:
+                message += (
+                    f"; and {len(problems) - _PROBLEMS_IN_MESSAGE:,} more ({len(problems):,} bad entries)"
+                )
+            raise InvalidThrottleRequestError(message)
         if brokers is None and topics is None:
             return None, None
         return brokers or set(), topics or set()
@@ -340,7 +347,13 @@ class ThrottleCleaner:
                 order.dry_run,
                 outcome,
                 None,
-                {"request": order.as_request(), **detail},
+                # the request's lists are cut to their first entries in the row (ActionLog.audit): its
+                # digest tells which request it was
+                {
+                    "request": order.as_request(),
+                    "request_sha256": request_digest(order.as_request()),
+                    **detail,
+                },
             )
         )
 

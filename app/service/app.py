@@ -4,8 +4,10 @@
 service's components (:func:`~app.service.container.service_components`) and installs them on
 ``app.state.container``. Every error is a JSON body ``{"detail": ..., "problems": [...]}`` with a 4xx/5xx
 status: bad JSON and invalid parameters are 422 naming each problem, unknown things 404, conflicts 409,
-missing tokens 401, too low a role 403; the action runner's refusals map the same way. The OpenAPI
-document says so per operation (:mod:`app.service.openapi`).
+missing tokens 401, too low a role 403, a body over ``service.max_body_bytes`` 413 (before it is read:
+:mod:`app.service.limits`); the action runner's refusals map the same way. At most 100 problems are listed,
+``problems_total`` counting them all when there are more. The OpenAPI document says so per operation
+(:mod:`app.service.openapi`).
 
 Routers beyond the service's own (``extra_routers``) come from the composition root: the demo and the
 tests hand in the embedded reference cluster's fault controls, which the product never imports.
@@ -30,14 +32,31 @@ from app.incidents.changes import SnapshotChanges
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.container import service_components
+from app.service.limits import (
+    MAX_PROBLEMS,
+    MAX_PROBLEMS_IN_DETAIL,
+    BodyLimitMiddleware,
+    BodyTooLargeError,
+    bounded_problems,
+    too_large_body,
+)
 from app.service.openapi import install_openapi
 from app.service.routes import ROUTERS
 from app.service.state import SnapshotCollector
 from collectors.metrics import MetricsSettings
 
 
-def _problem(status: int, detail: str, problems: list[dict[str, Any]] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail, "problems": problems or []}, status_code=status)
+def _problem(
+    status: int, detail: str, problems: list[dict[str, Any]] | None = None, *, total: int | None = None
+) -> JSONResponse:
+    """The error body; at most :data:`~app.service.limits.MAX_PROBLEMS` problems, with ``problems_total``
+    counting them all (``total``, else ``problems``) when some were left out."""
+    listed, counted = bounded_problems(problems or [])
+    total = counted if total is None else total
+    body: dict[str, Any] = {"detail": detail, "problems": listed}
+    if total is not None and total > len(listed):
+        body["problems_total"] = total
+    return JSONResponse(body, status_code=status)
 
 
 def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -128,8 +147,14 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = _validation_problems(exc)
-        summary = "; ".join(f"{p['location']}: {p['message']}" for p in problems)
+        summary = "; ".join(f"{p['location']}: {p['message']}" for p in problems[:MAX_PROBLEMS_IN_DETAIL])
+        if len(problems) > MAX_PROBLEMS_IN_DETAIL:
+            summary += f"; and {len(problems) - MAX_PROBLEMS_IN_DETAIL:,} more"
         return _problem(422, f"invalid request: {summary}", problems)
+
+    @app.exception_handler(BodyTooLargeError)
+    async def body_too_large(request: Request, exc: BodyTooLargeError) -> JSONResponse:
+        return JSONResponse(too_large_body(exc.limit), status_code=413, headers=exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -141,8 +166,10 @@ def create_app(
     @app.exception_handler(ActionError)
     async def action_refused(request: Request, exc: ActionError) -> JSONResponse:
         problems = exc.problems if isinstance(exc, InvalidRequestError) else ()
-        return _problem(_action_status(exc), exc.message, [_action_problem(p) for p in problems])
+        listed = [_action_problem(p) for p in problems[:MAX_PROBLEMS]]
+        return _problem(_action_status(exc), exc.message, listed, total=len(problems))
 
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     routers = (*ROUTERS, *extra_routers)
     for router in routers:
         app.include_router(router)

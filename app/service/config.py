@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from app.actions.config import ActionSettings
 from app.incidents.config import IncidentSettings
+from app.service.limits import DEFAULT_BODY_BYTES, MAX_BODY_BYTES, MIN_BODY_BYTES
 from app.service.state import ViewSettings
 from app.webhooks.notifier import NotifierSettings
 
@@ -25,6 +26,10 @@ class ServiceSettings(BaseModel):
     """PEM private key of ``tls_cert``, unencrypted (readable by the service's user only)."""
     tokens: SecretStr = SecretStr("")
     """``name:role:token,...`` in clear (scripts, tests, the demo)."""
+    max_body_bytes: Annotated[int, Field(ge=MIN_BODY_BYTES, le=MAX_BODY_BYTES)] = DEFAULT_BODY_BYTES
+    """The largest request body (``KAFKA_HEALTH_SERVICE__MAX_BODY_BYTES``): a larger one is a 413 before it
+    is read (:mod:`app.service.limits`). 1 MiB is ZooKeeper's default ``jute.maxbuffer``, the most one
+    reassignment znode may hold when Kafka's own tool writes it; raise it to send more at once."""
     tokens_file: Path | None = None
     """Lines ``name:role:sha256:<hex>`` (production): ``kafka-health serve --hash-token`` prints one."""
     view: ViewSettings = Field(default_factory=ViewSettings)

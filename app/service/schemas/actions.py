@@ -4,7 +4,7 @@ No ``from __future__ import annotations`` here: :class:`ActionOut` declares its 
 :mod:`app.service.schemas.common`).
 """
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StrictInt, model_validator
 
@@ -19,18 +19,19 @@ from app.actions.runner import (
 )
 from app.actions.state import ActionRecord
 from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, PartitionNumber, Rate
+from app.service.schemas.limits import MAX_PARTITIONS, MAX_REPLICAS, MAX_TOPIC_NAME, MAX_TOPICS, TopicName
 from collectors.kafka.model import TopicPartition
 
 
 class PartitionRef(BaseModel):
-    topic: str = Field(min_length=1)
+    topic: str = Field(min_length=1, max_length=MAX_TOPIC_NAME)
     partition: PartitionNumber
 
 
 class ElectionIn(BaseModel):
     scope: Literal["all", "topics", "partitions"] = "all"
-    topics: list[str] = Field(default_factory=list)
-    partitions: list[PartitionRef] = Field(default_factory=list)
+    topics: Annotated[list[TopicName], Field(max_length=MAX_TOPICS)] = Field(default_factory=list)
+    partitions: Annotated[list[PartitionRef], Field(max_length=MAX_PARTITIONS)] = Field(default_factory=list)
     dry_run: bool = True
     """Dry run by default: say ``"dry_run": false`` to change leaders."""
     budget_bytes: StrictInt = Field(default=512 * 1024, ge=1024, le=1024 * 1024 - 1024)
@@ -119,9 +120,9 @@ class ActionOut(BaseModel):
 
 
 class ReassignmentItem(BaseModel):
-    topic: str
+    topic: TopicName
     partition: PartitionNumber
-    replicas: list[BrokerId]
+    replicas: Annotated[list[BrokerId], Field(max_length=MAX_REPLICAS)]
 
     @classmethod
     def of(cls, item: ReassignmentRequest) -> "ReassignmentItem":
@@ -129,7 +130,7 @@ class ReassignmentItem(BaseModel):
 
 
 class ReassignmentIn(BaseModel):
-    partitions: list[ReassignmentItem]
+    partitions: Annotated[list[ReassignmentItem], Field(max_length=MAX_PARTITIONS)]
     throttle_bytes_per_sec: Rate | None = None
     """Replication throttle while it runs (set before, always removed after); None: no throttle."""
     max_concurrent_moves: StrictInt = Field(default=10, ge=1, le=100_000)

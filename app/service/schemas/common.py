@@ -55,6 +55,8 @@ class Problem(BaseModel):
 
     detail: str
     problems: list[dict[str, Any]] = Field(default_factory=list)
+    problems_total: int | None = None
+    """Present when ``problems`` lists only the first 100: how many problems there are in all."""
 
 
 class Page(BaseModel, Generic[T]):

@@ -4,17 +4,22 @@ No ``from __future__ import annotations`` here: :class:`LoadOut` declares its pu
 :mod:`app.service.schemas.common`).
 """
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field, StrictInt
 
 from app.actions.rebalance import LoadSummary, RebalancePlan
 from app.actions.runner import DrainOrder, PlanOutcome, RebalanceOrder
 from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, Rate
+from app.service.schemas.limits import MAX_BROKERS, MAX_TOPICS, TopicName
+
+BrokerIds = Annotated[list[BrokerId], Field(max_length=MAX_BROKERS)]
 
 
 class RebalanceIn(BaseModel):
-    exclude_topics: list[str] = Field(default_factory=list)
+    exclude_topics: Annotated[list[TopicName], Field(max_length=MAX_TOPICS)] = Field(default_factory=list)
     rated_deviation: float = Field(default=0.10, gt=0, le=1)
-    brokers: list[BrokerId] | None = None
+    brokers: BrokerIds | None = None
     """Brokers replicas and leadership may go to (default: every registered broker)."""
     leader_moves: bool = True
 
@@ -28,7 +33,7 @@ class RebalanceIn(BaseModel):
 
 
 class DrainIn(BaseModel):
-    brokers: list[BrokerId] | None = None
+    brokers: BrokerIds | None = None
     rated_deviation: float = Field(default=0.10, gt=0, le=1)
 
     def order(self, broker_id: int) -> DrainOrder:

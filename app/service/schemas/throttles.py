@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.actions.throttles import ClearOrder, ClearOutcome, EntityRef
 from app.service.schemas.common import JavaInt
+from app.service.schemas.limits import MAX_BROKERS, MAX_TOPICS, BrokerEntity, TopicName
 from collectors.kafka.throttles import (
     BrokerThrottle,
     EntityType,
@@ -170,9 +173,9 @@ class ClearThrottlesIn(BaseModel):
     """Dry run by default: say ``"dry_run": false`` to remove."""
     include_in_use: bool = False
     """Also remove throttles an unfinished action or a running reassignment uses."""
-    brokers: list[JavaInt | str] | None = None
+    brokers: Annotated[list[JavaInt | BrokerEntity], Field(max_length=MAX_BROKERS)] | None = None
     """Broker ids, or ``"<default>"``; with ``topics``, only the entities named are cleared."""
-    topics: list[str] | None = None
+    topics: Annotated[list[TopicName], Field(max_length=MAX_TOPICS)] | None = None
 
     def order(self) -> ClearOrder:
         return ClearOrder(

@@ -47,7 +47,7 @@ class WebhookIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name
-    url: str = Field(description="http:// or https:// URL the events are POSTed to")
+    url: str = Field(max_length=MAX_URL, description="http:// or https:// URL the events are POSTed to")
     format: WebhookFormat = "generic"
     rules: Rules | None = None
     severities: Severities | None = None
@@ -69,7 +69,7 @@ class WebhookPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name | None = None
-    url: str | None = None
+    url: Annotated[str, Field(max_length=MAX_URL)] | None = None
     format: WebhookFormat | None = None
     rules: Rules | None = None
     severities: Severities | None = None

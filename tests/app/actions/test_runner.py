@@ -27,7 +27,7 @@ from app.actions.runner import (
     ReassignmentOrder,
     RebalanceOrder,
 )
-from app.actions.state import ActionRecord, ActionState, AuditEntry, MemoryActionLog
+from app.actions.state import ActionRecord, ActionState, AuditEntry, MemoryActionLog, request_digest
 from collectors.health import HealthReport, assess
 from collectors.kafka import zkdata
 from collectors.kafka.model import ClusterSnapshot, PendingOperations, TopicPartition
@@ -165,7 +165,8 @@ def test_a_dry_run_is_audited_and_writes_nothing() -> None:
         "dry-run",
         None,
     )
-    assert entry.detail == {"scope": "all", "to_elect": 1, "ineligible": 1}
+    digest = request_digest(ElectionOrder().as_request())
+    assert entry.detail == {"scope": "all", "to_elect": 1, "ineligible": 1, "request_sha256": digest}
     assert r.admin.written == []
     assert r.log.records() == []
 
@@ -194,7 +195,8 @@ def test_an_election_is_recorded_audited_and_run_in_the_background() -> None:
     }
     (entry,) = r.audit()
     assert (entry.outcome, entry.dry_run, entry.action_id) == ("accepted", False, outcome.action.id)
-    assert entry.detail == {"scope": "topics", "to_elect": 1, "ineligible": 1}
+    digest = request_digest(order.as_request())
+    assert entry.detail == {"scope": "topics", "to_elect": 1, "ineligible": 1, "request_sha256": digest}
     done = wait_until_done(r.log, outcome.action.id)
     assert done.state is ActionState.SUCCEEDED, done
     assert done.result["elected"] == 1
@@ -228,7 +230,15 @@ def test_an_invalid_scope_names_every_problem() -> None:
     assert refused.value.message == "invalid request: " + "; ".join(p.message for p in problems)
     assert "nope" in refused.value.message
     (entry,) = r.audit()
-    assert (entry.outcome, entry.detail) == ("refused", {"problems": [p.message for p in problems]})
+    assert (entry.outcome, entry.detail) == (
+        "refused",
+        {
+            "scope": "topics",
+            "request_sha256": request_digest(order.as_request()),
+            "problems": [p.message for p in problems],
+            "problems_total": len(problems),
+        },
+    )
 
 
 # --- reassignment ----------------------------------------------------------------------------------------
@@ -237,9 +247,8 @@ def test_an_invalid_scope_names_every_problem() -> None:
 def test_a_reassignment_dry_run_has_batches_and_throttles() -> None:
     r = make_runner(not_preferred(brokers=(1, 2, 3, 4)))
     items = (ReassignmentRequest("orders", 0, (1, 2, 4)), ReassignmentRequest("orders", 1, (2, 4, 1)))
-    outcome = r.runner.reassign(
-        Who(), ReassignmentOrder(items, throttle_bytes_per_sec=1000, max_concurrent_moves=1)
-    )
+    order = ReassignmentOrder(items, throttle_bytes_per_sec=1000, max_concurrent_moves=1)
+    outcome = r.runner.reassign(Who(), order)
     assert outcome.action is None
     assert outcome.replicas_added == 2
     assert [len(batch) for batch in outcome.batches] == [1, 1]
@@ -249,7 +258,7 @@ def test_a_reassignment_dry_run_has_batches_and_throttles() -> None:
     assert (entry.action, entry.outcome, entry.detail) == (
         "reassignment",
         "dry-run",
-        {"partitions": 2, "throttle": 1000},
+        {"partitions": 2, "throttle": 1000, "request_sha256": request_digest(order.as_request())},
     )
 
 
@@ -420,3 +429,21 @@ def test_shutdown_drops_what_waits_and_takes_nothing_more() -> None:
     assert ran == ["first"]
     with pytest.raises(RuntimeError, match="shut down"):
         pool.submit(lambda: None)
+
+
+def test_a_refusal_of_many_problems_names_five_and_counts_them() -> None:
+    """5,000 partitions of unknown topics: the message names 5 and counts the rest; the audit keeps the
+    first 100 messages, the count, and the request's digest."""
+    r = make_runner()
+    items = tuple(ReassignmentRequest(f"nope-{n}", 0, (1, 2, 3)) for n in range(5000))
+    order = ReassignmentOrder(items)
+    with pytest.raises(InvalidRequestError) as refused:
+        r.runner.reassign(Who(), order)
+    assert len(refused.value.problems) == 5000
+    assert refused.value.message.count("does not exist") == 5
+    assert refused.value.message.endswith("; and 4,995 more (5,000 problems)")
+    (entry,) = r.audit()
+    assert entry.detail["problems_total"] == 5000
+    assert len(entry.detail["problems"]) == 100
+    assert entry.detail["partitions"] == 5000
+    assert entry.detail["request_sha256"] == request_digest(order.as_request())

@@ -4,6 +4,7 @@ PostgreSQL server). What only the store-backed log does is in test_store.py."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from app.actions.state import (
+    AUDIT_DETAIL_BYTES,
+    AUDIT_LISTED,
+    AUDIT_TEXT,
     TERMINAL,
     ActionLog,
     ActionRecord,
@@ -19,6 +23,8 @@ from app.actions.state import (
     IllegalTransitionError,
     MemoryActionLog,
     StaleRecordError,
+    bounded_detail,
+    request_digest,
 )
 from app.actions.store import StoreActionLog
 from app.storage import open_database
@@ -104,6 +110,58 @@ def test_the_audit_trail_is_append_only_newest_first(log: ActionLog) -> None:
     assert sequences == sorted(sequences, reverse=True)
     assert len(set(sequences)) == 3
     assert [e.detail["n"] for e in log.audit_entries(limit=1, offset=2)] == [0]
+
+
+@pytest.mark.integration
+def test_an_audit_entry_of_a_huge_request_is_bounded(log: ActionLog) -> None:
+    """A request of 200,000 partitions (issue 13: a 16.3 MB audit row) is kept as its first items, the
+    counts and the request's digest, in a few kilobytes, by both logs."""
+    request = {
+        "partitions": [{"topic": f"t{n}", "partition": n, "replicas": [1, 2, 3]} for n in range(200_000)],
+        "dry_run": True,
+    }
+    problems = [f"partition t{n}-{n}: unknown topic t{n}" for n in range(200_000)]
+    detail = {"request": request, "problems": problems, "reason": "x" * 100_000}
+    log.audit(AuditEntry(1.0, "oncall", "operator", "reassignment", True, "refused", None, detail))
+    (entry,) = log.audit_entries()
+    kept = entry.detail
+    assert len(json.dumps(kept)) < 64 * 1024
+    assert kept["problems_total"] == 200_000
+    assert kept["problems"] == problems[:AUDIT_LISTED]
+    assert kept["request"]["partitions_total"] == 200_000
+    assert kept["request"]["partitions"][0] == {"topic": "t0", "partition": 0, "replicas": [1, 2, 3]}
+    assert kept["request"]["dry_run"] is True
+    assert kept["reason"].startswith("x" * AUDIT_TEXT)
+    assert kept["reason"].endswith("(100,000 characters)")
+
+
+@pytest.mark.unit
+def test_a_small_detail_is_kept_as_it_is() -> None:
+    detail = {"partitions": 3, "problems": ["a", "b"], "nested": {"brokers": [1, 2]}, "reason": None}
+    assert bounded_detail(detail) == detail
+
+
+@pytest.mark.unit
+def test_a_detail_still_too_large_keeps_its_size_and_digest() -> None:
+    """Many keys of long texts: each bounded, together still too large."""
+    detail = {f"k{n}": "y" * AUDIT_TEXT for n in range(AUDIT_LISTED)}
+    kept = bounded_detail(detail)
+    assert kept["truncated"] is True
+    assert kept["bytes"] > AUDIT_DETAIL_BYTES
+    assert len(kept["sha256"]) == 64
+
+
+@pytest.mark.unit
+def test_a_mapping_keyed_by_the_request_is_cut_too() -> None:
+    kept = bounded_detail({"by_partition": {f"t-{n}": [n] for n in range(1000)}})
+    assert len(kept["by_partition"]) == AUDIT_LISTED + 1
+    assert kept["by_partition"]["keys_total"] == 1000
+
+
+@pytest.mark.unit
+def test_the_request_digest_is_canonical() -> None:
+    assert request_digest({"a": 1, "b": [1, 2]}) == request_digest({"b": [1, 2], "a": 1})
+    assert request_digest({"a": 1}) != request_digest({"a": 2})
 
 
 @pytest.mark.integration

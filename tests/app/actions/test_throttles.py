@@ -18,7 +18,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
-from app.actions.state import ActionRecord, ActionState, MemoryActionLog
+from app.actions.state import ActionRecord, ActionState, MemoryActionLog, request_digest
 from app.actions.throttles import (
     CLEAR_THROTTLES,
     ClearOrder,
@@ -414,6 +414,22 @@ def test_bad_input_is_refused_naming_every_problem_and_audited() -> None:
     assert entry.outcome == "refused"
     assert entry.detail["reason"] == message
     assert c.admin.notified == []
+
+
+@pytest.mark.unit
+def test_a_refusal_of_many_bad_entries_names_five_and_its_audit_is_bounded() -> None:
+    c = make_cleaner()
+    order = ClearOrder(brokers=tuple(f"bad-{n}" for n in range(10_000)))
+    with pytest.raises(InvalidThrottleRequestError) as refused:
+        c.cleaner.clear("oncall", "operator", order)
+    message = str(refused.value)
+    assert message.count("is not a broker id") == 5
+    assert message.endswith("; and 9,995 more (10,000 bad entries)")
+    (entry,) = c.log.audit_entries()
+    assert entry.detail["request"]["brokers"] == [f"bad-{n}" for n in range(100)]
+    assert entry.detail["request"]["brokers_total"] == 10_000
+    assert entry.detail["request_sha256"] == request_digest(order.as_request())
+    assert len(json.dumps(entry.detail)) < 8_000
 
 
 @pytest.mark.unit
