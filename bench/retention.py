@@ -339,8 +339,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rollup_bytes = after_tables.get("load_rollups", 0) + after_tables.get("cluster_rollups", 0)
     rollup_per_broker_day = rollup_bytes / args.bulk_brokers / max(rolled_days, 1e-9)
     health_per_day = after_tables["cluster_windows"] / args.days  # nulled load columns, per cluster
+    # the rows the job writes at --brokers (through commit_batch) are what the store keeps: their size
+    # per broker, not the bulk rows', is what the totals at --brokers are made of
+    real_per_broker_day = max(raw_per_broker_day, shape["bytes_per_row"] * DAY / args.window_s)
     steady = (
-        settings.load_windows / DAY * raw_per_broker_day * args.brokers
+        settings.load_windows / DAY * real_per_broker_day * args.brokers
         + settings.load_rollups / DAY * rollup_per_broker_day * args.brokers
         + settings.cluster_windows / DAY * health_per_day
     )
@@ -368,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         (
             f"extrapolated to {args.brokers} brokers: a month raw",
-            f"{raw_per_broker_day * args.brokers * days / 1e9:.1f} GB",
+            f"{real_per_broker_day * args.brokers * days / 1e9:.1f} GB",
         ),
         (
             f"extrapolated to {args.brokers} brokers: steady state with the defaults ({kept_days:g} d raw, "

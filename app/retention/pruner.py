@@ -198,13 +198,7 @@ class RetentionPruner:
         if table == "load_windows":
             return self._prune_load_windows(cutoff, pruned, rolled)
         if table == "load_rollups":
-            r, c = load_rollups_table.c, cluster_rollups_table.c
-            pruned["load_rollups"] += self._delete_chunks(
-                cluster_rollups_table, (c.cluster, c.hour_start), c.hour_start < cutoff
-            )
-            return self._delete_chunks(
-                load_rollups_table, (r.cluster, r.hour_start, r.broker), r.hour_start < cutoff
-            )
+            return self._prune_rollups(cutoff, pruned)
         if table == "cluster_windows":
             return self._prune_cluster_windows(cutoff)
         if table == "processed_batches":
@@ -270,6 +264,25 @@ class RetentionPruner:
             if deleted < n:
                 return total
 
+    def _prune_rollups(self, cutoff: float, pruned: dict[str, int]) -> int:
+        """Both rollup tables, cluster by cluster (their keys start with the cluster: a range scan each)."""
+        r, c = load_rollups_table.c, cluster_rollups_table.c
+        with self.database.read() as conn:
+            clusters = list(conn.execute(sa.select(c.cluster).distinct()).scalars())
+        total = 0
+        for name in sorted(clusters):
+            pruned["load_rollups"] += self._delete_chunks(
+                cluster_rollups_table,
+                (c.cluster, c.hour_start),
+                sa.and_(c.cluster == name, c.hour_start < cutoff),
+            )
+            total += self._delete_chunks(
+                load_rollups_table,
+                (r.cluster, r.hour_start, r.broker),
+                sa.and_(r.cluster == name, r.hour_start < cutoff),
+            )
+        return total
+
     def _prune_batches(self, cutoff: float) -> int:
         b = processed_batches_table.c
         with self.database.read() as conn:
@@ -322,10 +335,11 @@ class RetentionPruner:
         return total
 
     def _prune_load_windows(self, cutoff: float, pruned: dict[str, int], rolled: list[int]) -> int:
-        w = load_windows_table.c
+        c = cluster_windows_table.c
         with self.database.read() as conn:
+            # from the windows' table (a row per window, not per broker); the load rows' key starts with it
             clusters = list(
-                conn.execute(sa.select(w.cluster).distinct().where(w.window_start < cutoff)).scalars()
+                conn.execute(sa.select(c.cluster).distinct().where(c.window_start < cutoff)).scalars()
             )
             keep = {name: self._kept_window(conn, name, load=True) for name in clusters}
         total = 0

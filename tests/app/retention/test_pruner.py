@@ -49,7 +49,7 @@ SETTINGS: Final = RetentionSettings.model_validate(
         "actions": "365d",
         "audit_log": "365d",
         "webhook_deliveries": "30d",
-        "batch_rows": 50,
+        "batch_rows": 100,
         "pause_s": 0,
     }
 )
