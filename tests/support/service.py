@@ -82,14 +82,15 @@ def serving(
 ) -> Iterator[Service]:
     """``create_app`` served by uvicorn on a free port for the ``with`` block, on ``cluster`` and a store
     at ``store_url`` (created here); ``reference``: with the reference cluster's fault controls;
-    ``retention``: the store's retention (default: the defaults, whose first pass comes after a minute)."""
+    ``retention``: the store's retention (default: off, so that the made-up rows of the route tests, some
+    dated 1970, stay put however long a test runs)."""
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     open_database(store_url).close()
     settings = ServiceSettings(
         tokens=SecretStr(TOKENS),
         view=ViewSettings(metrics_interval_s=0.3),
         incidents=IncidentSettings(enabled=False),
-        retention=retention or RetentionSettings(),
+        retention=retention or RetentionSettings(enabled=False),
     )
     app = create_app(
         settings,
