@@ -196,7 +196,7 @@ class RetentionPruner:
 
     def _prune_table(self, table: str, cutoff: float, pruned: dict[str, int], rolled: list[int]) -> int:
         if table == "load_windows":
-            return self._prune_load_windows(cutoff, pruned, rolled)
+            return self._prune_load_windows(cutoff, rolled)
         if table == "load_rollups":
             return self._prune_rollups(cutoff, pruned)
         if table == "cluster_windows":
@@ -334,26 +334,38 @@ class RetentionPruner:
             )
         return total
 
-    def _prune_load_windows(self, cutoff: float, pruned: dict[str, int], rolled: list[int]) -> int:
-        c = cluster_windows_table.c
+    def _prune_load_windows(self, cutoff: float, rolled: list[int]) -> int:
+        c, w = cluster_windows_table.c, load_windows_table.c
         with self.database.read() as conn:
             # from the windows' table (a row per window, not per broker); the load rows' key starts with it
             clusters = list(
                 conn.execute(sa.select(c.cluster).distinct().where(c.window_start < cutoff)).scalars()
             )
-            keep = {name: self._kept_window(conn, name, load=True) for name in clusters}
+            due: dict[str, float] = {}
+            for name in clusters:
+                kept = self._kept_window(conn, name, load=True)
+                below = cutoff if kept is None else min(cutoff, float(kept))
+                oldest = conn.execute(
+                    sa.select(sa.func.min(w.window_start)).where(w.cluster == name)
+                ).scalar()
+                if oldest is not None and float(oldest) < below:
+                    due[name] = below
         total = 0
-        for name in sorted(clusters):
-            kept = keep[name]
-            below = cutoff if kept is None else min(cutoff, float(kept))
-            while True:
+        for name, below in sorted(due.items()):
+            more = True
+            while more:
                 with self._transaction() as conn:
                     deleted, windows = self._roll_up_chunk(conn, name, below)
+                    more = windows > 0 and self._any_before(conn, name, below)
                 total += deleted
                 rolled[0] += windows
-                if windows == 0:
-                    break
         return total
+
+    @staticmethod
+    def _any_before(conn: Connection, cluster: str, below: float) -> bool:
+        w = load_windows_table.c
+        query = sa.select(sa.literal(1)).where(w.cluster == cluster, w.window_start < below).limit(1)
+        return conn.execute(query).first() is not None
 
     def _roll_up_chunk(self, conn: Connection, cluster: str, below: float) -> tuple[int, int]:
         """In one transaction: the oldest load windows of ``cluster`` before ``below`` (whole windows of
