@@ -1,12 +1,13 @@
 """The application's database: every subsystem's migrations in one ordered list, and the stores built on
 one :class:`~analytics.store.Database`.
 
-Each subsystem owns its tables, queries and migration: the analytics tables are version 1
-(:mod:`analytics.store.tables`), the webhooks' version 2 (:mod:`app.webhooks.tables`), the runbook actions'
-version 3 (:mod:`app.actions.store`). A database records the versions applied (``schema_version``), so the
-numbers and descriptions never change; a new migration takes the next number, whichever subsystem it
-belongs to, and is appended here. The composition roots (the service, ``kafka-health analytics``, the
-demo) open the database with this list, so that whichever starts first creates every table.
+Each subsystem owns its tables, queries and migration: the analytics tables are versions 1 and 5
+(:mod:`analytics.store.tables`), the webhooks' version 2 (:mod:`app.webhooks.tables`), the runbook
+actions' versions 3 and 4 (:mod:`app.actions.store`). A database records the versions applied
+(``schema_version``), so the numbers and descriptions never change; a new migration takes the next
+number, whichever subsystem it belongs to, and :data:`MIGRATIONS` sorts them by version. The composition
+roots (the service, ``kafka-health analytics``, the demo) open the database with this list, so that
+whichever starts first creates every table.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from app.webhooks.tables import metadata as webhook_metadata
 
 __all__ = ["METADATA", "MIGRATIONS", "Storage", "open_database"]
 
-MIGRATIONS: Final[tuple[Migration, ...]] = (*ANALYTICS_MIGRATIONS, *WEBHOOK_MIGRATIONS, *ACTION_MIGRATIONS)
-"""Every schema version, in order: 1 the analytics tables, 2 the webhooks, 3 the actions and audit log."""
+MIGRATIONS: Final[tuple[Migration, ...]] = tuple(
+    sorted((*ANALYTICS_MIGRATIONS, *WEBHOOK_MIGRATIONS, *ACTION_MIGRATIONS), key=lambda m: m.version)
+)
+"""Every schema version, in order: 1 the analytics tables, 2 the webhooks, 3 and 4 the actions and audit
+log, 5 the analytics' hourly rollups and the retention indexes."""
 
 METADATA: Final[tuple[sa.MetaData, ...]] = (
     schema_version_metadata,

@@ -15,7 +15,7 @@ The webhooks and the runbook actions own their tables in the app layer, which co
 from analytics.store.database import DEFAULT_BUSY_TIMEOUT, Database, check_store_url
 from analytics.store.errors import StoreConflictError, StoreError
 from analytics.store.migrations import Migration, MigrationStep
-from analytics.store.rows import Acknowledgement, ClusterWindowRow
+from analytics.store.rows import Acknowledgement, BrokerRollup, ClusterWindowRow, LoadRollup
 from analytics.store.store import ALL_ALERT_STATES, Store
 from analytics.store.tables import ANALYTICS_MIGRATIONS
 
@@ -24,8 +24,10 @@ __all__ = [
     "ANALYTICS_MIGRATIONS",
     "DEFAULT_BUSY_TIMEOUT",
     "Acknowledgement",
+    "BrokerRollup",
     "ClusterWindowRow",
     "Database",
+    "LoadRollup",
     "Migration",
     "MigrationStep",
     "Store",

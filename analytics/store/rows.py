@@ -23,7 +23,9 @@ from analytics.store.database import opt_float, opt_int
 
 __all__ = [
     "Acknowledgement",
+    "BrokerRollup",
     "ClusterWindowRow",
+    "LoadRollup",
     "read_action_ref",
     "read_alert_event",
     "read_alert_state",
@@ -51,6 +53,40 @@ class ClusterWindowRow:
     """The window's health summary (JSON-serialisable); None: the window has no health sample."""
     evaluated: bool = False
     """The alert rules have evaluated this window (sticky: once stored as True it stays True)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRollup:
+    """One broker's load over one hour of windows (``load_rollups``): averages and extremes."""
+
+    broker: int
+    windows: int
+    weighted_load_avg: float
+    weighted_load_max: float
+    normalized_load_avg: float
+    normalized_load_max: float
+    deviation_rate_avg: float
+    deviation_rate_min: float
+    deviation_rate_max: float
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRollup:
+    """One cluster's load over one hour (``cluster_rollups`` and its brokers' ``load_rollups``): what the
+    store keeps of its load windows once the retention pruner has deleted them."""
+
+    cluster: str
+    hour_start: float
+    hour_end: float
+    windows: int
+    """Load windows the hour had (averages are over these)."""
+    brokers_max: int
+    stddev_avg: float
+    stddev_max: float
+    stddev_threshold_avg: float
+    rated_deviation_avg: float
+    imbalanced_windows: int
+    brokers: tuple[BrokerRollup, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,9 @@ from analytics.store.errors import StoreConflictError, StoreError, error_detail
 from analytics.store.migrations import Migration
 from analytics.store.rows import (
     Acknowledgement,
+    BrokerRollup,
     ClusterWindowRow,
+    LoadRollup,
     read_alert_event,
     read_alert_state,
     read_broker_load,
@@ -50,9 +52,12 @@ from analytics.store.rows import (
 )
 from analytics.store.tables import (
     ANALYTICS_MIGRATIONS,
+    ROLLUP_S,
     alert_events_table,
     alerts_table,
+    cluster_rollups_table,
     cluster_windows_table,
+    load_rollups_table,
     load_windows_table,
     processed_batches_table,
 )
@@ -500,6 +505,67 @@ class Store:
         query = query.order_by(cluster_windows_table.c.window_start).limit(limit)
         with self._db.errors(f"read load history of cluster {cluster!r}"), self._db.read() as conn:
             return self._load_windows(conn, list(conn.execute(query)))
+
+    def load_rollups(
+        self, cluster: str, since: float, until: float | None = None, limit: int = 1000
+    ) -> list[LoadRollup]:
+        """The cluster's hourly load rollups whose hour overlaps ``[since, until)``, oldest first, at most
+        ``limit``: what is left of its load windows older than their retention (the retention pruner writes
+        an hour's rollup in the transactions that delete its windows, so an hour is either here or in
+        :meth:`load_history`, never both)."""
+        check_page(limit, 0)
+        c = cluster_rollups_table.c
+        query = sa.select(cluster_rollups_table).where(c.cluster == cluster, c.hour_start > since - ROLLUP_S)
+        if until is not None:
+            query = query.where(c.hour_start < until)
+        query = query.order_by(c.hour_start).limit(limit)
+        r = load_rollups_table.c
+        with self._db.errors(f"read load rollups of cluster {cluster!r}"), self._db.read() as conn:
+            hours = list(conn.execute(query))
+            if not hours:
+                return []
+            brokers: dict[float, list[BrokerRollup]] = {float(h.hour_start): [] for h in hours}
+            rows = conn.execute(
+                sa.select(load_rollups_table)
+                .where(
+                    r.cluster == cluster,
+                    r.hour_start >= float(hours[0].hour_start),
+                    r.hour_start <= float(hours[-1].hour_start),
+                )
+                .order_by(r.hour_start, r.broker)
+            )
+            for row in rows:
+                target = brokers.get(float(row.hour_start))
+                if target is not None:
+                    target.append(
+                        BrokerRollup(
+                            broker=int(row.broker),
+                            windows=int(row.windows),
+                            weighted_load_avg=float(row.weighted_load_avg),
+                            weighted_load_max=float(row.weighted_load_max),
+                            normalized_load_avg=float(row.normalized_load_avg),
+                            normalized_load_max=float(row.normalized_load_max),
+                            deviation_rate_avg=float(row.deviation_rate_avg),
+                            deviation_rate_min=float(row.deviation_rate_min),
+                            deviation_rate_max=float(row.deviation_rate_max),
+                        )
+                    )
+        return [
+            LoadRollup(
+                cluster=str(h.cluster),
+                hour_start=float(h.hour_start),
+                hour_end=float(h.hour_start) + ROLLUP_S,
+                windows=int(h.windows),
+                brokers_max=int(h.brokers_max),
+                stddev_avg=float(h.stddev_avg),
+                stddev_max=float(h.stddev_max),
+                stddev_threshold_avg=float(h.stddev_threshold_avg),
+                rated_deviation_avg=float(h.rated_deviation_avg),
+                imbalanced_windows=int(h.imbalanced_windows),
+                brokers=tuple(brokers[float(h.hour_start)]),
+            )
+            for h in hours
+        ]
 
     def clusters(self) -> list[str]:
         """Every cluster with a window or an alert, sorted."""

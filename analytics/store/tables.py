@@ -1,5 +1,6 @@
 """The analytics tables: load and cluster windows, alerts, their events and the processed batches, with the
-migration that creates them (version 1).
+migration that creates them (version 1); the hourly load rollups the retention pruner writes before it
+deletes raw windows, and the indexes pruning by age reads (version 5).
 
 The migration is the DDL of record. The tables here describe the schema it leaves behind and are what the
 queries are built from; a test (tests/app/test_storage.py) checks that the two agree.
@@ -16,13 +17,19 @@ from analytics.store.migrations import Migration, MigrationStep
 
 __all__ = [
     "ANALYTICS_MIGRATIONS",
+    "ROLLUP_S",
     "alert_events_table",
     "alerts_table",
+    "cluster_rollups_table",
     "cluster_windows_table",
+    "load_rollups_table",
     "load_windows_table",
     "metadata",
     "processed_batches_table",
 ]
+
+ROLLUP_S: Final = 3600.0
+"""The rollups' period: a row per broker (``load_rollups``) and per cluster (``cluster_rollups``) an hour."""
 
 metadata = sa.MetaData()
 """The analytics tables as :data:`ANALYTICS_MIGRATIONS` create them (for queries, not for creating them)."""
@@ -85,6 +92,7 @@ alerts_table = sa.Table(
     sa.Column("acknowledged_at", TIME_TYPE),
     sa.Index("ix_alerts_cluster_state", "cluster", "state"),
     sa.Index("ix_alerts_rule", "rule"),
+    sa.Index("ix_alerts_state_resolved_at", "state", "resolved_at"),
 )
 
 alert_events_table = sa.Table(
@@ -106,6 +114,37 @@ processed_batches_table = sa.Table(
     sa.Column("query_name", sa.Text, primary_key=True),
     sa.Column("batch_id", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("committed_at", TIME_TYPE, nullable=False),
+    sa.Index("ix_processed_batches_committed_at", "committed_at"),
+)
+
+load_rollups_table = sa.Table(
+    "load_rollups",
+    metadata,
+    sa.Column("cluster", sa.Text, primary_key=True),
+    sa.Column("hour_start", TIME_TYPE, primary_key=True),
+    sa.Column("broker", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("windows", sa.Integer, nullable=False),
+    sa.Column("weighted_load_avg", sa.Double, nullable=False),
+    sa.Column("weighted_load_max", sa.Double, nullable=False),
+    sa.Column("normalized_load_avg", sa.Double, nullable=False),
+    sa.Column("normalized_load_max", sa.Double, nullable=False),
+    sa.Column("deviation_rate_avg", sa.Double, nullable=False),
+    sa.Column("deviation_rate_min", sa.Double, nullable=False),
+    sa.Column("deviation_rate_max", sa.Double, nullable=False),
+)
+
+cluster_rollups_table = sa.Table(
+    "cluster_rollups",
+    metadata,
+    sa.Column("cluster", sa.Text, primary_key=True),
+    sa.Column("hour_start", TIME_TYPE, primary_key=True),
+    sa.Column("windows", sa.Integer, nullable=False),
+    sa.Column("brokers_max", sa.Integer, nullable=False),
+    sa.Column("stddev_avg", sa.Double, nullable=False),
+    sa.Column("stddev_max", sa.Double, nullable=False),
+    sa.Column("stddev_threshold_avg", sa.Double, nullable=False),
+    sa.Column("rated_deviation_avg", sa.Double, nullable=False),
+    sa.Column("imbalanced_windows", sa.Integer, nullable=False),
 )
 
 
@@ -197,10 +236,50 @@ _V1_INITIAL: Final[tuple[MigrationStep, ...]] = (
 )
 
 
+# --- migration 5 --------------------------------------------------------------------------------------
+
+_V5_RETENTION: Final[tuple[MigrationStep, ...]] = (
+    """CREATE TABLE load_rollups (
+        cluster TEXT NOT NULL,
+        hour_start DOUBLE PRECISION NOT NULL,
+        broker INTEGER NOT NULL,
+        windows INTEGER NOT NULL,
+        weighted_load_avg DOUBLE PRECISION NOT NULL,
+        weighted_load_max DOUBLE PRECISION NOT NULL,
+        normalized_load_avg DOUBLE PRECISION NOT NULL,
+        normalized_load_max DOUBLE PRECISION NOT NULL,
+        deviation_rate_avg DOUBLE PRECISION NOT NULL,
+        deviation_rate_min DOUBLE PRECISION NOT NULL,
+        deviation_rate_max DOUBLE PRECISION NOT NULL,
+        CONSTRAINT pk_load_rollups PRIMARY KEY (cluster, hour_start, broker),
+        CONSTRAINT ck_load_rollups_windows CHECK (windows > 0)
+    )""",
+    """CREATE TABLE cluster_rollups (
+        cluster TEXT NOT NULL,
+        hour_start DOUBLE PRECISION NOT NULL,
+        windows INTEGER NOT NULL,
+        brokers_max INTEGER NOT NULL,
+        stddev_avg DOUBLE PRECISION NOT NULL,
+        stddev_max DOUBLE PRECISION NOT NULL,
+        stddev_threshold_avg DOUBLE PRECISION NOT NULL,
+        rated_deviation_avg DOUBLE PRECISION NOT NULL,
+        imbalanced_windows INTEGER NOT NULL,
+        CONSTRAINT pk_cluster_rollups PRIMARY KEY (cluster, hour_start),
+        CONSTRAINT ck_cluster_rollups_windows CHECK (windows > 0 AND imbalanced_windows >= 0)
+    )""",
+    # what the retention pruner's age predicates read (the windows' primary keys already start with
+    # (cluster, window_start); alert events, actions, the audit log and the outbox have theirs)
+    "CREATE INDEX ix_alerts_state_resolved_at ON alerts (state, resolved_at)",
+    "CREATE INDEX ix_processed_batches_committed_at ON processed_batches (committed_at)",
+)
+
+
 ANALYTICS_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         1, "initial schema: load and cluster windows, alerts, alert events, processed batches", _V1_INITIAL
     ),
+    Migration(5, "retention: hourly load rollups, indexes for pruning by age", _V5_RETENTION),
 )
-"""The analytics tables' migrations (version 1). The webhooks' and the actions' come after it in the full
-list the app layer composes (``app/storage.py``)."""
+"""The analytics tables' migrations (versions 1 and 5). The webhooks' (2) and the actions' (3, 4) come
+between them in the full list the app layer composes in version order (``app/storage.py``); an
+analytics-only database (the Spark job's own) records 1 and 5, and takes 2-4 when the service opens it."""

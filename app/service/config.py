@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from app.actions.config import ActionSettings
 from app.incidents.config import IncidentSettings
+from app.retention.config import RetentionSettings
 from app.service.limits import DEFAULT_BODY_BYTES, MAX_BODY_BYTES, MIN_BODY_BYTES
 from app.service.state import ViewSettings
 from app.webhooks.notifier import NotifierSettings
@@ -41,11 +42,24 @@ class ServiceSettings(BaseModel):
     incidents: IncidentSettings = Field(default_factory=IncidentSettings)
     """The incident lane (``KAFKA_HEALTH_SERVICE__INCIDENTS__*``): coalescing, timer, the load lane's
     silence; its rules' settings are ``analytics.rules``."""
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    """How long the store keeps each table's rows (``KAFKA_HEALTH_SERVICE__RETENTION__*``, e.g.
+    ``..._LOAD_WINDOWS=7d``), pruned in the background by the leader."""
 
     @model_validator(mode="after")
     def _tls_pair(self) -> ServiceSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both tls_cert and tls_key (--tls-cert and --tls-key)")
+        return self
+
+    @model_validator(mode="after")
+    def _outbox_outlives_horizon(self) -> ServiceSettings:
+        kept, horizon = self.retention.webhook_deliveries, self.webhooks.horizon_s
+        if kept and kept < horizon + 3600:
+            raise ValueError(
+                f"retention.webhook_deliveries ({kept:g} s) must exceed webhooks.horizon_s ({horizon:g} s) "
+                "by an hour, else a pruned event still inside the horizon would be sent again"
+            )
         return self
 
     @property

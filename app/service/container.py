@@ -2,9 +2,9 @@
 
 :func:`service_components` is what ``create_app``'s lifespan runs: the ZooKeeper collector (first full
 scan), the metrics scraper, the :class:`~app.service.state.ClusterView`, the analytics store, the webhook
-notifier, the ZooKeeper admin session of the runbook actions, the action log, the
-:class:`~app.actions.runner.ActionRunner` and the :class:`~app.actions.throttles.ThrottleCleaner`. It
-yields them as one frozen :class:`ServiceContainer`, installed as the one attribute
+notifier, the store's retention pruner, the ZooKeeper admin session of the runbook actions, the action
+log, the :class:`~app.actions.runner.ActionRunner` and the :class:`~app.actions.throttles.ThrottleCleaner`.
+It yields them as one frozen :class:`ServiceContainer`, installed as the one attribute
 ``app.state.container`` that :mod:`app.service.deps` reads.
 """
 
@@ -24,6 +24,7 @@ from app.actions.state import ActionLog, ActionState, MemoryActionLog
 from app.actions.throttles import ThrottleCleaner
 from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
+from app.retention.pruner import RetentionPruner
 from app.service.auth import TokenStore
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
@@ -55,6 +56,8 @@ class ServiceContainer:
     """The webhook notifier (None without a store)."""
     incidents: IncidentLane | None = None
     """The incident lane (None without a store, or when disabled)."""
+    retention: RetentionPruner | None = None
+    """The store's retention pruner (None without a store); it prunes while this instance leads."""
 
     def install(self, app: Starlette) -> None:
         app.state.container = self
@@ -142,6 +145,12 @@ def service_components(
                 stack.callback(changes.subscribe(lane.changed))
             lane.start()
             stack.callback(lane.stop)
+        retention = None
+        if storage is not None and notifier is not None:
+            # the notifier started the shared leadership: one replica prunes the shared database
+            retention = RetentionPruner(storage.database, settings.retention, leadership)
+            retention.start()
+            stack.callback(retention.stop)
         admin = KazooAdmin(zookeeper)
         stack.callback(admin.close)
 
@@ -167,7 +176,9 @@ def service_components(
         runner.start()
         stack.callback(runner.shutdown)
         throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
-        yield ServiceContainer(view, tokens, store, webhooks, actions, runner, throttles, notifier, lane)
+        yield ServiceContainer(
+            view, tokens, store, webhooks, actions, runner, throttles, notifier, lane, retention
+        )
 
 
 def _action_log(storage: Storage | None, given: ActionLog | None) -> ActionLog:

@@ -24,6 +24,7 @@ from analytics.store import Store
 from app.actions.state import ActionLog, ActionState
 from app.actions.throttles import inventory_of
 from app.incidents.lane import IncidentLane
+from app.retention.pruner import RetentionPruner
 from app.service.safe_to_stop import cluster_safety
 from app.service.state import ClusterView
 from app.webhooks.model import DELIVERY_STATES
@@ -51,12 +52,14 @@ class KafkaHealthCollector(Collector):
         webhooks: WebhookStore | None = None,
         actions: ActionLog | None = None,
         incidents: IncidentLane | None = None,
+        retention: RetentionPruner | None = None,
     ) -> None:
         self.view = view
         self.store = store
         self.webhooks = webhooks
         self.actions = actions
         self.incidents = incidents
+        self.retention = retention
 
     def collect(self) -> Iterator[Metric]:
         state = self.view.state
@@ -146,6 +149,8 @@ class KafkaHealthCollector(Collector):
             yield from self._running_actions(cluster)
         if self.incidents is not None:
             yield from self._incidents(cluster)
+        if self.retention is not None:
+            yield from self._retention(cluster)
 
     def _safe_to_stop(self, cluster: str) -> Metric:
         """One series per known broker, from the answers the safe-to-stop routes give (computed once per
@@ -189,6 +194,30 @@ class KafkaHealthCollector(Collector):
             counter = _counter(name, doc)
             counter.add_metric([cluster], value)
             yield counter
+
+    def _retention(self, cluster: str) -> Iterator[Metric]:
+        assert self.retention is not None
+        stats = self.retention.stats()
+        pruned = _counter("retention_pruned_rows", "Rows the retention pruner deleted, by table.", "table")
+        for table, count in stats.pruned_total.items():
+            pruned.add_metric([cluster, table], count)
+        yield pruned
+        rolled = _counter("retention_rolled_up_windows", "Load windows folded into hourly rollups.")
+        rolled.add_metric([cluster], stats.rolled_up_windows_total)
+        yield rolled
+        for name, value, doc in (
+            ("retention_passes", stats.passes, "Retention passes run (by this replica, while it led)."),
+            ("retention_errors", stats.errors, "Retention passes that failed (logged)."),
+        ):
+            counter = _counter(name, doc)
+            counter.add_metric([cluster], value)
+            yield counter
+        last = _gauge("retention_last_pass_timestamp_seconds", "When the last retention pass started.")
+        took = _gauge("retention_last_pass_duration_seconds", "How long the last retention pass took.")
+        if stats.last_pass_at is not None and stats.last_pass_duration_s is not None:
+            last.add_metric([cluster], stats.last_pass_at)
+            took.add_metric([cluster], stats.last_pass_duration_s)
+        yield from (last, took)
 
     def _actions(self, cluster: str) -> Metric:
         assert self.actions is not None
@@ -290,7 +319,7 @@ class KafkaHealthCollector(Collector):
         assert self.webhooks is not None
         deliveries = _gauge(
             "webhook_deliveries",
-            "Webhook deliveries in the outbox by state (delivered rows are pruned).",
+            "Webhook deliveries in the outbox by state (finished rows are pruned by retention).",
             "state",
         )
         totals: Counter[str] = Counter()
@@ -335,7 +364,8 @@ def render(
     webhooks: WebhookStore | None = None,
     actions: ActionLog | None = None,
     incidents: IncidentLane | None = None,
+    retention: RetentionPruner | None = None,
 ) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(KafkaHealthCollector(view, store, webhooks, actions, incidents))
+    registry.register(KafkaHealthCollector(view, store, webhooks, actions, incidents, retention))
     return generate_latest(registry)

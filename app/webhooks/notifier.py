@@ -81,7 +81,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_PATH: Final = "/kafka-health/notifier-lock"
 USER_AGENT: Final = "kafka-health-webhooks/0.1"
-PRUNE_EVERY_S: Final = 3600.0
 ERROR_LOG_EVERY_S: Final = 60.0
 _DRAIN_BYTES: Final = 4096
 
@@ -105,8 +104,8 @@ class NotifierSettings(BaseModel):
     """...and this often (and on taking the leadership) for every new event within ``horizon_s``: so an
     event committed late (a job catching up) is sent within this interval, and polls stay cheap."""
     horizon_s: Annotated[float, Field(gt=0)] = 7 * 86400.0
-    """Events older than this (event time) are not entered in the outbox any more; delivered and skipped
-    rows are pruned an hour after their events leave it."""
+    """Events older than this (event time) are not entered in the outbox any more; finished rows are pruned
+    by the store's retention (``retention.webhook_deliveries``, which must exceed this by an hour)."""
     batch_size: Annotated[int, Field(ge=1, le=10_000)] = 100
     """Due deliveries read per poll."""
     workers: Annotated[int, Field(ge=1, le=64)] = 4
@@ -480,7 +479,6 @@ class Notifier:
         self._busy: set[int] = set()
         self._mutex = threading.Lock()
         self._stats = NotifierStats()
-        self._next_prune = 0.0
         self._next_full_scan = 0.0
 
     # -- running
@@ -600,11 +598,6 @@ class Notifier:
                         continue
                     self._busy.add(webhook_id)
                     self._pool.submit(self._send_all, hooks[webhook_id], deliveries)
-        if now >= self._next_prune:
-            self._next_prune = now + PRUNE_EVERY_S
-            pruned = self.store.prune_deliveries(now - settings.horizon_s - PRUNE_EVERY_S)
-            if pruned:
-                log.info("webhook notifier: pruned %d delivered or skipped outbox rows", pruned)
 
     def _send_all(self, webhook: Webhook, deliveries: list[WebhookDelivery]) -> None:
         try:

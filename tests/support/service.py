@@ -30,6 +30,7 @@ from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.reference_cluster.routes import reference_router
 from app.embedded.zookeeper import pick_free_port
 from app.incidents.config import IncidentSettings
+from app.retention.config import RetentionSettings
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
@@ -72,16 +73,24 @@ def run_server(app: Any, port: int) -> tuple[uvicorn.Server, threading.Thread]:
 
 @contextmanager
 def serving(
-    cluster: ReferenceCluster, zk_connect: str, store_url: str, *, reference: bool = True
+    cluster: ReferenceCluster,
+    zk_connect: str,
+    store_url: str,
+    *,
+    reference: bool = True,
+    retention: RetentionSettings | None = None,
 ) -> Iterator[Service]:
     """``create_app`` served by uvicorn on a free port for the ``with`` block, on ``cluster`` and a store
-    at ``store_url`` (created here); ``reference``: with the reference cluster's fault controls."""
+    at ``store_url`` (created here); ``reference``: with the reference cluster's fault controls;
+    ``retention``: the store's retention (default: off, so that the made-up rows of the route tests, some
+    dated 1970, stay put however long a test runs)."""
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     open_database(store_url).close()
     settings = ServiceSettings(
         tokens=SecretStr(TOKENS),
         view=ViewSettings(metrics_interval_s=0.3),
         incidents=IncidentSettings(enabled=False),
+        retention=retention or RetentionSettings(enabled=False),
     )
     app = create_app(
         settings,

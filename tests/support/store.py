@@ -55,6 +55,8 @@ TABLES: Final = (
     "webhook_deliveries",
     "actions",
     "audit_log",
+    "load_rollups",
+    "cluster_rollups",
 )
 """Every table of the application's database (:data:`app.storage.MIGRATIONS`)."""
 DATA_TABLES: Final = TABLES[1:5]

@@ -35,5 +35,12 @@ def readyz(view: View, response: Response) -> Readyz:
 )
 def metrics(container: Container) -> PlainTextResponse:
     """``kafka_health_*`` in Prometheus text format, rendered at scrape time (no token needed)."""
-    body = render(container.view, container.store, container.webhooks, container.actions, container.incidents)
+    body = render(
+        container.view,
+        container.store,
+        container.webhooks,
+        container.actions,
+        container.incidents,
+        container.retention,
+    )
     return PlainTextResponse(body, media_type=CONTENT_TYPE_LATEST)

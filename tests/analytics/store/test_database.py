@@ -44,7 +44,7 @@ def test_stores_on_a_callers_database_leave_closing_it_to_the_caller(url: str) -
     assert first.commit_batch("q", 1, load_windows=[load_window()])
     first.close()  # not its database to close
     assert second.latest_load() == load_window()
-    assert repr(second) == f"Store({database.url!r}, schema version 1)"
+    assert repr(second) == f"Store({database.url!r}, schema version 5)"
     database.close()
     database.close()
     assert repr(second) == f"Store({database.url!r}, closed)"
