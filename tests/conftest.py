@@ -23,4 +23,5 @@ pytest_plugins = [
     "tests.support.service",
     "tests.support.serve_process",
     "tests.support.prometheus",
+    "tests.support.tansu",
 ]

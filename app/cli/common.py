@@ -13,6 +13,7 @@ import logging
 import re
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -189,21 +190,55 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 
 def unreachable(servers: Sequence[str], timeout: float) -> str | None:
-    """None when one of ``HOST:PORT`` ``servers`` accepts a TCP connection within ``timeout`` seconds in
+    """None when one of ``HOST:PORT`` ``servers`` answers as a Kafka broker within ``timeout`` seconds in
     all; else why not, for each (``h:1: Connection refused; h2:9092: timed out``). A client library's own
-    bootstrap retries for a minute and logs every attempt; this answers in one line and in seconds."""
+    bootstrap retries for a minute and logs every attempt; this answers in one line and in seconds.
+
+    Accepting a TCP connection is not enough: a port that is open but is not Kafka (an HTTP server, a
+    TLS listener, a proxy with nothing behind it) would let the job start and fail minutes later inside
+    Spark. So each server is sent Kafka's ApiVersions request (v0, which every broker since 0.10 answers
+    before authentication) and must answer it with the request's correlation id."""
     deadline = time.monotonic() + timeout
     reasons: list[str] = []
     for server in servers:
         host, _, port = server.strip().rpartition(":")
         remaining = max(0.1, deadline - time.monotonic())
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=remaining):
-                return None
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=remaining) as sock:
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                why = _not_kafka(sock)
         except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            reasons.append(f"{server.strip()}: {reason}")
+            why = exc.strerror or str(exc) or type(exc).__name__
+        if why is None:
+            return None
+        reasons.append(f"{server.strip()}: {why}")
     return "; ".join(reasons)
+
+
+_API_VERSIONS = 18
+_PROBE_CORRELATION_ID = 0x6B68  # "kh"
+_PROBE_CLIENT_ID = b"kafka-health"
+_MAX_API_VERSIONS_RESPONSE = 1 << 20
+
+
+def _not_kafka(sock: socket.socket) -> str | None:
+    """None when the peer answers an ApiVersions v0 request as a Kafka broker; else what it did."""
+    header = struct.pack(">hhih", _API_VERSIONS, 0, _PROBE_CORRELATION_ID, len(_PROBE_CLIENT_ID))
+    request = header + _PROBE_CLIENT_ID
+    try:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        answer = b""
+        while len(answer) < 8:
+            chunk = sock.recv(8 - len(answer))
+            if not chunk:
+                return "accepts connections but closed this one without answering Kafka's ApiVersions request"
+            answer += chunk
+    except TimeoutError:
+        return "accepts connections but did not answer Kafka's ApiVersions request in time"
+    size, correlation_id = struct.unpack(">ii", answer)
+    if correlation_id != _PROBE_CORRELATION_ID or not 4 < size <= _MAX_API_VERSIONS_RESPONSE:
+        return f"accepts connections but is not a Kafka broker (it answered {answer!r})"
+    return None
 
 
 # --- argparse value types ------------------------------------------------------------------------------

@@ -13,7 +13,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -430,13 +434,37 @@ def test_first_line_keeps_what_failed_and_drops_the_plan() -> None:
     assert len(first_line(RuntimeError("y" * 900))) == 500
 
 
-@pytest.mark.unit
-def test_unreachable_names_every_server_or_none(busy_port: int) -> None:
+@pytest.mark.integration
+def test_unreachable_wants_a_kafka_broker_not_just_an_open_port(kafka_broker: str, busy_port: int) -> None:
+    """A real broker (Tansu) answers; a closed port, a port that accepts and says nothing, and an HTTP
+    server are each named with why, in about the time given, not after Spark's minutes of retries."""
     closed = pick_free_port()
-    assert unreachable([f"127.0.0.1:{closed}", f"127.0.0.1:{busy_port}"], 5) is None
-    why = unreachable([f"127.0.0.1:{closed}"], 5)
+    assert unreachable([f"127.0.0.1:{closed}", kafka_broker], 5) is None
+    with http_server() as web:
+        started = time.monotonic()
+        why = unreachable([f"127.0.0.1:{closed}", f"127.0.0.1:{busy_port}", web], 1.5)
+        took = time.monotonic() - started
     assert why is not None
-    assert why.startswith(f"127.0.0.1:{closed}: ")
+    closed_why, silent_why, web_why = why.split("; ")
+    assert closed_why.startswith(f"127.0.0.1:{closed}: ")
+    assert silent_why == (
+        f"127.0.0.1:{busy_port}: accepts connections but did not answer Kafka's ApiVersions request in time"
+    )
+    assert web_why.startswith(f"{web}: accepts connections but ")
+    assert took < 5
+
+
+@contextmanager
+def http_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 class _Server:
