@@ -117,10 +117,19 @@ def test_an_unreachable_zookeeper_exits_1(capsys: pytest.CaptureFixture[str], wa
 
 @pytest.mark.integration
 def test_wait_runs_out_printing_what_it_waits_for_once(
-    make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
+    make_cluster: ClusterFactory,
+    zk_connect: str,
+    zk_client: KazooClient,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     cluster = make_cluster(topics=TOPICS)
     cluster.stop_broker(2)  # payments' ISRs are down to two: neither of those may go
+    # the reasons must not change during the wait (they are printed on change): every ISR shrunk first
+    wait_for(
+        lambda: all(2 not in p.isr for p in zk_partitions(zk_client).values()),
+        timeout=30,
+        message="broker 2 out of every ISR",
+    )
     started = time.monotonic()
     code, out, _ = safe_to_stop(capsys, "--zookeeper", zk_connect, "--broker", "0", "--wait", "1.5")
     waited = time.monotonic() - started
