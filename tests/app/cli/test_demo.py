@@ -19,6 +19,7 @@ DEMO_STEPS = [
 ]
 
 
+@pytest.mark.timeout(600)  # the waits below (180 s up, 400 s the story and the stop), not the suite's 300 s
 def test_demo_once_plays_the_story_through_the_api_and_exits_0(run_cli: CliFactory) -> None:
     """The README's first command: ZooKeeper, brokers, collectors, Spark and the service in one process
     tree, a story told through the service's API (the crash paged within a second by the incident lane, the
