@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, ZnodeError
 from collectors.kafka.zkdata import (
@@ -149,6 +149,10 @@ def resolve(
     return _setting(kafka_default, ConfigSource.KAFKA_DEFAULT, reasons)
 
 
+_READ = "read"
+"""The topic level was read and sets nothing: the levels below decide."""
+
+
 def _setting(value: T, source: ConfigSource, reasons: list[str]) -> EffectiveSetting[T]:
     if not reasons:
         return EffectiveSetting(value, source)
@@ -189,8 +193,12 @@ class TopicSettings:
         self._errors: dict[str, ZnodeError] = {
             e.path: e for e in snapshot.errors if e.path.startswith(CONFIG_PATH + "/")
         }
-        self._min_isr: dict[tuple[str, int], EffectiveSetting[int]] = {}
-        self._unclean: dict[str, EffectiveSetting[bool]] = {}
+        # the topic level per topic, the levels below it per leader (min ISR) or once (the controller's)
+        self._topic_min_isr: dict[str, EffectiveSetting[Any] | str] = {}
+        self._topic_unclean: dict[str, EffectiveSetting[Any] | str] = {}
+        self._below_min_isr: dict[int, EffectiveSetting[int]] = {}
+        self._below_unclean: EffectiveSetting[bool] | None = None
+        self._combined: dict[tuple[str, EffectiveSetting[Any]], EffectiveSetting[Any]] = {}
 
     # --- what could not be read ---
 
@@ -232,36 +240,73 @@ class TopicSettings:
         """What the partition's leader enforces on ``acks=all`` produces (no leader: the per-broker level is
         skipped, as no broker enforces anything)."""
         broker = NO_LEADER if leader is None or leader < 0 else leader
-        key = (topic, broker)
-        found = self._min_isr.get(key)
-        if found is None:
-            levels = [self._topic_level(topic, MIN_INSYNC_REPLICAS)]
-            if broker != NO_LEADER:
-                levels.append(self._broker_level(broker, MIN_INSYNC_REPLICAS))
+        above = self._topic_min_isr.get(topic)
+        if above is None:
+            above = self._topic_min_isr[topic] = self._topic_setting(
+                topic, MIN_INSYNC_REPLICAS, parse_min_insync_replicas
+            )
+        if isinstance(above, EffectiveSetting):
+            return above
+        below = self._below_min_isr.get(broker)
+        if below is None:
+            levels = [] if broker == NO_LEADER else [self._broker_level(broker, MIN_INSYNC_REPLICAS)]
             levels.append(self._cluster_level(MIN_INSYNC_REPLICAS))
-            found = self._min_isr[key] = resolve(
+            below = self._below_min_isr[broker] = resolve(
                 levels,
                 parse_min_insync_replicas,
                 self.static.min_insync_replicas,
                 KAFKA_DEFAULT_MIN_INSYNC_REPLICAS,
             )
-        return found
+        return below if above is _READ else self._after_unreadable(above, below)
 
     def unclean_leader_election_enable(self, topic: str) -> EffectiveSetting[bool]:
         """What the active controller applies when no ISR member is alive (its own per-broker config
         counts)."""
-        found = self._unclean.get(topic)
-        if found is None:
+        above = self._topic_unclean.get(topic)
+        if above is None:
+            above = self._topic_unclean[topic] = self._topic_setting(
+                topic, UNCLEAN_LEADER_ELECTION_ENABLE, parse_boolean
+            )
+        if isinstance(above, EffectiveSetting):
+            return above
+        below = self._below_unclean
+        if below is None:
             controller = self._snapshot.controller.broker_id
-            levels = [self._topic_level(topic, UNCLEAN_LEADER_ELECTION_ENABLE)]
+            levels = []
             if controller is not None and controller >= 0:
                 levels.append(self._broker_level(controller, UNCLEAN_LEADER_ELECTION_ENABLE))
             levels.append(self._cluster_level(UNCLEAN_LEADER_ELECTION_ENABLE))
-            found = self._unclean[topic] = resolve(
+            below = self._below_unclean = resolve(
                 levels,
                 parse_boolean,
                 self.static.unclean_leader_election_enable,
                 KAFKA_DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE,
+            )
+        return below if above is _READ else self._after_unreadable(above, below)
+
+    def _topic_setting(
+        self, topic: str, key: str, parse: Callable[[str | None], Any]
+    ) -> EffectiveSetting[Any] | str:
+        """The topic level alone: the setting when the topic decides, :data:`_READ` when it sets nothing,
+        else why it could not be read."""
+        level = self._topic_level(topic, key)
+        if level.unreadable is not None:
+            return level.unreadable
+        value = parse(level.raw)
+        return _READ if value is None else EffectiveSetting(value, ConfigSource.TOPIC)
+
+    def _after_unreadable(self, reason: str, below: EffectiveSetting[T]) -> EffectiveSetting[T]:
+        """``below`` (the levels under an unreadable topic config) with that reason first: the cache keeps
+        one object per distinct pair, so 200k partitions do not build 200k settings."""
+        key = (reason, below)
+        found = self._combined.get(key)
+        if found is None:
+            reasons = [reason]
+            if below.reason is not None and below.reason != reason:
+                reasons.append(below.reason)
+            source = below.source if below.assumed_from is None else below.assumed_from
+            found = self._combined[key] = EffectiveSetting(
+                below.value, ConfigSource.UNKNOWN, source, "; ".join(reasons)
             )
         return found
 

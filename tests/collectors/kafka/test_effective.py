@@ -162,6 +162,17 @@ def test_a_malformed_config_znode_makes_its_level_unknown() -> None:
     assert setting == EffectiveSetting(2, UNKNOWN, CLUSTER, "/config/topics/t: not JSON")
 
 
+def test_an_unreadable_topic_config_above_an_unreadable_default_names_both() -> None:
+    p = partition("t", 0, [1, 2, 3])
+    errors = (ZnodeError("/config/brokers/<default>", NOAUTH), ZnodeError("/config/topics/t", "not JSON"))
+    settings = TopicSettings(with_configs(cluster(p), {}, errors), StaticDefaults(2, None))
+
+    reason = f"/config/topics/t: not JSON; /config/brokers/<default>: {NOAUTH}"
+    assert settings.min_insync_replicas("t", 1) == EffectiveSetting(2, UNKNOWN, STATIC, reason)
+    assert settings.unclean_leader_election_enable("t") == EffectiveSetting(False, UNKNOWN, KAFKA, reason)
+    assert settings.min_insync_replicas("t", 2) is settings.min_insync_replicas("t", 1)  # one object, shared
+
+
 def test_other_topics_and_non_config_errors_do_not_make_anything_unknown() -> None:
     p = partition("t", 0, [1, 2, 3])
     errors = (ZnodeError("/config/topics/other", "not JSON"), ZnodeError("/brokers/ids/7", "bad"))
