@@ -13,17 +13,25 @@ gauges and the previous snapshot) in, values out. Definitions follow Kafka's own
 - suspect brokers (docs/kafka-reference.md §3) and the cross-check of the brokers' URP gauges against
 ZooKeeper.
 
-``assess`` walks the partitions once; per-topic ``min.insync.replicas`` is resolved once per topic.
+``assess`` walks the partitions once; ``min.insync.replicas`` is resolved once per topic (and per leader
+where a broker has its own value), by ``collectors.kafka.effective``, which also says where each value came
+from.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 
+from collectors.kafka.effective import (
+    MinIsrTable,
+    PartitionSettings,
+    StaticDefaults,
+    TopicSettings,
+    parse_min_insync_replicas,
+)
 from collectors.kafka.model import (
     NO_LEADER,
     ClusterSnapshot,
@@ -39,9 +47,6 @@ DEFAULT_MIN_INSYNC_REPLICAS = 1
 """Kafka's own default, used when neither the topic nor ``/config/brokers/<default>`` sets a value."""
 DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10
 
-_INT32_MAX = 2**31 - 1
-_JAVA_INT = re.compile(r"\+?[0-9]+", re.ASCII)
-
 
 # --- values ------------------------------------------------------------------------------------------
 
@@ -50,7 +55,9 @@ _JAVA_INT = re.compile(r"\+?[0-9]+", re.ASCII)
 class PartitionHealth:
     tp: TopicPartition
     min_isr: int
-    """The topic's ``min.insync.replicas``, else the cluster-wide broker default, else the given default."""
+    """The ``min.insync.replicas`` the leader enforces: the topic's, else the leader's dynamic per-broker
+    value, else the cluster-wide default, else the static default given, else 1
+    (``collectors.kafka.effective``)."""
     under_replicated: bool
     under_min_isr: bool
     at_min_isr: bool
@@ -123,33 +130,22 @@ class HealthReport:
     suspects: tuple[SuspectBroker, ...]
     controller: ControllerHealth
     urp_cross_check: UrpCrossCheck | None
+    settings: TopicSettings | None = field(default=None, compare=False)
+    """The effective topic settings with their sources (``collectors.kafka.effective``), as ``partitions``
+    used them; :func:`partition_settings` reads them."""
 
 
 # --- configuration -----------------------------------------------------------------------------------
 
 
-def parse_min_insync_replicas(value: str | None) -> int | None:
-    """A ``min.insync.replicas`` value as the broker accepts it (a Java int ≥ 1, blanks trimmed), else None.
-
-    A malformed value must not take the health view down: the caller falls back to the next default,
-    which is what a broker that rejected the value would be running with.
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if _JAVA_INT.fullmatch(text) is None:
-        return None
-    parsed = int(text)
-    return parsed if 1 <= parsed <= _INT32_MAX else None
-
-
 def min_insync_replicas(
-    snapshot: ClusterSnapshot, topic: str, default: int = DEFAULT_MIN_INSYNC_REPLICAS
+    snapshot: ClusterSnapshot, topic: str, default: int | None = DEFAULT_MIN_INSYNC_REPLICAS
 ) -> int:
     """The ``min.insync.replicas`` a topic runs with: its own config, else ``/config/brokers/<default>``,
-    else ``default`` (the brokers' static setting, which ZooKeeper does not show).
+    else ``default`` (the brokers' static setting, which ZooKeeper does not show; None: Kafka's 1).
 
-    It decides when ``acks=all`` producers start failing, so getting it wrong hides or invents outages.
+    It decides when ``acks=all`` producers start failing, so getting it wrong hides or invents outages. (The
+    per-leader level and the sources are :class:`collectors.kafka.effective.TopicSettings`'s.)
     """
     topic_info = snapshot.topics.get(topic)
     if topic_info is not None:
@@ -159,17 +155,19 @@ def min_insync_replicas(
     return _broker_default_min_isr(snapshot, default)
 
 
-def _broker_default_min_isr(snapshot: ClusterSnapshot, default: int) -> int:
+def _broker_default_min_isr(snapshot: ClusterSnapshot, default: int | None) -> int:
     config = snapshot.broker_configs.get(DEFAULT_BROKER_CONFIG_ENTITY, {})
     value = parse_min_insync_replicas(config.get(MIN_INSYNC_REPLICAS))
-    return default if value is None else value
+    if value is not None:
+        return value
+    return DEFAULT_MIN_INSYNC_REPLICAS if default is None else default
 
 
 def broker_default_min_insync_replicas(
-    snapshot: ClusterSnapshot, default: int = DEFAULT_MIN_INSYNC_REPLICAS
+    snapshot: ClusterSnapshot, default: int | None = DEFAULT_MIN_INSYNC_REPLICAS
 ) -> int:
     """The ``min.insync.replicas`` of a topic that sets none: ``/config/brokers/<default>``, else ``default``
-    (what :func:`assess` falls back to for partitions whose topic znode it has not read)."""
+    (None: Kafka's 1)."""
     return _broker_default_min_isr(snapshot, default)
 
 
@@ -263,7 +261,7 @@ class PartitionHealthMap(Mapping[TopicPartition, PartitionHealth]):
     costs what building them costs, once.
     """
 
-    __slots__ = ("_cache", "_default_min_isr", "_live", "_min_isr_by_topic", "_partitions")
+    __slots__ = ("_cache", "_live", "_min_isr", "_partitions")
 
     def __init__(
         self,
@@ -271,18 +269,19 @@ class PartitionHealthMap(Mapping[TopicPartition, PartitionHealth]):
         live_brokers: Set[int],
         min_isr_by_topic: Mapping[str, int],
         default_min_isr: int,
+        min_isr_by_leader: Mapping[int, int] | None = None,
     ) -> None:
         self._partitions = partitions
         self._live = live_brokers
-        self._min_isr_by_topic = min_isr_by_topic
-        self._default_min_isr = default_min_isr
+        self._min_isr = MinIsrTable(min_isr_by_topic, min_isr_by_leader or {}, default_min_isr)
         self._cache: dict[TopicPartition, PartitionHealth] = {}
 
     def __getitem__(self, tp: TopicPartition) -> PartitionHealth:
         health = self._cache.get(tp)
         if health is None:
-            min_isr = self._min_isr_by_topic.get(tp.topic, self._default_min_isr)
-            health = self._cache[tp] = partition_health(self._partitions[tp], min_isr, self._live)
+            info = self._partitions[tp]
+            min_isr = self._min_isr.of(tp.topic, info.leader)
+            health = self._cache[tp] = partition_health(info, min_isr, self._live)
         return health
 
     def __iter__(self) -> Iterator[TopicPartition]:
@@ -302,9 +301,9 @@ class PartitionHealthMap(Mapping[TopicPartition, PartitionHealth]):
         ``offline``), in one pass without building a PartitionHealth per partition."""
         found: dict[str, list[TopicPartition]] = {name: [] for name, _ in _PROBLEMS}
         lists = [(found[name], bit) for name, bit in _PROBLEMS]
-        live, min_isr_of, default = self._live, self._min_isr_by_topic.get, self._default_min_isr
+        live, min_isr_of = self._live, self._min_isr.of
         for tp, info in self._partitions.items():
-            flags = _flags(info, min_isr_of(tp.topic, default), live)
+            flags = _flags(info, min_isr_of(tp.topic, info.leader), live)
             if flags & _ANY_PROBLEM:
                 for target, bit in lists:
                     if flags & bit:
@@ -484,19 +483,23 @@ def assess(
     *,
     previous: ClusterSnapshot | None = None,
     urp_gauges: Mapping[int, float] | None = None,
-    default_min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS,
+    default_min_insync_replicas: int | None = None,
+    default_unclean_leader_election_enable: bool | None = None,
     leader_imbalance_per_broker_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
 ) -> HealthReport:
     """The cluster's health, from one pass over its partitions.
 
     ``urp_gauges`` are the brokers' ``UnderReplicatedPartitions`` values by broker id (leave out a broker
-    whose scrape failed); ``default_min_insync_replicas`` is the brokers' static setting, which ZooKeeper
-    does not hold.
+    whose scrape failed); ``default_min_insync_replicas`` and ``default_unclean_leader_election_enable`` are
+    the brokers' static settings (``server.properties``), which ZooKeeper does not hold: None when the user
+    did not give them (Kafka's defaults apply, and the sources say so).
     """
     live = frozenset(snapshot.brokers)
-    broker_default = _broker_default_min_isr(snapshot, default_min_insync_replicas)
-    min_isr_by_topic = {name: min_insync_replicas(snapshot, name, broker_default) for name in snapshot.topics}
-    walk = _walk(snapshot, live, min_isr_by_topic, broker_default)
+    settings = TopicSettings(
+        snapshot, StaticDefaults(default_min_insync_replicas, default_unclean_leader_election_enable)
+    )
+    table = settings.min_isr_table()
+    walk = _walk(snapshot, live, table)
     down = tuple(sorted(walk.assigned.difference(live)))
     leaderless_urps = walk.count(_UNDER_REPLICATED | _OFFLINE)
     cross_check = None
@@ -504,7 +507,9 @@ def assess(
         led_urps = len(walk.urps) - leaderless_urps
         cross_check = urp_cross_check(led_urps, leaderless_urps, live, urp_gauges)
     return HealthReport(
-        partitions=PartitionHealthMap(snapshot.partitions, live, min_isr_by_topic, broker_default),
+        partitions=PartitionHealthMap(
+            snapshot.partitions, live, table.by_topic, table.default, table.by_leader
+        ),
         summary=_summary(snapshot, walk, down),
         brokers_down=down,
         imbalance=_imbalance_from_counts(
@@ -513,7 +518,17 @@ def assess(
         suspects=suspect_brokers(walk.urps),
         controller=controller_health(snapshot, previous),
         urp_cross_check=cross_check,
+        settings=settings,
     )
+
+
+def partition_settings(
+    report: HealthReport, snapshot: ClusterSnapshot, info: PartitionInfo
+) -> PartitionSettings:
+    """A partition's effective ``min.insync.replicas`` and ``unclean.leader.election.enable`` with their
+    sources (the same resolution ``report.partitions`` used for its flags)."""
+    settings = report.settings if report.settings is not None else TopicSettings(snapshot)
+    return settings.of_partition(info.tp.topic, info.leader)
 
 
 @dataclass(slots=True)
@@ -533,16 +548,18 @@ class _Walk:
         )
 
 
-def _walk(
-    snapshot: ClusterSnapshot, live: Set[int], min_isr_by_topic: Mapping[str, int], default_min_isr: int
-) -> _Walk:
+def _walk(snapshot: ClusterSnapshot, live: Set[int], min_isr: MinIsrTable) -> _Walk:
     """Hot loop (200k iterations on a big cluster): locals only, no per-partition objects."""
     walk = _Walk()
     deleting = frozenset(name for name, topic in snapshot.topics.items() if topic.marked_for_deletion)
     flag_counts, urps, add_assigned = walk.flag_counts, walk.urps, walk.assigned.update
-    preferred, led_by_others, min_isr_of = walk.preferred, walk.led_by_others, min_isr_by_topic.get
+    preferred, led_by_others, min_isr_of = walk.preferred, walk.led_by_others, min_isr.by_topic.get
+    by_leader, default_min_isr = min_isr.by_leader, min_isr.default
     for tp, info in snapshot.partitions.items():
-        flags = _flags(info, min_isr_of(tp.topic, default_min_isr), live)
+        topic_min_isr = min_isr_of(tp.topic)
+        if topic_min_isr is None:
+            topic_min_isr = by_leader.get(info.leader, default_min_isr) if by_leader else default_min_isr
+        flags = _flags(info, topic_min_isr, live)
         flag_counts[flags] = flag_counts.get(flags, 0) + 1
         if flags & _UNDER_REPLICATED:
             urps.append(info)

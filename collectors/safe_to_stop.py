@@ -157,7 +157,7 @@ class _Walk:
     deleting_partitions: int = 0
 
 
-def _walk(snapshot: ClusterSnapshot, default_min_isr: int, only: int | None) -> _Walk:
+def _walk(snapshot: ClusterSnapshot, default_min_isr: int | None, only: int | None) -> _Walk:
     """The hot loop (200k partitions on a big cluster): per partition a few tuple and set operations."""
     walk = _Walk()
     deleting = {name for name, topic in snapshot.topics.items() if topic.marked_for_deletion}
@@ -197,7 +197,7 @@ def _walk(snapshot: ClusterSnapshot, default_min_isr: int, only: int | None) -> 
 
 
 def unhealthy_partitions(
-    snapshot: ClusterSnapshot, default_min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
+    snapshot: ClusterSnapshot, default_min_insync_replicas: int | None = DEFAULT_MIN_INSYNC_REPLICAS
 ) -> tuple[UnhealthyPartition, ...]:
     """Partitions already offline, under min ISR or under-replicated, as the health model defines them
     (:mod:`collectors.health`), sorted; partitions of topics being deleted are left out."""
@@ -229,7 +229,7 @@ def trusted(snapshot: ClusterSnapshot) -> bool:
 
 
 def assess_safe_to_stop(
-    snapshot: ClusterSnapshot, *, default_min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
+    snapshot: ClusterSnapshot, *, default_min_insync_replicas: int | None = DEFAULT_MIN_INSYNC_REPLICAS
 ) -> ClusterSafeToStop:
     """Every known broker's answer, from one pass over the partitions.
 
@@ -249,7 +249,7 @@ def safe_to_stop(
     snapshot: ClusterSnapshot,
     broker: int,
     *,
-    default_min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS,
+    default_min_insync_replicas: int | None = DEFAULT_MIN_INSYNC_REPLICAS,
 ) -> SafeToStop:
     """The answer for ``broker``. Raises :class:`UnknownBrokerError` for an id nobody knows, unless the
     snapshot cannot be trusted (then a stale or empty view must not call a real broker unknown: the

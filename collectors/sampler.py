@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from collectors.health import (
     DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
-    DEFAULT_MIN_INSYNC_REPLICAS,
     assess,
 )
 from collectors.kafka.model import ClusterSnapshot
@@ -54,8 +53,8 @@ class SamplerSettings(BaseModel):
     """Prefix of the collector id (default: the host name); a random suffix is added at every start."""
     max_backlog: Annotated[int, Field(ge=1)] = 360
     """Batches kept while the transport fails (360 × 10 s: an hour)."""
-    default_min_insync_replicas: Annotated[int, Field(ge=1)] = DEFAULT_MIN_INSYNC_REPLICAS
-    """The brokers' static ``min.insync.replicas`` (ZooKeeper holds only dynamic overrides)."""
+    default_min_insync_replicas: Annotated[int | None, Field(ge=1)] = None
+    """The brokers' static ``min.insync.replicas`` (ZooKeeper holds only dynamic overrides); unset: 1."""
     leader_imbalance_per_broker_percentage: Annotated[int, Field(ge=0, le=100)] = (
         DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE
     )

@@ -20,7 +20,13 @@ from typing import Any, TextIO
 
 from app.cli.common import ExitCode, positive_duration
 from app.service.schemas.throttles import ThrottlesOut
-from collectors.health import HealthReport, PartitionHealth, assess, no_kafka_cluster
+from collectors.health import HealthReport, PartitionHealth, assess, no_kafka_cluster, partition_settings
+from collectors.kafka.effective import (
+    EffectiveSetting,
+    PartitionSettings,
+    parse_boolean,
+    parse_min_insync_replicas,
+)
 from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
 from collectors.kafka.throttles import (
     BrokerThrottle,
@@ -63,6 +69,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         help="how long to read the cluster: seconds or 500ms, 2s, 1m (default 30)",
     )
+    parser.add_argument(
+        "--default-min-isr",
+        "--default-min-insync-replicas",
+        dest="default_min_insync_replicas",
+        type=min_insync_replicas,
+        metavar="N",
+        help="the brokers' static min.insync.replicas (server.properties, which ZooKeeper never holds), for "
+        "topics that set none when no dynamic broker config does (default: Kafka's 1)",
+    )
+    parser.add_argument(
+        "--default-unclean-leader-election",
+        dest="default_unclean_leader_election_enable",
+        type=boolean,
+        metavar="true|false",
+        help="the brokers' static unclean.leader.election.enable (server.properties), likewise "
+        "(default: Kafka's false)",
+    )
+
+
+def min_insync_replicas(text: str) -> int:
+    """A ``min.insync.replicas`` as a broker accepts it: an integer >= 1."""
+    value = parse_min_insync_replicas(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a min.insync.replicas (an integer >= 1)")
+    return value
+
+
+def boolean(text: str) -> bool:
+    """``true`` or ``false``, as Kafka reads a boolean config."""
+    value = parse_boolean(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value
 
 
 def selected(health: PartitionHealth, args: argparse.Namespace) -> bool:
@@ -88,7 +127,18 @@ def unhealthy(report: HealthReport) -> bool:
 # --- JSON ----------------------------------------------------------------------------------------------
 
 
-def _partition_json(info: PartitionInfo, health: PartitionHealth) -> dict[str, Any]:
+def _setting_json(name: str, setting: EffectiveSetting[Any]) -> dict[str, Any]:
+    return {
+        name: setting.value,
+        f"{name}_source": setting.source.value,
+        f"{name}_assumed_from": None if setting.assumed_from is None else setting.assumed_from.value,
+        f"{name}_unknown_reason": setting.reason,
+    }
+
+
+def _partition_json(
+    info: PartitionInfo, health: PartitionHealth, settings: PartitionSettings
+) -> dict[str, Any]:
     state = info.state
     return {
         "topic": info.tp.topic,
@@ -108,6 +158,31 @@ def _partition_json(info: PartitionInfo, health: PartitionHealth) -> dict[str, A
         "offline": health.offline,
         "preferred_leader": health.preferred_leader,
         "min_isr": health.min_isr,
+        **_setting_json("min_isr", settings.min_insync_replicas),
+        **_setting_json("unclean_leader_election", settings.unclean_leader_election_enable),
+    }
+
+
+def effective_settings_json(snapshot: ClusterSnapshot, report: HealthReport) -> dict[str, Any]:
+    """The static defaults the values were resolved with, and the config znodes that could not be read (each
+    makes the source of the values below it ``unknown``)."""
+    settings = report.settings
+    static = None if settings is None else settings.static
+    unknown_min_isr, unknown_unclean = (
+        (0, 0) if settings is None else settings.unknown_counts(snapshot.partitions.values())
+    )
+    return {
+        "static_defaults": {
+            "min_insync_replicas": None if static is None else static.min_insync_replicas,
+            "unclean_leader_election_enable": None
+            if static is None
+            else static.unclean_leader_election_enable,
+        },
+        "unreadable": []
+        if settings is None
+        else [{"path": e.path, "reason": e.reason} for e in settings.unreadable],
+        "partitions_with_unknown_min_isr": unknown_min_isr,
+        "partitions_with_unknown_unclean_leader_election": unknown_unclean,
     }
 
 
@@ -147,7 +222,7 @@ def describe_json(
             }
             for t in sorted(snapshot.topics.values(), key=lambda t: t.name)
         ],
-        "partitions": [_partition_json(snapshot.partitions[tp], report.partitions[tp]) for tp in partitions],
+        "partitions": [_partition_out(snapshot, report, tp) for tp in partitions],
         "summary": {
             "brokers": summary.brokers,
             "topics": summary.topics,
@@ -195,8 +270,14 @@ def describe_json(
             "deletions": list(snapshot.pending.deletions),
         },
         "errors": [{"path": e.path, "reason": e.reason} for e in snapshot.errors],
+        "effective_settings": effective_settings_json(snapshot, report),
         "throttles": ThrottlesOut.of(throttle_inventory(snapshot), snapshot.version).model_dump(mode="json"),
     }
+
+
+def _partition_out(snapshot: ClusterSnapshot, report: HealthReport, tp: TopicPartition) -> dict[str, Any]:
+    info = snapshot.partitions[tp]
+    return _partition_json(info, report.partitions[tp], partition_settings(report, snapshot, info))
 
 
 # --- text ----------------------------------------------------------------------------------------------
@@ -235,10 +316,20 @@ def describe_text(
                 line += f"\tAdding Replicas: {_ids(p.assignment.adding_replicas)}"
             if p.assignment.removing_replicas:
                 line += f"\tRemoving Replicas: {_ids(p.assignment.removing_replicas)}"
+            settings = partition_settings(report, snapshot, p)
+            line += f"\tMinIsr: {_setting_text(settings.min_insync_replicas)}"
+            line += f"\tUncleanLeaderElection: {_setting_text(settings.unclean_leader_election_enable)}"
             flags = _flags(report.partitions[tp])
             out.write(line + (f"\t[{', '.join(flags)}]" if flags else "") + "\n")
     _write_summary(snapshot, report, out)
     _write_throttles(throttle_inventory(snapshot), out)
+
+
+def _setting_text(setting: EffectiveSetting[Any]) -> str:
+    value = str(setting.value).lower()
+    if setting.assumed_from is not None:
+        return f"{value} (unknown: assumed from {setting.assumed_from.value})"
+    return f"{value} ({setting.source.value})"
 
 
 def _flags(health: PartitionHealth) -> list[str]:
@@ -301,8 +392,24 @@ def _write_summary(snapshot: ClusterSnapshot, report: HealthReport, out: TextIO)
         )
     for error in snapshot.errors:
         out.write(f"  unreadable znode {error.path}: {error.reason}\n")
+    _write_effective_settings(snapshot, report, out)
     if snapshot.stale:
         out.write("  WARNING: the snapshot is stale (ZooKeeper session lost)\n")
+
+
+def _write_effective_settings(snapshot: ClusterSnapshot, report: HealthReport, out: TextIO) -> None:
+    """Only when a config znode could not be read: which values are unknown, and what was assumed."""
+    summary = effective_settings_json(snapshot, report)
+    if not summary["unreadable"]:
+        return
+    paths = ", ".join(e["path"] for e in summary["unreadable"])
+    out.write(
+        f"  settings unknown: {paths} unreadable, so min.insync.replicas of "
+        f"{summary['partitions_with_unknown_min_isr']} partitions and unclean.leader.election.enable of "
+        f"{summary['partitions_with_unknown_unclean_leader_election']} are assumed from the next level "
+        "(give the brokers' static values with --default-min-isr / --default-unclean-leader-election, or "
+        "read access to these znodes)\n"
+    )
 
 
 def _write_throttles(inventory: ThrottleInventory, out: TextIO) -> None:
@@ -365,7 +472,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         except ValueError as exc:
             err.write(f"error: {exc}\n")
             return ExitCode.BAD_INPUT
-    report = assess(snapshot, urp_gauges=gauges)
+    report = assess(
+        snapshot,
+        urp_gauges=gauges,
+        default_min_insync_replicas=args.default_min_insync_replicas,
+        default_unclean_leader_election_enable=args.default_unclean_leader_election_enable,
+    )
     partitions = [tp for tp in sorted(snapshot.partitions) if selected(report.partitions[tp], args)]
     if args.format == "json":
         json.dump(describe_json(snapshot, report, partitions), out, indent=2)

@@ -75,10 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--default-min-insync-replicas",
+        "--default-min-isr",
         type=positive_int,
         metavar="N",
         help="the brokers' static min.insync.replicas, for topics that set none and no dynamic broker "
-        "default (default: KAFKA_HEALTH_SERVICE__VIEW__DEFAULT_MIN_INSYNC_REPLICAS, else 1, as the service)",
+        "default (default: KAFKA_HEALTH_SERVICE__VIEW__DEFAULT_MIN_INSYNC_REPLICAS, else Kafka's 1, as the "
+        "service)",
     )
 
 

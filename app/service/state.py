@@ -17,7 +17,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from collectors.health import DEFAULT_MIN_INSYNC_REPLICAS, HealthReport, assess, no_kafka_cluster
+from collectors.health import HealthReport, assess, no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsScrape
 from collectors.zookeeper.collector import ScanStats
@@ -32,7 +32,11 @@ class ViewSettings(BaseModel):
     """How often the brokers' metrics are scraped (the URP cross-check and ``/metrics``)."""
     stale_after_s: Annotated[float, Field(gt=0)] = 60.0
     """``/readyz`` fails when the snapshot was last known good longer ago than this."""
-    default_min_insync_replicas: Annotated[int, Field(ge=1)] = DEFAULT_MIN_INSYNC_REPLICAS
+    default_min_insync_replicas: Annotated[int | None, Field(ge=1)] = None
+    """The brokers' static ``min.insync.replicas`` (``server.properties``, which ZooKeeper never holds);
+    unset: Kafka's default of 1 applies and the partitions' ``min_isr_source`` says ``kafka_default``."""
+    default_unclean_leader_election_enable: bool | None = None
+    """The brokers' static ``unclean.leader.election.enable``; unset: Kafka's default (false)."""
 
 
 class SnapshotCollector(Protocol):
@@ -132,6 +136,7 @@ class ClusterView:
                     previous=self._previous,
                     urp_gauges=gauges,
                     default_min_insync_replicas=self.settings.default_min_insync_replicas,
+                    default_unclean_leader_election_enable=self.settings.default_unclean_leader_election_enable,
                 )
                 if cached is not None and cached.snapshot.version != snapshot.version:
                     self._previous = cached.snapshot

@@ -23,6 +23,7 @@ from collectors.health import (
     UrpCrossCheck,
     assess,
 )
+from collectors.kafka.effective import parse_min_insync_replicas
 from collectors.kafka.model import (
     NO_LEADER,
     ClusterSnapshot,
@@ -182,7 +183,7 @@ def test_malformed_min_isr_falls_back_to_the_next_default() -> None:
     ],
 )
 def test_min_isr_values_are_read_as_the_broker_reads_them(value: str | None, parsed: int | None) -> None:
-    assert health.parse_min_insync_replicas(value) == parsed
+    assert parse_min_insync_replicas(value) == parsed
 
 
 @pytest.mark.parametrize(

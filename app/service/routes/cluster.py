@@ -19,11 +19,13 @@ from app.service.schemas.cluster import (
     BrokerScrapeOut,
     ClusterOut,
     ControllerOut,
+    EffectiveSettingsOut,
     PartitionOut,
     PendingOut,
     PendingPartition,
     PendingReassignment,
     SnapshotInfo,
+    StaticDefaultsOut,
     Summary,
     SuspectOut,
     TopicDetail,
@@ -34,7 +36,8 @@ from app.service.schemas.cluster import (
 from app.service.schemas.common import MAX_PAGE, Page, Problem
 from app.service.schemas.params import BrokerIdPath, BrokerIdQuery, Offset
 from app.service.state import ClusterState, ClusterView
-from collectors.health import PartitionHealth
+from collectors.health import PartitionHealth, partition_settings
+from collectors.kafka.effective import PartitionSettings
 from collectors.kafka.model import NO_LEADER, PartitionInfo, TopicPartition
 
 router = APIRouter(prefix="/api/v1", tags=["cluster"])
@@ -113,6 +116,25 @@ def _cluster(view: ClusterView, state: ClusterState) -> ClusterOut:
             deletions=list(snapshot.pending.deletions),
         ),
         errors=[ZnodeErrorOut(path=e.path, reason=e.reason) for e in snapshot.errors],
+        effective_settings=_effective_settings(state),
+    )
+
+
+def _effective_settings(state: ClusterState) -> EffectiveSettingsOut:
+    snapshot, settings = state.snapshot, state.report.settings
+    unknown = (0, 0) if settings is None else settings.unknown_counts(snapshot.partitions.values())
+    return EffectiveSettingsOut(
+        static_defaults=StaticDefaultsOut(
+            min_insync_replicas=None if settings is None else settings.static.min_insync_replicas,
+            unclean_leader_election_enable=None
+            if settings is None
+            else settings.static.unclean_leader_election_enable,
+        ),
+        unreadable=[]
+        if settings is None
+        else [ZnodeErrorOut(path=e.path, reason=e.reason) for e in settings.unreadable],
+        partitions_with_unknown_min_isr=unknown[0],
+        partitions_with_unknown_unclean_leader_election=unknown[1],
     )
 
 
@@ -178,8 +200,9 @@ def broker(broker_id: BrokerIdPath, _: Viewer, view: View) -> BrokerOut:
     raise HTTPException(404, f"broker {broker_id} is neither registered nor assigned any replica")
 
 
-def partition_out(info: PartitionInfo, health: PartitionHealth) -> PartitionOut:
+def partition_out(info: PartitionInfo, health: PartitionHealth, settings: PartitionSettings) -> PartitionOut:
     state = info.state
+    min_isr, unclean = settings.min_insync_replicas, settings.unclean_leader_election_enable
     return PartitionOut(
         topic=info.tp.topic,
         partition=info.tp.partition,
@@ -197,6 +220,20 @@ def partition_out(info: PartitionInfo, health: PartitionHealth) -> PartitionOut:
         offline=health.offline,
         preferred_leader=health.preferred_leader,
         min_isr=health.min_isr,
+        min_isr_source=min_isr.source,
+        min_isr_assumed_from=min_isr.assumed_from,
+        min_isr_unknown_reason=min_isr.reason,
+        unclean_leader_election=unclean.value,
+        unclean_leader_election_source=unclean.source,
+        unclean_leader_election_assumed_from=unclean.assumed_from,
+        unclean_leader_election_unknown_reason=unclean.reason,
+    )
+
+
+def _partition_out(state: ClusterState, tp: TopicPartition) -> PartitionOut:
+    info = state.snapshot.partitions[tp]
+    return partition_out(
+        info, state.report.partitions[tp], partition_settings(state.report, state.snapshot, info)
     )
 
 
@@ -242,7 +279,7 @@ def topic(name: str, _: Viewer, view: View) -> TopicDetail:
     if not tps and name not in state.snapshot.topics:
         raise HTTPException(404, f"unknown topic {name!r}")
     summary = _topic_out(state, name, tps)
-    details = [partition_out(state.snapshot.partitions[tp], state.report.partitions[tp]) for tp in tps]
+    details = [_partition_out(state, tp) for tp in tps]
     return TopicDetail(**summary.model_dump(), partition_details=details)
 
 
@@ -278,7 +315,7 @@ def partitions(
     matched = _matching(state, wanted, non_preferred, topic, broker)
     page = matched[offset : offset + limit]
     return Page[PartitionOut](
-        items=[partition_out(state.snapshot.partitions[tp], state.report.partitions[tp]) for tp in page],
+        items=[_partition_out(state, tp) for tp in page],
         total=len(matched),
         offset=offset,
         limit=limit,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from collectors.kafka.effective import ConfigSource
+
 
 class SnapshotInfo(BaseModel):
     version: int
@@ -70,6 +72,22 @@ class ZnodeErrorOut(BaseModel):
     reason: str
 
 
+class StaticDefaultsOut(BaseModel):
+    min_insync_replicas: int | None
+    unclean_leader_election_enable: bool | None
+
+
+class EffectiveSettingsOut(BaseModel):
+    """How the partitions' ``min_isr`` and ``unclean_leader_election`` were resolved (docs/collectors.md)."""
+
+    static_defaults: StaticDefaultsOut
+    """What the service was told ``server.properties`` says (``service.view.default_*``); null: not given."""
+    unreadable: list[ZnodeErrorOut]
+    """Config znodes that could not be read: the values that depend on them have the source ``unknown``."""
+    partitions_with_unknown_min_isr: int
+    partitions_with_unknown_unclean_leader_election: int
+
+
 class ClusterOut(BaseModel):
     cluster_id: str | None
     snapshot: SnapshotInfo
@@ -81,6 +99,7 @@ class ClusterOut(BaseModel):
     urp_cross_check: UrpCrossCheckOut | None
     pending: PendingOut
     errors: list[ZnodeErrorOut]
+    effective_settings: EffectiveSettingsOut
 
 
 class BrokerScrapeOut(BaseModel):
@@ -125,6 +144,20 @@ class PartitionOut(BaseModel):
     offline: bool
     preferred_leader: bool
     min_isr: int
+    """The ``min.insync.replicas`` the leader enforces (the value the flags above used)."""
+    min_isr_source: ConfigSource
+    """Where ``min_isr`` came from: ``topic``, ``broker`` (the leader's), ``cluster_default``,
+    ``static_default``, ``kafka_default``; ``unknown`` when a level above it could not be read."""
+    min_isr_assumed_from: ConfigSource | None
+    """With ``unknown``: the level the value was taken from."""
+    min_isr_unknown_reason: str | None
+    """With ``unknown``: the znodes that could not be read, and why."""
+    unclean_leader_election: bool
+    """The ``unclean.leader.election.enable`` the controller applies to this partition."""
+    unclean_leader_election_source: ConfigSource
+    """Likewise (``broker``: the active controller's own config)."""
+    unclean_leader_election_assumed_from: ConfigSource | None
+    unclean_leader_election_unknown_reason: str | None
 
 
 class TopicOut(BaseModel):

@@ -65,6 +65,14 @@ CASES: dict[str, Case] = {
     "describe: format xml": Case(
         ["describe", "--zookeeper", "zk:2181", "--format", "xml"], BAD, "invalid choice: 'xml'"
     ),
+    "describe: default min ISR 0": Case(
+        ["describe", "--zookeeper", "zk:2181", "--default-min-isr", "0"], BAD, "not a min.insync.replicas"
+    ),
+    "describe: default unclean election maybe": Case(
+        ["describe", "--zookeeper", "zk:2181", "--default-unclean-leader-election", "maybe"],
+        BAD,
+        "'maybe' is not true or false",
+    ),
     "describe: metrics template placeholder": Case(
         ["describe", "--zookeeper", ZK_DOWN, "--metrics-url-template", "http://{nope}/m"],
         BAD,

@@ -38,6 +38,12 @@ def test_cluster_summary_agrees_with_zookeeper(service: Service) -> None:
     assert body["controller"]["active"] is True
     assert body["snapshot"]["stale"] is False
     assert body["snapshot"]["scan_reads"] > 0
+    assert body["effective_settings"] == {
+        "static_defaults": {"min_insync_replicas": None, "unclean_leader_election_enable": None},
+        "unreadable": [],
+        "partitions_with_unknown_min_isr": 0,
+        "partitions_with_unknown_unclean_leader_election": 0,
+    }
     wait_for(
         lambda: (service.get("/api/v1/cluster").json()["urp_cross_check"] or {}).get("agrees"),
         message="the URP gauges scraped and agreeing",
@@ -62,6 +68,16 @@ def test_topics_and_partitions_with_filters_and_pages(service: Service) -> None:
     assert (topic["name"], topic["partitions"], topic["replication_factor"]) == ("orders", 4, 3)
     detail = service.get("/api/v1/topics/orders").json()
     assert [p["partition"] for p in detail["partition_details"]] == [0, 1, 2, 3]
+    first = detail["partition_details"][0]
+    assert (first["min_isr"], first["min_isr_source"], first["min_isr_assumed_from"]) == (
+        1,
+        "kafka_default",
+        None,
+    )
+    assert (first["unclean_leader_election"], first["unclean_leader_election_source"]) == (
+        False,
+        "kafka_default",
+    )
     assert service.get("/api/v1/topics/nope").status_code == 404
 
     page = service.get("/api/v1/partitions", limit=3, offset=2).json()
