@@ -44,6 +44,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
 from kazoo.exceptions import (
+    AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
@@ -752,30 +753,42 @@ class KazooReader:
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_BACKOFF_S)
         options = {"handler": _PlainSelectHandler(), "connection_retry": retry} | client_options
         self.client = kazoo_client(hosts, timeout=spec.session_timeout_s, security=security, **options)
+        self._was_connected = False
         self.client.add_listener(self._on_state)
         self._lock = threading.Lock()
         self._queue: deque[Read] = deque()
         self._in_flight = 0
 
     def start(self, timeout: float) -> None:
-        """As kazoo's ``start``, but a refused SASL login fails at once (kazoo gives up on the session and
-        would only time out) with :class:`ZooKeeperAuthFailedError`."""
+        """As kazoo's ``start``, until one request is answered: kazoo reports CONNECTED before its SASL
+        login, so only a reply tells that the login worked. A refused login fails at once (kazoo gives up
+        on the session and would only time out) with :class:`ZooKeeperAuthFailedError`; a connection
+        dropped during the login is retried by kazoo, and so is the request here, until ``timeout``."""
         deadline = time.monotonic() + timeout
-        event = self.client.start_async()
-        while not event.wait(min(0.05, max(deadline - time.monotonic(), 0.0))):
-            if self.client.client_state == KeeperState.AUTH_FAILED:
+        self.client.start_async()
+        while True:
+            remaining = deadline - time.monotonic()
+            # kazoo stops its connection loop only when closed or when a login failed (AUTH_FAILED, then
+            # CLOSED at once): a session that was connected and is CLOSED without our stop was refused
+            state = self.client.client_state
+            if state == KeeperState.AUTH_FAILED or (state == KeeperState.CLOSED and self._was_connected):
                 self._give_up()
                 raise ZooKeeperAuthFailedError(
                     f"ZooKeeper at {self.client.hosts} refused the SASL login (authentication failed): "
                     "check the credentials"
                 )
-            if time.monotonic() >= deadline:
-                break
-        if not self.client.connected:
-            self._give_up()
-            raise ZooKeeperUnreachableError(
-                f"no ZooKeeper server of {self.client.hosts} accepted a session within {timeout:g}s"
-            )
+            if remaining <= 0:
+                self._give_up()
+                raise ZooKeeperUnreachableError(
+                    f"no ZooKeeper server of {self.client.hosts} accepted a session within {timeout:g}s"
+                )
+            if self.client.connected:
+                probe = self.client.exists_async("/")
+                probe.wait(remaining)
+                # any answer but a lost connection or a refused login (NoAuth on an ACL too) is a session
+                if probe.ready() and not isinstance(probe.exception, _NOT_A_SESSION):
+                    return
+            time.sleep(min(0.05, max(remaining, 0.0)))
 
     def _give_up(self) -> None:
         self.client.remove_listener(self._on_state)
@@ -821,6 +834,8 @@ class KazooReader:
             self._sink([WatchEvent(kind, event.path)])
 
     def _on_state(self, state: KazooState) -> None:
+        if state == KazooState.CONNECTED:
+            self._was_connected = True
         self._sink([SessionEvent(self._spec.index, state == KazooState.CONNECTED, str(state))])
 
 
@@ -834,6 +849,9 @@ def secured_readers(security: ZooKeeperSecurity) -> ReaderFactory:
         return KazooReader(spec, sink, security=security)
 
     return make
+
+
+_NOT_A_SESSION = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, AuthFailedError)
 
 
 def _kazoo_reply(read: Read, result: Any) -> Reply:
