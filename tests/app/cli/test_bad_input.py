@@ -262,7 +262,7 @@ CASES: dict[str, Case] = {
     "serve: --zk-tls-config-file missing": Case(
         ["serve", "--zookeeper", "zk:2181", "--zk-tls-config-file", "/nope/zk.properties"],
         BAD,
-        "zookeeper: Value error, ZooKeeper client config /nope/zk.properties: no such file",
+        "error: zookeeper: ZooKeeper client config /nope/zk.properties: no such file",
     ),
     "serve: port 0": Case(["serve", "--zookeeper", "zk:2181", "--port", "0"], BAD, "not a TCP port"),
     "serve: port 70000": Case(["serve", "--zookeeper", "zk:2181", "--port", "70000"], BAD, "not a TCP port"),
