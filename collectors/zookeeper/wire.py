@@ -754,6 +754,12 @@ class KazooReader:
         options = {"handler": _PlainSelectHandler(), "connection_retry": retry} | client_options
         self.client = kazoo_client(hosts, timeout=spec.session_timeout_s, security=security, **options)
         self._was_connected = False
+        self._tls_hint = (
+            " (TLS: is it the secure client port, does the trust store hold the server's CA, does the "
+            "server want a client certificate? KAFKA_HEALTH_LOG_LEVEL=DEBUG shows the handshake)"
+            if security is not None and security.tls is not None
+            else ""
+        )
         self.client.add_listener(self._on_state)
         self._lock = threading.Lock()
         self._queue: deque[Read] = deque()
@@ -781,6 +787,7 @@ class KazooReader:
                 self._give_up()
                 raise ZooKeeperUnreachableError(
                     f"no ZooKeeper server of {self.client.hosts} accepted a session within {timeout:g}s"
+                    + self._tls_hint
                 )
             if self.client.connected:
                 probe = self.client.exists_async("/")

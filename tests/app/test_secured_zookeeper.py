@@ -227,6 +227,7 @@ def test_tls_with_an_untrusted_server_or_no_client_certificate_fails(
     assert (code, out) == (1, "")
     assert err.count("\n") == 1
     assert "cannot read the cluster" in err
+    assert "(TLS: is it the secure client port, does the trust store hold the server's CA" in err
     no_client_cert = _write_config(
         tmp_path / "no-cert.properties",
         ["zookeeper.ssl.client.enable=true", f"zookeeper.ssl.truststore.location={secured.pki.ca}"],
