@@ -59,8 +59,8 @@ JAAS_CONFIG = "java.security.auth.login.config"
 AUTH_DIGEST = "zookeeper.auth.digest"
 
 SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token")
-"""Kafka's ``ZkData.SensitiveRootPaths`` (the user and broker entity configs, delegation tokens; checked in
-Kafka 2.x-3.9's ``ZkData.scala``): a znode whose path starts with one gets no world read."""
+"""Kafka's ``ZkData.SensitiveRootPaths`` (the user and broker entity configs, delegation tokens; the same in a
+2.x-era and a 3.x ``ZkData.scala``): a znode whose path starts with one gets no world read."""
 
 
 class ZooKeeperSecurityError(ValueError):
