@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,6 +24,8 @@ from pydantic_settings import (
 from analytics.config import AnalyticsSettings
 from app.embedded.reference_cluster.config import ReferenceClusterSettings
 from app.service.config import ServiceSettings
+from collectors.kafka import zkclient
+from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.metrics import MetricsSettings
 from collectors.sampler import SamplerSettings
 
@@ -42,6 +44,66 @@ class ZooKeeperSettings(BaseModel):
     session_timeout_s: Annotated[float, Field(gt=0, le=600)] = 18.0
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     """How long the first full scan may take before start-up fails."""
+
+    # A secured ZooKeeper (collectors/kafka/zkclient.py, docs/collectors.md "Secured ZooKeeper"): a
+    # Kafka-style client properties file, and each of its keys as a field of its own (Kafka's name without
+    # "zookeeper.", dots as underscores: KAFKA_HEALTH_ZOOKEEPER__SSL_CLIENT_ENABLE=true), which wins over
+    # the file.
+    client_config: Path | None = None
+    """Kafka's ZooKeeper client properties (``--zk-config``; what Kafka's tools take as
+    ``--zk-tls-config-file``; a broker's ``server.properties`` works too)."""
+    ssl_client_enable: bool | None = None
+    ssl_truststore_location: str | None = None
+    ssl_truststore_type: str | None = None
+    ssl_keystore_location: str | None = None
+    ssl_keystore_type: str | None = None
+    ssl_keystore_password: SecretStr | None = None
+    ssl_endpoint_identification_algorithm: str | None = None
+    sasl_jaas_config: str | None = None
+    """The JAAS file Kafka names with ``-Djava.security.auth.login.config``."""
+    sasl_clientconfig: str | None = None
+    set_acl: bool | None = None
+    auth_digest: SecretStr | None = None
+    """``user:password`` for ZooKeeper's digest scheme (``addauth digest``)."""
+
+    @model_validator(mode="after")
+    def _security_is_usable(self) -> ZooKeeperSettings:
+        self.security()  # a missing file or an unsupported store type is bad input now
+        return self
+
+    def security(self) -> ZooKeeperSecurity:
+        """The credentials and TLS settings every ZooKeeper session uses; raises ValueError."""
+        overrides: dict[str, str] = {}
+        for name in _SECURITY_FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            elif isinstance(value, bool):
+                value = str(value).lower()
+            key = (
+                zkclient.JAAS_CONFIG if name == "sasl_jaas_config" else "zookeeper." + name.replace("_", ".")
+            )
+            overrides[key] = str(value)
+        if self.client_config is not None:
+            return zkclient.security_from_file(self.client_config.expanduser(), overrides)
+        return zkclient.security_from_properties(overrides)
+
+
+_SECURITY_FIELDS = (
+    "ssl_client_enable",
+    "ssl_truststore_location",
+    "ssl_truststore_type",
+    "ssl_keystore_location",
+    "ssl_keystore_type",
+    "ssl_keystore_password",
+    "ssl_endpoint_identification_algorithm",
+    "sasl_jaas_config",
+    "sasl_clientconfig",
+    "set_acl",
+    "auth_digest",
+)
 
 
 class Settings(BaseSettings):

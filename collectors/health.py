@@ -333,6 +333,12 @@ def no_kafka_cluster(snapshot: ClusterSnapshot) -> str | None:
         return None
     if snapshot.controller.broker_id is not None:
         return None
+    refused = [e.path for e in snapshot.errors if e.reason.startswith("not authorised")]
+    if refused:
+        return (
+            f"not authorised to read {', '.join(refused[:3])}{' ...' if len(refused) > 3 else ''}: the "
+            "ZooKeeper ACLs refuse these credentials (check the digest, SASL or TLS settings)"
+        )
     return (
         "no Kafka cluster there: no /cluster/id, no broker in /brokers/ids, no topic in /brokers/topics "
         "(is the chroot right? Kafka's is the path after host:port in its zookeeper.connect)"

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from app.cli.common import (
     ExitCode,
+    add_zk_config_argument,
     first_line,
     positive_duration,
     settings_or_error,
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[/chroot]",
         help="the cluster's ZooKeeper (or KAFKA_HEALTH_ZOOKEEPER__CONNECT)",
     )
+    add_zk_config_argument(parser)
     parser.add_argument(
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
     )
@@ -74,8 +76,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """Flags over ``KAFKA_HEALTH_*`` over defaults; raises ValueError / ValidationError with a message."""
     base = load_settings()
     overrides: dict[str, Any] = {}
-    if args.zookeeper is not None:
-        overrides["zookeeper"] = base.zookeeper.model_copy(update={"connect": args.zookeeper})
+    zk_flags = {
+        name: value
+        for name, value in (("connect", args.zookeeper), ("client_config", args.zk_config))
+        if value is not None
+    }
+    if zk_flags:
+        overrides["zookeeper"] = type(base.zookeeper).model_validate(base.zookeeper.model_dump() | zk_flags)
     if args.metrics_url_template is not None:
         overrides["metrics"] = {"url_template": args.metrics_url_template}
     sampler: dict[str, Any] = {}
@@ -149,7 +156,7 @@ def run(
         err.write(f"error: cannot open the sink {spec}: {first_line(exc)}\n")
         return ExitCode.FAILED
     collector = ZooKeeperCollector(
-        zk.connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s
+        zk.connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s, security=zk.security()
     )
     metrics = MetricsCollector(settings.metrics) if settings.metrics is not None else None
     try:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import IntEnum
+from pathlib import Path
 from typing import NoReturn, TextIO, TypeVar
 
 from pydantic import ValidationError
@@ -239,6 +240,23 @@ def _not_kafka(sock: socket.socket) -> str | None:
     if correlation_id != _PROBE_CORRELATION_ID or not 4 < size <= _MAX_API_VERSIONS_RESPONSE:
         return f"accepts connections but is not a Kafka broker (it answered {answer!r})"
     return None
+
+
+# --- a secured ZooKeeper -----------------------------------------------------------------------------
+
+
+def add_zk_config_argument(parser: argparse.ArgumentParser) -> None:
+    """``--zk-config FILE`` (alias ``--zk-tls-config-file``, Kafka's tools' name): Kafka's ZooKeeper client
+    properties (``zookeeper.ssl.*``, ``zookeeper.set.acl``, the JAAS file, ``zookeeper.auth.digest``) for
+    a secured ZooKeeper (docs/collectors.md "Secured ZooKeeper")."""
+    parser.add_argument(
+        "--zk-config",
+        "--zk-tls-config-file",
+        dest="zk_config",
+        type=Path,
+        metavar="FILE",
+        help="Kafka-style ZooKeeper client properties: TLS, SASL (JAAS file), digest auth, set.acl",
+    )
 
 
 # --- argparse value types ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from app.cli.common import ExitCode, positive_duration
+from app.cli.common import ExitCode, add_zk_config_argument, positive_duration
 from app.service.schemas.throttles import ThrottlesOut
 from collectors.health import HealthReport, PartitionHealth, assess, no_kafka_cluster, partition_settings
 from collectors.kafka.effective import (
@@ -35,6 +35,7 @@ from collectors.kafka.throttles import (
     ThrottleState,
     throttle_inventory,
 )
+from collectors.kafka.zkclient import security_from_file
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsCollector, validate_url_template
 from collectors.zookeeper.collector import scan
@@ -57,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="T",
         help="brokers' metrics, e.g. http://{host}:7071/metrics: adds the URP gauge cross-check",
     )
+    add_zk_config_argument(parser)
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--under-replicated", action="store_true", help="only under-replicated partitions")
     parser.add_argument("--under-min-isr", action="store_true", help="only partitions under min ISR")
@@ -456,9 +458,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except ValueError as exc:
         err.write(f"error: {exc}\n")
         return ExitCode.BAD_INPUT
+    try:
+        security = security_from_file(args.zk_config) if args.zk_config is not None else None
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return ExitCode.BAD_INPUT
     gauges: Mapping[int, float] | None = None
     try:
-        snapshot = scan(args.zookeeper, timeout=args.timeout)
+        snapshot = scan(args.zookeeper, timeout=args.timeout, security=security)
     except Exception as exc:
         err.write(f"error: cannot read the cluster at {args.zookeeper}: {exc}\n")
         return ExitCode.FAILED

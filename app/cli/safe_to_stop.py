@@ -22,7 +22,14 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-from app.cli.common import ExitCode, duration, positive_duration, settings_or_error, stop_signals
+from app.cli.common import (
+    ExitCode,
+    add_zk_config_argument,
+    duration,
+    positive_duration,
+    settings_or_error,
+    stop_signals,
+)
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from collectors.health import no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
@@ -58,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[/chroot]",
         help="the cluster's ZooKeeper (or KAFKA_HEALTH_ZOOKEEPER__CONNECT)",
     )
+    add_zk_config_argument(parser)
     parser.add_argument("--broker", type=broker_id, required=True, metavar="N", help="the broker to stop")
     parser.add_argument(
         "--wait",
@@ -89,6 +97,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     base = load_settings().model_dump()
     if args.zookeeper is not None:
         base["zookeeper"]["connect"] = args.zookeeper
+    if args.zk_config is not None:
+        base["zookeeper"]["client_config"] = args.zk_config
     if args.default_min_insync_replicas is not None:
         base["service"]["view"]["default_min_insync_replicas"] = args.default_min_insync_replicas
     settings = Settings.model_validate(base)
@@ -160,7 +170,9 @@ def run(
 
     if args.wait is None:
         try:
-            snapshot = scan(zk.connect, timeout=args.timeout, connections=zk.connections)
+            snapshot = scan(
+                zk.connect, timeout=args.timeout, connections=zk.connections, security=zk.security()
+            )
         except Exception as exc:
             err.write(f"error: cannot read the cluster at {zk.connect}: {exc}\n")
             return ExitCode.FAILED
@@ -182,6 +194,7 @@ def run(
         connections=zk.connections,
         session_timeout_s=zk.session_timeout_s,
         on_change=lambda _snapshot: changed.set(),
+        security=zk.security(),
     )
     try:
         collector.start(timeout=args.timeout)

@@ -27,6 +27,7 @@ from analytics.store import StoreError
 from app.cli.common import (
     ExitCode,
     ListenError,
+    add_zk_config_argument,
     first_line,
     listen_socket,
     on_stop_signals,
@@ -49,6 +50,7 @@ DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start, 2 bad input."
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper")
+    add_zk_config_argument(parser)
     parser.add_argument(
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
     )
@@ -70,6 +72,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     base = load_settings().model_dump()
     if args.zookeeper is not None:
         base["zookeeper"]["connect"] = args.zookeeper
+    if args.zk_config is not None:
+        base["zookeeper"]["client_config"] = args.zk_config
     if args.metrics_url_template is not None:
         base["metrics"] = {"url_template": args.metrics_url_template}
     if args.store_url is not None:
@@ -185,8 +189,13 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
     connect = zk.connect or ""
     # Read the cluster before listening: an unreachable ZooKeeper is a clear error, not a traceback.
     changes = SnapshotChanges()
+    security = zk.security()
     collector = ZooKeeperCollector(
-        connect, connections=zk.connections, session_timeout_s=zk.session_timeout_s, on_change=changes
+        connect,
+        connections=zk.connections,
+        session_timeout_s=zk.session_timeout_s,
+        on_change=changes,
+        security=security,
     )
     try:
         collector.start(timeout=zk.start_timeout_s)
@@ -209,6 +218,7 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
             changes=changes,
             rules=settings.analytics.rules,
             load_window_s=settings.analytics.window_s,
+            zk_security=security,
         )
         import uvicorn
 

@@ -256,6 +256,68 @@ def java_command(
     ]
 
 
+# --- a secured server --------------------------------------------------------------------------------
+
+
+SASL_AUTH_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+X509_AUTH_PROVIDER = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
+NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
+SERVER_JAAS = "jaas.conf"
+
+
+@dataclass(frozen=True)
+class ServerSecurity:
+    """A secured server, with ZooKeeper's own options. Digest ACLs need nothing on the server.
+
+    ``sasl_users`` (user → password): SASL DIGEST-MD5 on the client port, through the server JAAS file
+    (``Server`` section, ``DigestLoginModule``) and ``authProvider.1=SASLAuthenticationProvider``.
+    ``tls_keystore`` (a PEM file: PKCS#8 private key and certificate chain) and ``tls_truststore`` (PEM CA
+    certificates): a second, TLS-only port (``secureClientPort``, served by Netty, which then serves the
+    plain port too), with ``client_auth`` ``need``, ``want`` or ``none`` (ZooKeeper's ``ssl.clientAuth``).
+    The plain client port stays open (the four-letter words that tell us the server is up need it)."""
+
+    sasl_users: Mapping[str, str] = field(default_factory=dict)
+    tls_keystore: Path | None = None
+    tls_truststore: Path | None = None
+    client_auth: str = "need"
+
+    def __post_init__(self) -> None:
+        if (self.tls_keystore is None) != (self.tls_truststore is None):
+            raise ZooKeeperConfigError("TLS needs both tls_keystore and tls_truststore")
+        if self.client_auth not in ("need", "want", "none"):
+            raise ZooKeeperConfigError(f"client_auth must be need, want or none, got {self.client_auth!r}")
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_keystore is not None
+
+
+def render_security_cfg(security: ServerSecurity, secure_port: int | None) -> list[str]:
+    """zoo.cfg lines for ``security`` (keys without ``zookeeper.``: ZooKeeper turns unknown zoo.cfg keys
+    into ``zookeeper.<key>`` system properties, which is where its TLS and auth options are read)."""
+    lines: list[str] = []
+    if security.sasl_users:
+        lines.append(f"authProvider.1={SASL_AUTH_PROVIDER}")
+    if security.tls_keystore is not None and security.tls_truststore is not None:
+        lines += [
+            f"secureClientPort={secure_port}",
+            f"serverCnxnFactory={NETTY_FACTORY}",
+            f"authProvider.x509={X509_AUTH_PROVIDER}",
+            f"ssl.keyStore.location={security.tls_keystore}",
+            "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={security.tls_truststore}",
+            "ssl.trustStore.type=PEM",
+            f"ssl.clientAuth={security.client_auth}",
+        ]
+    return lines
+
+
+def render_server_jaas(users: Mapping[str, str]) -> str:
+    """The server's JAAS file: one DigestLoginModule with ``user_<name>="<password>"`` per user."""
+    entries = "\n".join(f'    user_{name}="{password}"' for name, password in users.items())
+    return f"Server {{\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n{entries};\n}};\n"
+
+
 # --- four-letter words ------------------------------------------------------------------------------
 
 
@@ -403,6 +465,7 @@ class EmbeddedZooKeeper:
         startup_timeout: float = 30.0,
         tick_time_ms: int = 2000,
         max_session_timeout_ms: int | None = None,
+        security: ServerSecurity | None = None,
     ) -> None:
         if port is not None and not 0 < port < 65536:
             raise ZooKeeperConfigError(f"port must be between 1 and 65535, got {port}")
@@ -418,6 +481,8 @@ class EmbeddedZooKeeper:
         self._startup_timeout = startup_timeout
         self._tick_time_ms = tick_time_ms
         self._max_session_timeout_ms = max_session_timeout_ms
+        self._security = security
+        self._secure_port: int | None = None
         self._lock = threading.RLock()
         self._port: int | None = port
         self._data_dir: Path | None = data_dir
@@ -449,6 +514,13 @@ class EmbeddedZooKeeper:
     @property
     def connect_string(self) -> str:
         return f"{self._host}:{self.port}"
+
+    @property
+    def secure_connect_string(self) -> str:
+        """``host:port`` of the TLS port (a server started with ``ServerSecurity`` TLS files)."""
+        if self._secure_port is None:
+            raise ZooKeeperServerError("no TLS port: the server was not started with TLS")
+        return f"{self._host}:{self._secure_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -495,6 +567,8 @@ class EmbeddedZooKeeper:
             raise _PortInUseError(f"port {self._port} on {self._host} is already in use")
         data_dir = self._prepare_data_dir()
         argv = java_command(java, classpath, self._heap, data_dir / "log4j2.properties", data_dir / "zoo.cfg")
+        if self._security is not None and self._security.sasl_users:
+            argv.insert(1, f"-Djava.security.auth.login.config={data_dir / SERVER_JAAS}")
         with (data_dir / CONSOLE_LOG).open("ab") as console:
             self._process = _SPAWNER.spawn(argv, data_dir, console)
         atexit.register(self.stop)
@@ -514,6 +588,12 @@ class EmbeddedZooKeeper:
         zoo_cfg = render_zoo_cfg(
             data_dir, self.port, self._host, self._tick_time_ms, self._max_session_timeout_ms
         )
+        if self._security is not None:
+            if self._security.tls:
+                self._secure_port = pick_free_port(self._host)
+            zoo_cfg += "".join(f"{line}\n" for line in render_security_cfg(self._security, self._secure_port))
+            if self._security.sasl_users:
+                (data_dir / SERVER_JAAS).write_text(render_server_jaas(self._security.sasl_users))
         (data_dir / "zoo.cfg").write_text(zoo_cfg)
         (data_dir / "log4j2.properties").write_text(render_log4j2_properties(data_dir / SERVER_LOG))
         return data_dir

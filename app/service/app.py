@@ -43,6 +43,7 @@ from app.service.limits import (
 from app.service.openapi import install_openapi
 from app.service.routes import ROUTERS
 from app.service.state import SnapshotCollector
+from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.metrics import MetricsSettings
 
 
@@ -109,12 +110,14 @@ def create_app(
     changes: SnapshotChanges | None = None,
     rules: RuleSettings | None = None,
     load_window_s: float = 30.0,
+    zk_security: ZooKeeperSecurity | None = None,
 ) -> FastAPI:
     """The service for the cluster at ``zookeeper``; the lifespan starts the ZooKeeper collector (first full
     scan), the metrics scraper, the store, the notifier and the incident lane, and stops them in reverse
     order. A ``collector_factory``'s collector tells ``changes`` of each new snapshot (its ``on_change``),
     so that the incident lane evaluates at once (else on its timer); ``rules`` and ``load_window_s`` are
-    the analytics settings it judges with."""
+    the analytics settings it judges with. ``zk_security`` holds the ZooKeeper credentials (digest, SASL,
+    TLS) for every session the service opens: the collector, the actions' writer, the leadership."""
     tokens = token_store(settings)  # validated now: a bad token definition fails at start-up
 
     @asynccontextmanager
@@ -133,6 +136,7 @@ def create_app(
             changes=changes,
             rules=rules,
             load_window_s=load_window_s,
+            zk_security=zk_security,
         ) as container:
             container.install(app)
             yield

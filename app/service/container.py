@@ -34,6 +34,7 @@ from app.webhooks.store import WebhookStore
 from collectors.health import HealthReport
 from collectors.kafka.admin import KazooAdmin
 from collectors.kafka.model import ClusterSnapshot
+from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.zookeeper.collector import ZooKeeperCollector
 
@@ -85,6 +86,7 @@ def service_components(
     changes: SnapshotChanges | None = None,
     rules: RuleSettings | None = None,
     load_window_s: float = 30.0,
+    zk_security: ZooKeeperSecurity | None = None,
 ) -> Iterator[ServiceContainer]:
     """Start every component for the cluster at ``zookeeper`` (``collector_factory`` instead of a
     ZooKeeper collector of its own: tests, ``serve`` which started it to fail early; ``changes``, the hub
@@ -97,7 +99,11 @@ def service_components(
         else:
             changes = changes or SnapshotChanges()
             zk = ZooKeeperCollector(
-                zookeeper, connections=connections, session_timeout_s=session_timeout_s, on_change=changes
+                zookeeper,
+                connections=connections,
+                session_timeout_s=session_timeout_s,
+                on_change=changes,
+                security=zk_security,
             )
             zk.start(timeout=start_timeout_s)
             stack.callback(zk.stop)
@@ -113,7 +119,7 @@ def service_components(
             stack.callback(storage.close)
         store = None if storage is None else storage.analytics
         webhooks = None if storage is None else storage.webhooks
-        leadership = service_leadership(zookeeper, settings.webhooks)
+        leadership = service_leadership(zookeeper, settings.webhooks, security=zk_security)
         notifier = stack.enter_context(service_notifier(webhooks, zookeeper, settings.webhooks, leadership))
         actions = _action_log(storage, actions)
 
@@ -151,7 +157,7 @@ def service_components(
             retention = RetentionPruner(storage.database, settings.retention, leadership)
             retention.start()
             stack.callback(retention.stop)
-        admin = KazooAdmin(zookeeper)
+        admin = KazooAdmin(zookeeper, security=zk_security)
         stack.callback(admin.close)
 
         def cluster() -> tuple[ClusterSnapshot, HealthReport]:

@@ -58,6 +58,7 @@ from app.webhooks.signing import delivery_headers
 from app.webhooks.store import WebhookStore
 from app.webhooks.transport import EgressGuard, Resolver, SystemResolver, guarded_client, refused_cause
 from app.webhooks.urls import redact
+from collectors.kafka.zkclient import ZooKeeperSecurity, kazoo_client
 
 __all__ = [
     "DEFAULT_LOCK_PATH",
@@ -241,13 +242,14 @@ class ZooKeeperLeadership:
         *,
         identity: str | None = None,
         session_timeout_s: float = 10.0,
+        security: ZooKeeperSecurity | None = None,
         **client_options: Any,
     ) -> None:
         self.path = path
         self.identity = identity or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=5.0)
-        self._client = KazooClient(
-            hosts=connect, timeout=session_timeout_s, connection_retry=retry, **client_options
+        self._client = kazoo_client(
+            connect, timeout=session_timeout_s, security=security, connection_retry=retry, **client_options
         )
         self._mutex = threading.Lock()
         self._started = False
@@ -708,14 +710,20 @@ def ping(
     return notice, result
 
 
-def service_leadership(zookeeper: str, settings: NotifierSettings | None = None) -> Leadership:
+def service_leadership(
+    zookeeper: str, settings: NotifierSettings | None = None, *, security: ZooKeeperSecurity | None = None
+) -> Leadership:
     """The service's one leadership (its notifier's and its incident lane's), not started: elected through
     the cluster's ZooKeeper (``settings.zookeeper`` to use another) unless ``settings.election`` is
-    ``none``."""
+    ``none``. ``security`` (the cluster's ZooKeeper credentials) applies to the cluster's ZooKeeper only,
+    not to another one named by ``settings.zookeeper``."""
     settings = settings or NotifierSettings()
     if settings.election == "zookeeper":
         return ZooKeeperLeadership(
-            settings.zookeeper or zookeeper, settings.lock_path, session_timeout_s=settings.session_timeout_s
+            settings.zookeeper or zookeeper,
+            settings.lock_path,
+            session_timeout_s=settings.session_timeout_s,
+            security=None if settings.zookeeper else security,
         )
     return AlwaysLeader()
 

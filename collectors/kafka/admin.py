@@ -13,16 +13,19 @@ brokers only re-read an entity's config when a notification names it.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
+from kazoo.security import ACL
 
-from collectors.kafka import zkdata
+from collectors.kafka import zkclient, zkdata
+from collectors.kafka.zkclient import ZooKeeperSecurity
 
 
 class AdminZooKeeper(Protocol):
@@ -52,8 +55,19 @@ def read_entity_config(zk: KazooClient, entity_type: str, entity: str) -> dict[s
     return zkdata.decode_config(path, data)
 
 
+AclPolicy = Callable[[str], Sequence[ACL] | None]
+"""The ACL a znode created at a path gets (None: kazoo's default, open to all): Kafka's
+``zookeeper.set.acl``."""
+
+
 def write_entity_config(
-    zk: KazooClient, entity_type: str, entity: str, config: Mapping[str, str], *, notify: bool = True
+    zk: KazooClient,
+    entity_type: str,
+    entity: str,
+    config: Mapping[str, str],
+    *,
+    notify: bool = True,
+    acls: AclPolicy | None = None,
 ) -> None:
     """Replace the entity's config, then (``notify``) create the sequential ``/config/changes`` znode that
     names it, as ``kafka-configs --alter`` does: brokers re-read a config only when told so.
@@ -66,29 +80,43 @@ def write_entity_config(
     if zk.exists(path):
         zk.set(path, data)
     else:
-        zk.create(path, data, makepath=True)
+        zk.create(path, data, acl=_acl(acls, path), makepath=True)
     if notify:
+        change = f"{zkdata.CONFIG_CHANGES_PATH}/{zkdata.CONFIG_CHANGE_PREFIX}"
         zk.create(
-            f"{zkdata.CONFIG_CHANGES_PATH}/{zkdata.CONFIG_CHANGE_PREFIX}",
+            change,
             zkdata.encode_config_change(entity_type, entity),
+            acl=_acl(acls, change),
             sequence=True,
             makepath=True,
         )
 
 
-class KazooAdmin:
-    """:class:`AdminZooKeeper` on a kazoo session, connected on first use."""
+def _acl(acls: AclPolicy | None, path: str) -> list[ACL] | None:
+    chosen = None if acls is None else acls(path)
+    return None if chosen is None else list(chosen)
 
-    def __init__(self, connect: str, timeout_s: float = 15.0) -> None:
+
+class KazooAdmin:
+    """:class:`AdminZooKeeper` on a kazoo session, connected on first use, with ``security``'s credentials
+    (digest, SASL, TLS); with ``zookeeper.set.acl`` the znodes it creates get Kafka's secure ACLs."""
+
+    def __init__(
+        self, connect: str, timeout_s: float = 15.0, *, security: ZooKeeperSecurity | None = None
+    ) -> None:
         self._connect = connect
         self._timeout_s = timeout_s
+        self._security = security or ZooKeeperSecurity()
+        self._acls: AclPolicy = functools.partial(zkclient.acls_for, security=self._security)
         self._client: KazooClient | None = None
         self._lock = threading.Lock()
 
     def _zk(self) -> KazooClient:
         with self._lock:
             if self._client is None:
-                client = KazooClient(hosts=self._connect, timeout=self._timeout_s)
+                client = zkclient.kazoo_client(
+                    self._connect, timeout=self._timeout_s, security=self._security
+                )
                 client.start(timeout=self._timeout_s)
                 self._client = client
             return self._client
@@ -104,7 +132,7 @@ class KazooAdmin:
         return bytes(data)
 
     def create(self, path: str, data: bytes) -> None:
-        self._zk().create(path, data, makepath=True)
+        self._zk().create(path, data, acl=_acl(self._acls, path), makepath=True)
 
     def wait_deleted(self, path: str, timeout_s: float) -> bool:
         gone = threading.Event()
@@ -124,7 +152,7 @@ class KazooAdmin:
         return read_entity_config(self._zk(), entity_type, entity)
 
     def set_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
-        write_entity_config(self._zk(), entity_type, entity, config)
+        write_entity_config(self._zk(), entity_type, entity, config, acls=self._acls)
 
     def close(self) -> None:
         with self._lock:

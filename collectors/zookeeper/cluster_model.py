@@ -161,6 +161,8 @@ _EMPTY_REASSIGNMENTS: Mapping[TopicPartition, tuple[int, ...]] = MappingProxyTyp
 
 
 def _reason(code: int) -> str:
+    if code == Code.NO_AUTH:
+        return "not authorised: the ZooKeeper ACL refuses this read (NoAuth, -102); see docs/collectors.md"
     return f"ZooKeeper refused the read: {Code.NAMES.get(code, 'error')} ({code})"
 
 

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 from collectors.kafka import zkdata
 from collectors.kafka.model import ClusterSnapshot
+from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.zookeeper.cluster_model import ClusterModel, read_for_event
 from collectors.zookeeper.wire import (
     Item,
@@ -50,6 +51,7 @@ from collectors.zookeeper.wire import (
     ZkReader,
     ZooKeeperCollectorError,
     ZooKeeperUnreachableError,
+    secured_readers,
 )
 
 __all__ = [
@@ -160,7 +162,8 @@ class ZooKeeperCollector:
     ``reader_factory`` builds the sessions (default :class:`~collectors.zookeeper.wire.WireReader`;
     :class:`~collectors.zookeeper.wire.KazooReader` or a fake). ``in_flight`` reads at most are in flight
     per session, ``batch`` of them at most in one multiRead request (the wire reader against ZooKeeper
-    3.6+; 1 turns batching off).
+    3.6+; 1 turns batching off). ``security`` (digest, SASL, TLS: :mod:`collectors.zookeeper.security`)
+    makes the sessions :class:`~collectors.zookeeper.wire.KazooReader` with those credentials.
     """
 
     def __init__(
@@ -175,6 +178,7 @@ class ZooKeeperCollector:
         watch: bool = True,
         reader_factory: ReaderFactory | None = None,
         pause_gc: bool = True,
+        security: ZooKeeperSecurity | None = None,
     ) -> None:
         servers, chroot = zkdata.parse_connect_string(connect)
         if connections < 1 or in_flight < 1 or batch < 1:
@@ -190,7 +194,11 @@ class ZooKeeperCollector:
             ReaderSpec(tuple(servers), chroot, session_timeout_s, in_flight, i, batch)
             for i in range(connections)
         ]
-        self._factory: ReaderFactory = reader_factory or WireReader
+        if reader_factory is None:
+            reader_factory = (
+                secured_readers(security) if security is not None and security.secured else WireReader
+            )
+        self._factory: ReaderFactory = reader_factory
         self._on_change = on_change
         self._watch = watch
         self._pause_gc = pause_gc
@@ -431,14 +439,18 @@ class ZooKeeperCollector:
 
 
 def scan(
-    connect: str, timeout: float = DEFAULT_START_TIMEOUT_S, *, connections: int = DEFAULT_CONNECTIONS
+    connect: str,
+    timeout: float = DEFAULT_START_TIMEOUT_S,
+    *,
+    connections: int = DEFAULT_CONNECTIONS,
+    security: ZooKeeperSecurity | None = None,
 ) -> ClusterSnapshot:
     """Read the cluster at ``connect`` once (no watches left behind), for ``kafka-health describe``.
 
     Raises ValueError for a bad connect string, :class:`ZooKeeperUnreachableError` or
     :class:`ScanTimeoutError` when the cluster cannot be read in ``timeout`` seconds.
     """
-    collector = ZooKeeperCollector(connect, connections=connections, watch=False)
+    collector = ZooKeeperCollector(connect, connections=connections, watch=False, security=security)
     collector.start(timeout)
     try:
         return collector.snapshot

@@ -43,8 +43,8 @@ from enum import IntEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
@@ -53,8 +53,10 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import SequentialThreadingHandler
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 from kazoo.retry import KazooRetry
+
+from collectors.kafka.zkclient import ZooKeeperSecurity, kazoo_client
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,10 @@ class ZooKeeperCollectorError(Exception):
 
 class ZooKeeperUnreachableError(ZooKeeperCollectorError):
     """No ZooKeeper server of the connect string accepted a session in time."""
+
+
+class ZooKeeperAuthFailedError(ZooKeeperUnreachableError):
+    """The server refused our credentials (SASL authentication failed): retrying cannot help."""
 
 
 class _ConnectionLostError(Exception):
@@ -733,14 +739,26 @@ class KazooReader:
     watch then), CONNECTED as a (new) session.
     """
 
-    def __init__(self, spec: ReaderSpec, sink: Sink, **client_options: Any) -> None:
+    def __init__(
+        self,
+        spec: ReaderSpec,
+        sink: Sink,
+        *,
+        security: ZooKeeperSecurity | None = None,
+        **client_options: Any,
+    ) -> None:
         self._spec = spec
         self._sink = sink
         hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in spec.servers) + spec.chroot
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_BACKOFF_S)
-        options = {"handler": _PlainSelectHandler()} | client_options
-        self.client = KazooClient(
-            hosts=hosts, timeout=spec.session_timeout_s, connection_retry=retry, **options
+        options = {"handler": _PlainSelectHandler(), "connection_retry": retry} | client_options
+        self.client = kazoo_client(hosts, timeout=spec.session_timeout_s, security=security, **options)
+        self._was_connected = False
+        self._tls_hint = (
+            " (TLS: is it the secure client port, does the trust store hold the server's CA, does the "
+            "server want a client certificate? KAFKA_HEALTH_LOG_LEVEL=DEBUG shows the handshake)"
+            if security is not None and security.tls is not None
+            else ""
         )
         self.client.add_listener(self._on_state)
         self._lock = threading.Lock()
@@ -748,13 +766,41 @@ class KazooReader:
         self._in_flight = 0
 
     def start(self, timeout: float) -> None:
-        try:
-            self.client.start(timeout=timeout)
-        except self.client.handler.timeout_exception:
-            self.client.close()
-            raise ZooKeeperUnreachableError(
-                f"no ZooKeeper server of {self.client.hosts} accepted a session within {timeout:g}s"
-            ) from None
+        """As kazoo's ``start``, until one request is answered: kazoo reports CONNECTED before its SASL
+        login, so only a reply tells that the login worked. A refused login fails at once (kazoo gives up
+        on the session and would only time out) with :class:`ZooKeeperAuthFailedError`; a connection
+        dropped during the login is retried by kazoo, and so is the request here, until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        self.client.start_async()
+        while True:
+            remaining = deadline - time.monotonic()
+            # kazoo stops its connection loop only when closed or when a login failed (AUTH_FAILED, then
+            # CLOSED at once): a session that was connected and is CLOSED without our stop was refused
+            state = self.client.client_state
+            if state == KeeperState.AUTH_FAILED or (state == KeeperState.CLOSED and self._was_connected):
+                self._give_up()
+                raise ZooKeeperAuthFailedError(
+                    f"ZooKeeper at {self.client.hosts} refused the SASL login (authentication failed): "
+                    "check the credentials"
+                )
+            if remaining <= 0:
+                self._give_up()
+                raise ZooKeeperUnreachableError(
+                    f"no ZooKeeper server of {self.client.hosts} accepted a session within {timeout:g}s"
+                    + self._tls_hint
+                )
+            if self.client.connected:
+                probe = self.client.exists_async("/")
+                probe.wait(remaining)
+                # any answer but a lost connection or a refused login (NoAuth on an ACL too) is a session
+                if probe.ready() and not isinstance(probe.exception, _NOT_A_SESSION):
+                    return
+            time.sleep(min(0.05, max(remaining, 0.0)))
+
+    def _give_up(self) -> None:
+        self.client.remove_listener(self._on_state)
+        self.client.stop()
+        self.client.close()
 
     def submit(self, reads: Sequence[Read]) -> None:
         with self._lock:
@@ -795,7 +841,24 @@ class KazooReader:
             self._sink([WatchEvent(kind, event.path)])
 
     def _on_state(self, state: KazooState) -> None:
+        if state == KazooState.CONNECTED:
+            self._was_connected = True
         self._sink([SessionEvent(self._spec.index, state == KazooState.CONNECTED, str(state))])
+
+
+def secured_readers(security: ZooKeeperSecurity) -> ReaderFactory:
+    """Sessions with ``security``'s credentials: :class:`KazooReader`, made by the one kazoo factory
+    (:func:`~collectors.kafka.zkclient.kazoo_client`). The wire reader speaks neither TLS nor SASL; it
+    could send digest's AuthPacket itself, but one reader for every kind of security is one code path to
+    test, and a secured cluster's scan is slower, not wrong (docs/collectors.md)."""
+
+    def make(spec: ReaderSpec, sink: Sink) -> KazooReader:
+        return KazooReader(spec, sink, security=security)
+
+    return make
+
+
+_NOT_A_SESSION = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, AuthFailedError)
 
 
 def _kazoo_reply(read: Read, result: Any) -> Reply:

@@ -62,3 +62,27 @@ def test_a_bad_config_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv(CONFIG_ENV, str(unknown))
     with pytest.raises(ValidationError, match="prot"):
         load_settings()
+
+
+def test_zookeeper_security_from_a_kafka_style_file_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    client_config = tmp_path / "zk-client.properties"
+    client_config.write_text(f"zookeeper.ssl.client.enable=true\nzookeeper.ssl.truststore.location={ca}\n")
+    monkeypatch.setenv("KAFKA_HEALTH_ZOOKEEPER__CLIENT_CONFIG", str(client_config))
+    monkeypatch.setenv("KAFKA_HEALTH_ZOOKEEPER__AUTH_DIGEST", "ops:ops-secret")
+    monkeypatch.setenv("KAFKA_HEALTH_ZOOKEEPER__SET_ACL", "true")
+    monkeypatch.setenv("KAFKA_HEALTH_ZOOKEEPER__SSL_ENDPOINT_IDENTIFICATION_ALGORITHM", "")
+    security = load_settings().zookeeper.security()
+    assert security.tls is not None
+    assert security.tls.ca == str(ca)
+    assert security.tls.check_hostname is False, "the field wins over the file (and Kafka's HTTPS default)"
+    assert security.digest == "ops:ops-secret"
+    assert security.set_acl is True
+    assert security.sasl is None
+    assert "ops-secret" not in repr(load_settings().zookeeper)
+    monkeypatch.setenv("KAFKA_HEALTH_ZOOKEEPER__SSL_TRUSTSTORE_LOCATION", "/nope/ca.jks")
+    with pytest.raises(ValidationError, match=r"zookeeper.*a JKS store; only PEM is supported"):
+        load_settings()

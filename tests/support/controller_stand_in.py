@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 
 from collectors.kafka import zkdata
 from collectors.kafka.model import LeaderAndIsr, TopicPartition
+from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.zookeeper.collector import scan
 
 
@@ -20,11 +21,13 @@ class ControllerStandIn:
     payload it was given. ``held``: it takes an election only when the test allows it (:meth:`allow`,
     :meth:`release`), so that a test can stop the service between two chunks."""
 
-    def __init__(self, zk: KazooClient, connect: str, *, held: bool = False) -> None:
+    def __init__(
+        self, zk: KazooClient, connect: str, *, held: bool = False, security: ZooKeeperSecurity | None = None
+    ) -> None:
         self.zk = zk
         self._permits = threading.Semaphore(0)
         self._held = held
-        self.context = dict(scan(connect).partitions.items())
+        self.context = dict(scan(connect, security=security).partitions.items())
         self.payloads: list[bytes] = []
         self.elected: list[TopicPartition] = []
         self.failures: list[str] = []

@@ -88,6 +88,9 @@ CASES: dict[str, Case] = {
         FAILED,
         "cannot read the cluster at 127.0.0.1:",
     ),
+    "describe: --zk-config missing": Case(
+        ["describe", "--zookeeper", "zk:2181", "--zk-config", "/nope/zk.properties"], BAD, "no such file"
+    ),
     # --- safe-to-stop
     "safe-to-stop: broker -1": Case(
         ["safe-to-stop", "--zookeeper", "zk:2181", "--broker", "-1"], BAD, "--broker"
@@ -264,6 +267,11 @@ CASES: dict[str, Case] = {
         "no Kafka broker reachable at 127.0.0.1:",
     ),
     # --- serve
+    "serve: --zk-tls-config-file missing": Case(
+        ["serve", "--zookeeper", "zk:2181", "--zk-tls-config-file", "/nope/zk.properties"],
+        BAD,
+        "error: zookeeper: ZooKeeper client config /nope/zk.properties: no such file",
+    ),
     "serve: port 0": Case(["serve", "--zookeeper", "zk:2181", "--port", "0"], BAD, "not a TCP port"),
     "serve: port 70000": Case(["serve", "--zookeeper", "zk:2181", "--port", "70000"], BAD, "not a TCP port"),
     "serve: port x": Case(["serve", "--zookeeper", "zk:2181", "--port", "x"], BAD, "not a TCP port"),

@@ -656,5 +656,8 @@ def test_the_model_needs_no_zookeeper() -> None:
     assert snap.errors == ()
     model.apply(Reply(state_reads[0], Code.NO_AUTH))
     assert model.build(2, 0.0, 0.0, False).errors == (
-        ZnodeError(state_path("orders", 0), "ZooKeeper refused the read: NoAuth (-102)"),
+        ZnodeError(
+            state_path("orders", 0),
+            "not authorised: the ZooKeeper ACL refuses this read (NoAuth, -102); see docs/collectors.md",
+        ),
     )
