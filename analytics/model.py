@@ -99,6 +99,13 @@ class HealthState:
     offline_electable: PartitionSet = field(default_factory=PartitionSet)
     """The offline partitions a registered in-sync replica can lead: the controller is moving or will move
     their leadership (absent from documents written before it existed: none)."""
+    controller_kraft_epoch: int | None = None
+    """``kraftControllerEpoch`` of ``/controller``: >= 0 while a KRaft controller holds it (ZK→KRaft
+    migration); -1 or None (Kafka before 3.4, or documents written before it existed) for a ZK controller."""
+
+    @property
+    def controller_is_kraft(self) -> bool:
+        return self.controller_kraft_epoch is not None and self.controller_kraft_epoch >= 0
 
     @staticmethod
     def from_json(doc: Any, *, cluster: str, collector_id: str, timestamp: float) -> HealthState:
@@ -326,4 +333,7 @@ def _parse_health(doc: Any, cluster: str, collector_id: str, timestamp: float) -
         urp_gauges_missing=() if urp is None else _ints(urp.get("missing", []), "urp_cross_check.missing"),
         scrape_errors=errors,
         offline_electable=_partition_set(doc.get("offline_electable", {"count": 0}), "offline_electable"),
+        controller_kraft_epoch=_opt_int(
+            controller.get("kraft_controller_epoch"), "controller.kraft_controller_epoch"
+        ),
     )

@@ -446,7 +446,7 @@ def rule_4_controller(ctx: RuleContext) -> list[Finding]:
     problems: list[tuple[Severity, str]] = []
     if health.controller_id is None:
         problems.append(("critical", "no active controller (/controller is empty)"))
-    elif health.controller_id not in health.brokers:
+    elif health.controller_id not in health.brokers and not health.controller_is_kraft:
         problems.append(("critical", f"the controller, broker {health.controller_id}, is not registered"))
     gauges = health.active_controller_gauges
     if gauges is not None and round(gauges) > 1:
@@ -469,6 +469,7 @@ def rule_4_controller(ctx: RuleContext) -> list[Finding]:
             evidence={
                 "controller_id": health.controller_id,
                 "controller_epoch": health.controller_epoch,
+                "kraft_controller": health.controller_is_kraft,
                 "active_controller_gauges": gauges,
                 "brokers": list(health.brokers),
                 "elections": elections,

@@ -94,6 +94,9 @@ class ControllerHealth:
     epoch: int | None
     active: bool
     changed: bool
+    kraft: bool = False
+    """A KRaft controller holds ``/controller`` (ZK→KRaft migration): ``broker_id`` is its node id, which is
+    not in ``/brokers/ids``, and it is active all the same."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +446,9 @@ def controller_health(snapshot: ClusterSnapshot, previous: ClusterSnapshot | Non
     """Who holds ``/controller`` and whether that changed since ``previous``.
 
     Without an active controller no leader is elected and no broker failure is handled; a change (new broker
-    or new epoch) means a failover happened, which often explains a burst of leader moves.
+    or new epoch) means a failover happened, which often explains a burst of leader moves. During a
+    ZK→KRaft migration a KRaft controller holds ``/controller`` (``kraftControllerEpoch`` >= 0) with a node
+    id that is no broker's: it is the active controller, not a missing one.
     """
     current = snapshot.controller
     changed = previous is not None and (previous.controller.broker_id, previous.controller.epoch) != (
@@ -453,8 +458,9 @@ def controller_health(snapshot: ClusterSnapshot, previous: ClusterSnapshot | Non
     return ControllerHealth(
         broker_id=current.broker_id,
         epoch=current.epoch,
-        active=current.broker_id is not None and current.broker_id in snapshot.brokers,
+        active=current.broker_id is not None and (current.is_kraft or current.broker_id in snapshot.brokers),
         changed=changed,
+        kraft=current.is_kraft,
     )
 
 

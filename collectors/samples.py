@@ -183,6 +183,7 @@ def health_document(
         "controller": {
             "broker_id": snapshot.controller.broker_id,
             "epoch": snapshot.controller.epoch,
+            "kraft_controller_epoch": snapshot.controller.kraft_controller_epoch,
             "active_controller_gauges": None if scrape is None else scrape.total("active_controller"),
         },
         "brokers": sorted(snapshot.brokers),

@@ -38,6 +38,7 @@ from collectors.kafka.throttles import (
 from collectors.kafka.zkclient import security_from_file
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsCollector, validate_url_template
+from collectors.migration import describe_phase, migration_readiness, migration_view, write_readiness_text
 from collectors.zookeeper.collector import scan
 
 HELP = "read a cluster once and print its state and health (text or JSON)"
@@ -65,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unavailable", action="store_true", help="only offline partitions")
     parser.add_argument("--non-preferred", action="store_true", help="only partitions not led by replicas[0]")
     parser.add_argument("--fail-on-unhealthy", action="store_true", help="exit 3 when anything is unhealthy")
+    parser.add_argument(
+        "--migration-readiness",
+        action="store_true",
+        help="only the ZK→KRaft migration readiness report (with --fail-on-unhealthy: exit 3 when not ready)",
+    )
     parser.add_argument(
         "--timeout",
         type=positive_duration,
@@ -214,7 +220,12 @@ def describe_json(
             }
             for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
         ],
-        "controller": {"broker_id": snapshot.controller.broker_id, "epoch": snapshot.controller.epoch},
+        "controller": {
+            "broker_id": snapshot.controller.broker_id,
+            "epoch": snapshot.controller.epoch,
+            "kraft_controller_epoch": snapshot.controller.kraft_controller_epoch,
+        },
+        "migration": migration_view(snapshot).to_json(),
         "topics": [
             {
                 "name": t.name,
@@ -236,7 +247,7 @@ def describe_json(
             "preferred_replica_imbalance": summary.preferred_replica_imbalance,
             "brokers_down": list(summary.brokers_down),
         },
-        "controller_health": {"active": report.controller.active},
+        "controller_health": {"active": report.controller.active, "kraft": report.controller.kraft},
         "imbalance": [
             {
                 "broker_id": i.broker_id,
@@ -366,7 +377,11 @@ def _write_summary(snapshot: ClusterSnapshot, report: HealthReport, out: TextIO)
         out.write("  controller: NONE (no broker holds /controller)\n")
     else:
         active = "" if report.controller.active else " (NOT a registered broker)"
-        out.write(f"  controller: broker {controller.broker_id}, epoch {controller.epoch}{active}\n")
+        who = "KRaft controller" if controller.is_kraft else "broker"
+        out.write(f"  controller: {who} {controller.broker_id}, epoch {controller.epoch}{active}\n")
+    view = migration_view(snapshot)
+    if view.phase != "none":
+        out.write(f"  ZK→KRaft migration: {describe_phase(view)}\n")
     above = [i for i in report.imbalance.values() if i.above_threshold]
     for i in sorted(above, key=lambda i: i.broker_id):
         out.write(
@@ -464,6 +479,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         err.write(f"error: {exc}\n")
         return ExitCode.BAD_INPUT
     gauges: Mapping[int, float] | None = None
+    active_controllers: float | None = None
     try:
         snapshot = scan(args.zookeeper, timeout=args.timeout, security=security)
     except Exception as exc:
@@ -475,7 +491,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return ExitCode.FAILED
     if args.metrics_url_template:
         try:
-            gauges = scrape_urp_gauges(snapshot, args.metrics_url_template, args.timeout)
+            gauges, active_controllers = scrape_gauges(snapshot, args.metrics_url_template, args.timeout)
         except ValueError as exc:
             err.write(f"error: {exc}\n")
             return ExitCode.BAD_INPUT
@@ -485,6 +501,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         default_min_insync_replicas=args.default_min_insync_replicas,
         default_unclean_leader_election_enable=args.default_unclean_leader_election_enable,
     )
+    if args.migration_readiness:
+        readiness = migration_readiness(snapshot, report, active_controller_gauges=active_controllers)
+        if args.format == "json":
+            json.dump(readiness.to_json(), out, indent=2)
+            out.write("\n")
+        else:
+            out.write(write_readiness_text(readiness))
+        return ExitCode.UNHEALTHY if args.fail_on_unhealthy and not readiness.ready else ExitCode.OK
     partitions = [tp for tp in sorted(snapshot.partitions) if selected(report.partitions[tp], args)]
     if args.format == "json":
         json.dump(describe_json(snapshot, report, partitions), out, indent=2)
@@ -497,9 +521,18 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 def scrape_urp_gauges(snapshot: ClusterSnapshot, template: str, timeout: float) -> dict[int, float]:
     """One scrape of every registered broker: its UnderReplicatedPartitions gauge (brokers whose scrape
     fails are left out, and the cross-check names them)."""
+    return scrape_gauges(snapshot, template, timeout)[0]
+
+
+def scrape_gauges(
+    snapshot: ClusterSnapshot, template: str, timeout: float
+) -> tuple[dict[int, float], float | None]:
+    """One scrape of every registered broker: the UnderReplicatedPartitions gauges, and the sum of the
+    ActiveControllerCount gauges (None when no broker answered with one)."""
     collector = MetricsCollector(url_template=template, timeout_s=min(timeout, 10.0))
     try:
         scraped = collector.scrape(snapshot.brokers)
     finally:
         collector.close()
-    return {b: s.values["urp"] for b, s in scraped.scrapes.items() if s.error is None and "urp" in s.values}
+    urp = {b: s.values["urp"] for b, s in scraped.scrapes.items() if s.error is None and "urp" in s.values}
+    return urp, scraped.total("active_controller")

@@ -32,6 +32,7 @@ from app.webhooks.store import WebhookStore
 from collectors.health import problem_partitions
 from collectors.kafka.model import ClusterSnapshot
 from collectors.kafka.throttles import DIRECTIONS, EntityType, ThrottleState
+from collectors.migration import MIGRATION_PHASES, migration_view
 
 PROBLEMS = ("under_replicated", "under_min_isr", "at_min_isr", "offline")
 
@@ -42,6 +43,47 @@ def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
 
 def _counter(name: str, doc: str, *labels: str) -> CounterMetricFamily:
     return CounterMetricFamily(f"kafka_health_{name}", doc, labels=("cluster", *labels))
+
+
+def _migration_metrics(snapshot: ClusterSnapshot, cluster: str) -> Iterator[Metric]:
+    """The ZK→KRaft migration: the phase as a state set (1 for the current phase), whether a KRaft
+    controller holds /controller, and /migration's KRaft controller epoch and last metadata offset/epoch
+    (absent without /migration)."""
+    view = migration_view(snapshot)
+    phase = _gauge("migration_phase", "ZK→KRaft migration phase: 1 for the current one.", "phase")
+    for phase_name in MIGRATION_PHASES:
+        phase.add_metric([cluster, phase_name], 1 if view.phase == phase_name else 0)
+    yield phase
+    kraft = _gauge("controller_kraft", "1 while a KRaft controller holds /controller (ZK→KRaft migration).")
+    kraft.add_metric([cluster], 1 if snapshot.controller.is_kraft else 0)
+    yield kraft
+    migration = snapshot.migration
+    if migration is not None:
+        for name, value, doc in (
+            (
+                "migration_kraft_controller_id",
+                migration.kraft_controller_id,
+                "/migration kraft_controller_id.",
+            ),
+            (
+                "migration_kraft_controller_epoch",
+                migration.kraft_controller_epoch,
+                "/migration kraft_controller_epoch.",
+            ),
+            (
+                "migration_metadata_offset",
+                migration.kraft_metadata_offset,
+                "The last KRaft metadata offset the controller wrote to ZooKeeper (-1: not migrated yet).",
+            ),
+            (
+                "migration_metadata_epoch",
+                migration.kraft_metadata_epoch,
+                "The epoch of the last KRaft metadata the controller wrote to ZooKeeper.",
+            ),
+        ):
+            gauge = _gauge(name, doc)
+            gauge.add_metric([cluster], value)
+            yield gauge
 
 
 class KafkaHealthCollector(Collector):
@@ -81,6 +123,7 @@ class KafkaHealthCollector(Collector):
         epoch = _gauge("controller_epoch", "/controller_epoch.")
         epoch.add_metric([cluster], snapshot.controller.epoch or 0)
         yield epoch
+        yield from _migration_metrics(snapshot, cluster)
 
         summary = report.summary
         totals = _gauge("partitions", "Partitions by health state ('all' for every partition).", "state")

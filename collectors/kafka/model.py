@@ -159,6 +159,40 @@ class ControllerInfo:
     broker_id: int | None = None
     epoch: int | None = None
     epoch_zk_version: int | None = None
+    kraft_controller_epoch: int | None = None
+    """``kraftControllerEpoch`` (Kafka 3.4+): -1 for a ZK-mode controller, None before 3.4; >= 0 when a
+    KRaft controller holds ``/controller`` during a ZK→KRaft migration, ``broker_id`` then being its node
+    id (not in ``/brokers/ids``)."""
+
+    @property
+    def is_kraft(self) -> bool:
+        """A KRaft controller (KIP-866 migration) holds ``/controller``."""
+        return (
+            self.broker_id is not None
+            and self.kraft_controller_epoch is not None
+            and self.kraft_controller_epoch >= 0
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationState:
+    """``/migration``, written by the KRaft controller during a ZK→KRaft migration (KIP-866, Kafka 3.4+).
+
+    ``kraft_metadata_offset``/``kraft_metadata_epoch`` are the offset and epoch of the last KRaft metadata
+    record the controller wrote to ZooKeeper: -1 until the metadata has been migrated. ``zk_version`` is the
+    znode's data version (how many times the controller updated it).
+    """
+
+    kraft_controller_id: int
+    kraft_controller_epoch: int
+    kraft_metadata_offset: int
+    kraft_metadata_epoch: int
+    version: int = 0
+    zk_version: int = -1
+
+    @property
+    def metadata_migrated(self) -> bool:
+        return self.kraft_metadata_offset >= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +242,8 @@ class ClusterSnapshot:
     """``/config/brokers/<id>`` and ``<default>``, keyed by entity name."""
     pending: PendingOperations = field(default_factory=PendingOperations)
     errors: tuple[ZnodeError, ...] = ()
+    migration: MigrationState | None = None
+    """``/migration`` (None when absent: no ZK→KRaft migration was ever started on this cluster)."""
 
     def age(self, now: float) -> float | None:
         """Seconds since the snapshot was last known good (None if it never was)."""

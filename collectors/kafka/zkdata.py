@@ -27,6 +27,7 @@ from collectors.kafka.model import (
     BrokerRegistration,
     LeaderAndIsr,
     LeaderRecoveryState,
+    MigrationState,
     ReplicaAssignment,
     TopicPartition,
 )
@@ -54,6 +55,7 @@ CLUSTER_ID_PATH = "/cluster/id"
 CONSUMERS_PATH = "/consumers"
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 FEATURE_PATH = "/feature"
+MIGRATION_PATH = "/migration"
 
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
 DEFAULT_BROKER_CONFIG_ENTITY = "<default>"
@@ -262,22 +264,46 @@ def decode_broker_registration(
 # --- /controller, /controller_epoch ------------------------------------------------------------------
 
 
-def encode_controller(broker_id: int, version: int = 1, timestamp_ms: int | None = None) -> bytes:
+def encode_controller(
+    broker_id: int,
+    version: int = 1,
+    timestamp_ms: int | None = None,
+    kraft_controller_epoch: int = -1,
+) -> bytes:
+    """``ControllerZNode.encode``: v1 up to Kafka 3.3; v2 (3.4+) adds ``kraftControllerEpoch``, -1 when a
+    ZK-mode broker is the controller and the KRaft leader epoch when a KRaft controller in a ZK→KRaft
+    migration (KIP-866) holds ``/controller`` (``brokerid`` is then its node id)."""
     if version not in (1, 2):
         raise ValueError(f"unsupported controller znode version {version}")
+    if version == 1 and kraft_controller_epoch != -1:
+        raise ValueError("a KRaft controller writes /controller in version 2")
     obj: dict[str, Any] = {
         "version": version,
         "brokerid": broker_id,
         "timestamp": str(now_ms() if timestamp_ms is None else timestamp_ms),
     }
     if version == 2:
-        obj["kraftControllerEpoch"] = -1
+        obj["kraftControllerEpoch"] = kraft_controller_epoch
     return _dumps(obj)
 
 
 def decode_controller(path: str, data: bytes | None) -> int:
-    """The active controller's broker id (only ``brokerid`` is required)."""
+    """The active controller's id (only ``brokerid`` is required): a broker id, or a KRaft controller's
+    node id during a migration (see :func:`decode_controller_registration`)."""
     return _int(path, _load_object(path, data), "brokerid")
+
+
+def decode_controller_registration(path: str, data: bytes | None) -> tuple[int, int | None]:
+    """(``brokerid``, ``kraftControllerEpoch`` or None), as ``ControllerZNode.decodeController`` (3.4+).
+
+    A v1 znode (Kafka up to 3.3) has no ``kraftControllerEpoch``; a ZK-mode controller of 3.4+ writes -1;
+    a KRaft controller that took over ``/controller`` during a migration writes its epoch (>= 0).
+    """
+    obj = _load_object(path, data)
+    broker_id = _int(path, obj, "brokerid")
+    if "kraftControllerEpoch" not in obj:
+        return broker_id, None
+    return broker_id, _int(path, obj, "kraftControllerEpoch")
 
 
 def encode_controller_epoch(epoch: int) -> bytes:
@@ -289,6 +315,44 @@ def decode_controller_epoch(path: str, data: bytes | None) -> int:
     if not text.lstrip("-").isdecimal():
         raise ZnodeFormatError(path, f"controller epoch must be a plain integer, got {text!r}")
     return int(text)
+
+
+# --- /migration (ZK→KRaft migration, KIP-866; Kafka 3.4-3.9) ---------------------------------------
+
+MIGRATION_ZNODE_VERSIONS = (0,)
+
+
+def encode_migration(migration: MigrationState) -> bytes:
+    """``MigrationZNode.encode``: the KRaft controller's id and epoch and the offset and epoch of the last
+    KRaft metadata it wrote to ZooKeeper (-1 before the metadata has been migrated)."""
+    if migration.version not in MIGRATION_ZNODE_VERSIONS:
+        raise ValueError(f"unsupported migration znode version {migration.version}")
+    return _dumps(
+        {
+            "version": migration.version,
+            "kraft_controller_id": migration.kraft_controller_id,
+            "kraft_controller_epoch": migration.kraft_controller_epoch,
+            "kraft_metadata_offset": migration.kraft_metadata_offset,
+            "kraft_metadata_epoch": migration.kraft_metadata_epoch,
+        }
+    )
+
+
+def decode_migration(path: str, data: bytes | None, zk_version: int = -1) -> MigrationState:
+    """``MigrationZNode.decode``: version 0 is the only one Kafka writes; any other is rejected, as Kafka
+    rejects it (a newer format would be misread)."""
+    obj = _load_object(path, data)
+    version = _int(path, obj, "version")
+    if version not in MIGRATION_ZNODE_VERSIONS:
+        raise ZnodeFormatError(path, f"unknown migration znode version {version} (Kafka 3.4-3.9 write 0)")
+    return MigrationState(
+        kraft_controller_id=_int(path, obj, "kraft_controller_id"),
+        kraft_controller_epoch=_int(path, obj, "kraft_controller_epoch"),
+        kraft_metadata_offset=_int(path, obj, "kraft_metadata_offset"),
+        kraft_metadata_epoch=_int(path, obj, "kraft_metadata_epoch"),
+        version=version,
+        zk_version=zk_version,
+    )
 
 
 # --- /brokers/topics/<T> -----------------------------------------------------------------------------

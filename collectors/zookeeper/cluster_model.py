@@ -4,7 +4,8 @@ drive it with a fake reader or none).
 
 How it reads (docs/kafka-reference.md §1): the children of ``/brokers/ids``, ``/brokers/topics``,
 ``/config/topics``, ``/config/brokers`` and ``/admin/delete_topics`` and the singletons (``/controller``,
-``/controller_epoch``, ``/cluster/id``, the two admin znodes) first (:meth:`ClusterModel.root_reads`);
+``/controller_epoch``, ``/cluster/id``, the two admin znodes, ``/migration``) first
+(:meth:`ClusterModel.root_reads`);
 each reply asks for what it names (a broker, topic or config znode; a topic znode its partitions' state
 znodes), so the tree is read level by level (:meth:`ClusterModel.apply`). Every read sets a watch (unless
 the model is built with ``watch=False``); :func:`read_for_event` is the read that refreshes what a watch
@@ -29,6 +30,7 @@ from collectors.kafka.model import (
     BrokerRegistration,
     ClusterSnapshot,
     ControllerInfo,
+    MigrationState,
     PartitionInfo,
     PendingOperations,
     ReplicaAssignment,
@@ -118,6 +120,7 @@ class Kind(IntEnum):
     TOPIC_CONFIG = 13
     BROKER_CONFIGS = 14
     BROKER_CONFIG = 15
+    MIGRATION = 16
 
 
 _LISTS: Mapping[Kind, str] = MappingProxyType(
@@ -136,6 +139,7 @@ _SINGLETONS: Mapping[Kind, str] = MappingProxyType(
         Kind.CLUSTER_ID: zkdata.CLUSTER_ID_PATH,
         Kind.PREFERRED_ELECTION: zkdata.PREFERRED_REPLICA_ELECTION_PATH,
         Kind.REASSIGNMENT: zkdata.REASSIGN_PARTITIONS_PATH,
+        Kind.MIGRATION: zkdata.MIGRATION_PATH,
     }
 )
 _KIND_OF_PATH: Mapping[str, Kind] = MappingProxyType(
@@ -200,6 +204,8 @@ class ClusterModel:
         self.dirty = False
         self.brokers: dict[int, BrokerRegistration] = {}
         self.controller_id: int | None = None
+        self.kraft_controller_epoch: int | None = None
+        self.migration: MigrationState | None = None
         self.controller_epoch: int | None = None
         self.controller_epoch_version: int | None = None
         self.cluster_id: str | None = None
@@ -426,7 +432,16 @@ class ClusterModel:
             self.dirty = True
 
     def _on_controller(self, reply: Reply) -> None:
-        self._set("controller_id", self._decode(reply, zkdata.decode_controller))
+        registration = self._decode(reply, zkdata.decode_controller_registration)
+        controller_id, kraft_epoch = registration if registration is not None else (None, None)
+        self._set("controller_id", controller_id)
+        self._set("kraft_controller_epoch", kraft_epoch)
+
+    def _on_migration(self, reply: Reply) -> None:
+        self._set(
+            "migration",
+            self._decode(reply, lambda path, data: zkdata.decode_migration(path, data, reply.version)),
+        )
 
     def _on_controller_epoch(self, reply: Reply) -> None:
         epoch = self._decode(reply, zkdata.decode_controller_epoch)
@@ -501,13 +516,17 @@ class ClusterModel:
             cluster_id=self.cluster_id,
             brokers=self._view("brokers", lambda: MappingProxyType(dict(sorted(self.brokers.items())))),
             controller=ControllerInfo(
-                self.controller_id, self.controller_epoch, self.controller_epoch_version
+                self.controller_id,
+                self.controller_epoch,
+                self.controller_epoch_version,
+                self.kraft_controller_epoch,
             ),
             topics=self._view("topics", self._topic_infos),
             partitions=PartitionMap(dict(self.partitions), self.partition_count),
             broker_configs=self._view("broker_configs", lambda: MappingProxyType(dict(self.broker_configs))),
             pending=PendingOperations(self.preferred_election, self.reassignments, self.deletions),
             errors=self._view("errors", lambda: tuple(sorted(self.errors.values(), key=lambda e: e.path))),
+            migration=self.migration,
         )
 
     def _view(self, name: str, make: Callable[[], Any]) -> Any:
@@ -551,5 +570,6 @@ _HANDLERS: Mapping[int, _Handler] = MappingProxyType(
         Kind.CLUSTER_ID: ClusterModel._on_cluster_id,
         Kind.PREFERRED_ELECTION: ClusterModel._on_preferred_election,
         Kind.REASSIGNMENT: ClusterModel._on_reassignment,
+        Kind.MIGRATION: ClusterModel._on_migration,
     }
 )

@@ -255,6 +255,17 @@ class TestRule4Controller:
         assert finding.severity == "critical"
         assert "broker 9, is not registered" in finding.summary
 
+    def test_a_kraft_controller_during_a_migration_is_a_controller(self) -> None:
+        """During a ZK→KRaft migration the KRaft controller's node id is in /controller, not /brokers/ids,
+        and no ZK broker's ActiveControllerCount is 1."""
+        kraft = health(controller_id=3000, controller_kraft_epoch=2, active_controller_gauges=0.0)
+        assert kraft.controller_is_kraft
+        assert rule_4_controller(ctx(kraft)) == []
+        # a ZK-mode controller (kraftControllerEpoch -1) that is not registered still is one
+        (finding,) = rule_4_controller(ctx(replace(kraft, controller_kraft_epoch=-1)))
+        assert "broker 3000, is not registered" in finding.summary
+        assert finding.evidence["kraft_controller"] is False
+
     def test_two_controllers_by_the_gauges(self) -> None:
         (finding,) = rule_4_controller(ctx(health(active_controller_gauges=2.0)))
         assert finding.severity == "critical"

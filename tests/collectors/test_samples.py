@@ -108,7 +108,12 @@ def test_a_sample_is_one_json_line_with_its_identity() -> None:
     assert health["brokers_down"] == [1]
     assert health["under_replicated"] == {"count": 1, "by_topic": {"t": 1}, "examples": {"t": [0]}}
     assert health["urp_cross_check"] is None
-    assert health["controller"] == {"broker_id": 0, "epoch": 1, "active_controller_gauges": None}
+    assert health["controller"] == {
+        "broker_id": 0,
+        "epoch": 1,
+        "kraft_controller_epoch": None,
+        "active_controller_gauges": None,
+    }
 
 
 def test_health_documents_list_a_bounded_number_of_partitions_but_count_them_all() -> None:

@@ -132,6 +132,10 @@ class RequestLoad:
     """Fraction of the threads' time spent working, in [0, 1]."""
 
 
+SIM_METADATA_VERSION_RANGE = {"min_version": 1, "max_version": 14}
+"""The ``metadata.version`` levels a Kafka 3.6 broker supports (``IBP_3_0_IV1`` to ``IBP_3_6_IV2``)."""
+
+
 class SimBroker:
     """One simulated Kafka broker: identity, ZooKeeper session, logs, partition views, faults."""
 
@@ -158,11 +162,14 @@ class SimBroker:
         self.controller_watch_set = False
 
     def registration(self, version: int, timestamp_ms: int) -> BrokerRegistration:
+        """What a Kafka 3.6 broker writes: v5 carries its supported ``metadata.version`` range
+        (``BrokerFeatures.defaultSupportedFeatures``)."""
         return BrokerRegistration(
             id=self.id,
             endpoints=(self.endpoint,),
             rack=self.rack,
             timestamp_ms=timestamp_ms,
+            features={"metadata.version": dict(SIM_METADATA_VERSION_RANGE)} if version >= 5 else {},
             version=version,
         )
 

@@ -37,6 +37,7 @@ from collectors.kafka.model import (
     BrokerEndpoint,
     LeaderAndIsr,
     LeaderRecoveryState,
+    MigrationState,
     ReplicaAssignment,
     TopicPartition,
 )
@@ -99,6 +100,8 @@ class ReferenceCluster:
             for i in range(settings.brokers)
         }
         self.controller: Controller | None = None
+        self.migration: MigrationState | None = None
+        """Set once :meth:`start_migration` has simulated a ZK→KRaft migration."""
         self.traffic = TrafficModel(settings.traffic)
         self.configs = DynamicConfigs(self.brokers, settings.min_insync_replicas)
         self._admin_client: KazooClient | None = None
@@ -204,6 +207,8 @@ class ReferenceCluster:
         self.loop.post(self._tick, delay_ms=self.settings.tick_ms)
 
     def _stop_all(self) -> None:
+        if self.controller is not None and self.controller.broker_id not in self.brokers:
+            self.controller.resign()  # a migration's KRaft controller: it stops with the cluster
         for broker in self.brokers.values():
             if broker.alive:
                 self._stop_broker(broker, controlled=False)
@@ -581,8 +586,17 @@ class ReferenceCluster:
                         "isr": list(state.isr) if state else [],
                     }
                 )
+        migration = self.migration
         return {
             "zookeeper": self.zookeeper,
+            "migration": None
+            if migration is None
+            else {
+                "kraft_controller_id": migration.kraft_controller_id,
+                "kraft_controller_epoch": migration.kraft_controller_epoch,
+                "kraft_metadata_offset": migration.kraft_metadata_offset,
+                "kraft_metadata_epoch": migration.kraft_metadata_epoch,
+            },
             "controller": {"broker_id": controller.broker_id, "epoch": controller.epoch}
             if controller
             else None,
@@ -665,11 +679,93 @@ class ReferenceCluster:
         def run() -> int:
             if self.controller is None:
                 raise ClusterError(409, "there is no active controller")
+            if self.controller.broker_id not in self.brokers:
+                raise ClusterError(409, "the controller is the KRaft controller of a migration, not a broker")
             broker_id = self.controller.broker_id
             self._stop_broker(self.brokers[broker_id], controlled=False)
             return broker_id
 
         return self.loop.call(run)
+
+    def start_migration(
+        self, kraft_controller_id: int = 3000, kraft_controller_epoch: int = 1
+    ) -> MigrationState:
+        """Simulate a ZK→KRaft migration (KIP-866) as Kafka 3.6's ``KRaftMigrationDriver`` leaves ZooKeeper.
+
+        In order: the KRaft controller creates ``/migration`` (``ZkMigrationLeadershipState.EMPTY``); the
+        brokers re-register in migration mode (restarted: a new session, so a new broker epoch); the KRaft
+        controller claims ``/controller`` (``KafkaZkClient.tryRegisterKRaftControllerAsActiveController``:
+        one multi that bumps ``/controller_epoch``, deletes ``/controller`` and creates it *persistent* with
+        its node id and ``kraftControllerEpoch``); the ZK controller resigns; having copied the metadata,
+        the KRaft controller records the last offset and epoch it wrote in ``/migration``. From then on the
+        simulated KRaft controller does the controller's work (elections, ISR, reassignments) with the
+        ZooKeeper writes of the hybrid phase, as the real one does until the migration is finalized.
+        """
+        if kraft_controller_id in self.brokers or kraft_controller_id < 0:
+            raise ClusterError(422, f"the KRaft controller's id {kraft_controller_id} must be no broker's")
+        if kraft_controller_epoch < 0:
+            raise ClusterError(422, "the KRaft controller epoch must be >= 0")
+
+        def run() -> MigrationState:
+            client = self._admin_client
+            if client is None:
+                raise ClusterError(409, "the cluster is not running")
+            if self.migration is not None or client.exists(zkdata.MIGRATION_PATH):
+                raise ClusterError(409, "a migration has already started (/migration exists)")
+            empty = MigrationState(-1, -1, -1, -1)
+            client.create(zkdata.MIGRATION_PATH, zkdata.encode_migration(empty))
+            for broker in self.brokers.values():
+                if broker.alive and broker.registered:
+                    self._reregister(broker)
+            data, stat = client.get(zkdata.CONTROLLER_EPOCH_PATH)
+            epoch = zkdata.decode_controller_epoch(zkdata.CONTROLLER_EPOCH_PATH, data) + 1
+            txn = client.transaction()
+            txn.set_data(zkdata.CONTROLLER_EPOCH_PATH, zkdata.encode_controller_epoch(epoch), stat.version)
+            controller_stat = client.exists(zkdata.CONTROLLER_PATH)
+            if controller_stat is not None:
+                txn.delete(zkdata.CONTROLLER_PATH, controller_stat.version)
+            txn.create(
+                zkdata.CONTROLLER_PATH,
+                zkdata.encode_controller(
+                    kraft_controller_id, version=2, kraft_controller_epoch=kraft_controller_epoch
+                ),
+            )
+            results = txn.commit()
+            if any(isinstance(r, Exception) for r in results):
+                raise ClusterError(409, f"the KRaft controller could not claim /controller: {results!r}")
+            if self.controller is not None:
+                self.controller.resign()
+            controller = Controller(self, kraft_controller_id, client, epoch, results[0].version)
+            self.controller = controller
+            controller.guarded(controller.failover)()
+            records = len(controller.assignments) + len(controller.topic_ids) + len(self.brokers)
+            migrated = MigrationState(
+                kraft_controller_id, kraft_controller_epoch, records, kraft_controller_epoch
+            )
+            client.set(zkdata.MIGRATION_PATH, zkdata.encode_migration(migrated), 0)
+            self.migration = migrated
+            log.info("ZK→KRaft migration: KRaft controller %d holds /controller", kraft_controller_id)
+            return migrated
+
+        result: MigrationState = self.loop.call(run)
+        return result
+
+    def _reregister(self, broker: SimBroker) -> None:
+        """A broker restarted in migration mode: its registration is created anew (a new czxid, so a new
+        broker epoch) in one multi, so that no reader sees the broker gone."""
+        client = broker.client
+        assert client is not None
+        registration = broker.registration(self.settings.broker_registration_version, zkdata.now_ms())
+        path = zkdata.broker_path(broker.id)
+        txn = client.transaction()
+        txn.delete(path)
+        txn.create(path, zkdata.encode_broker_registration(registration), ephemeral=True)
+        results = txn.commit()
+        if any(isinstance(r, Exception) for r in results):
+            raise ClusterError(409, f"broker {broker.id} could not re-register: {results!r}")
+        stat = client.exists(path)
+        if stat is not None:
+            broker.broker_epoch = stat.czxid
 
     def stall_follower(self, broker_id: int) -> None:
         """The broker's replica fetchers stop: its replicas fall out of the ISRs after the lag time."""

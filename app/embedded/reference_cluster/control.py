@@ -2,7 +2,9 @@
 
 ``GET /``; ``POST /brokers/{id}/stop`` (body ``{"controlled": true}`` for a controlled shutdown),
 ``/brokers/{id}/start``, ``/brokers/{id}/stall``, ``/brokers/{id}/slow``, ``/brokers/{id}/resume``,
-``/brokers/{id}/log-dirs/{n}/fail``, ``POST /controller/stop``, ``POST /load/skew``, ``POST /topics``.
+``/brokers/{id}/log-dirs/{n}/fail``, ``POST /controller/stop``, ``POST /load/skew``, ``POST /topics``,
+``POST /migration/start`` (body ``{"kraft_controller_id": 3000, "kraft_controller_epoch": 1}``, both
+optional: a simulated ZK→KRaft migration).
 Each answers with the cluster's new state; 404, 409 and 422 carry ``{"error": message}``.
 """
 
@@ -89,6 +91,12 @@ class ControlApi:
             return lambda: cluster.fail_log_dir(broker_id, log_dir)
         if path == "/controller/stop":
             return cluster.stop_controller
+        if path == "/migration/start":
+            kraft_id = payload.get("kraft_controller_id", 3000)
+            kraft_epoch = payload.get("kraft_controller_epoch", 1)
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (kraft_id, kraft_epoch)):
+                raise RequestError(422, "kraft_controller_id and kraft_controller_epoch must be integers")
+            return lambda: cluster.start_migration(kraft_id, kraft_epoch)
         if path == "/load/skew":
             return lambda: cluster.skew(payload)
         if path == "/topics":

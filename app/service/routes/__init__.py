@@ -14,6 +14,7 @@ from app.service.routes import (
     audit,
     cluster,
     load,
+    migration,
     plans,
     probes,
     safe_to_stop,
@@ -25,6 +26,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     probes.router,
     safe_to_stop.router,  # before cluster: its /brokers/{broker_id} would take /brokers/safe-to-stop
     cluster.router,
+    migration.router,
     load.router,
     alerts.router,
     actions.router,

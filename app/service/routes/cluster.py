@@ -34,11 +34,13 @@ from app.service.schemas.cluster import (
     ZnodeErrorOut,
 )
 from app.service.schemas.common import MAX_PAGE, Page, Problem
+from app.service.schemas.migration import MigrationOut
 from app.service.schemas.params import BrokerIdPath, BrokerIdQuery, Offset
 from app.service.state import ClusterState, ClusterView
 from collectors.health import PartitionHealth, partition_settings
 from collectors.kafka.effective import PartitionSettings
 from collectors.kafka.model import NO_LEADER, PartitionInfo, TopicPartition
+from collectors.migration import migration_view
 
 router = APIRouter(prefix="/api/v1", tags=["cluster"])
 
@@ -77,7 +79,10 @@ def _cluster(view: ClusterView, state: ClusterState) -> ClusterOut:
             broker_id=snapshot.controller.broker_id,
             epoch=snapshot.controller.epoch,
             active=report.controller.active,
+            kraft=report.controller.kraft,
+            kraft_controller_epoch=snapshot.controller.kraft_controller_epoch,
         ),
+        migration=MigrationOut(**migration_view(snapshot).to_json()),
         summary=Summary(
             brokers=summary.brokers,
             topics=summary.topics,

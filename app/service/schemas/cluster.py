@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from app.service.schemas.migration import MigrationOut
 from collectors.kafka.effective import ConfigSource
 
 
@@ -21,6 +22,9 @@ class ControllerOut(BaseModel):
     broker_id: int | None
     epoch: int | None
     active: bool
+    kraft: bool = False
+    """A KRaft controller holds ``/controller`` (ZK→KRaft migration): ``broker_id`` is its node id."""
+    kraft_controller_epoch: int | None = None
 
 
 class Summary(BaseModel):
@@ -92,6 +96,7 @@ class ClusterOut(BaseModel):
     cluster_id: str | None
     snapshot: SnapshotInfo
     controller: ControllerOut
+    migration: MigrationOut
     summary: Summary
     suspect_brokers: list[SuspectOut]
     """The 20 brokers missing from the most under-replicated partitions' ISRs (docs/kafka-reference.md §3)."""

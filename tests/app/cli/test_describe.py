@@ -71,7 +71,9 @@ def test_json_of_a_healthy_cluster(
     assert result["controller"] == {
         "broker_id": cluster.controller.broker_id,
         "epoch": cluster.controller.epoch,
+        "kraft_controller_epoch": -1,  # a ZK-mode controller of Kafka 3.4+ (v2)
     }
+    assert result["migration"]["phase"] == "none"
     assert len(result["partitions"]) == 6
     first = result["partitions"][0]
     assert set(first) >= {

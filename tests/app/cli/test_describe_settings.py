@@ -159,7 +159,7 @@ def test_an_acl_protected_config_brokers_is_reported_not_silently_defaulted(
 
     result = describe_json(capsys, zk_connect, "--default-min-isr", "2")
 
-    noauth = "ZooKeeper refused the read: NoAuth (-102)"
+    noauth = "not authorised: the ZooKeeper ACL refuses this read (NoAuth, -102); see docs/collectors.md"
     assert {"path": "/config/brokers", "reason": noauth} in result["errors"]
     assert result["effective_settings"]["unreadable"] == [{"path": "/config/brokers", "reason": noauth}]
     assert result["effective_settings"]["partitions_with_unknown_min_isr"] == 2

@@ -26,6 +26,7 @@ from collectors.kafka.model import (
     BrokerRegistration,
     LeaderAndIsr,
     LeaderRecoveryState,
+    MigrationState,
     ReplicaAssignment,
     TopicPartition,
 )
@@ -564,6 +565,86 @@ def test_decode_controller_without_brokerid() -> None:
         zkdata.decode_controller("/controller", b'{"version":1}')
 
     assert "brokerid" in info.value.reason
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        # Kafka up to 3.3 (ControllerZNode v1): no kraftControllerEpoch
+        (b'{"version":1,"brokerid":3,"timestamp":"1700000000000"}', (3, None)),
+        # Kafka 3.4-3.9, a ZK-mode controller: kraftControllerEpoch -1
+        (b'{"version":2,"brokerid":3,"timestamp":"1700000000000","kraftControllerEpoch":-1}', (3, -1)),
+        # Kafka 3.4-3.9, a KRaft controller during a migration (tryRegisterKRaftControllerAsActiveController)
+        (b'{"kraftControllerEpoch":7,"timestamp":"1700000000000","brokerid":3000,"version":2}', (3000, 7)),
+    ],
+)
+def test_decode_controller_registration_every_version(data: bytes, expected: tuple[int, int | None]) -> None:
+    assert zkdata.decode_controller_registration("/controller", data) == expected
+    assert zkdata.decode_controller("/controller", data) == expected[0]
+
+
+def test_a_kraft_controller_registration_round_trips() -> None:
+    data = zkdata.encode_controller(3000, version=2, timestamp_ms=1, kraft_controller_epoch=4)
+
+    assert as_json(data) == {"version": 2, "brokerid": 3000, "timestamp": "1", "kraftControllerEpoch": 4}
+    assert zkdata.decode_controller_registration("/controller", data) == (3000, 4)
+    with pytest.raises(ValueError, match="version 2"):
+        zkdata.encode_controller(3000, version=1, kraft_controller_epoch=4)
+
+
+def test_a_controller_epoch_that_is_not_a_number_is_a_format_error() -> None:
+    with pytest.raises(ZnodeFormatError, match="kraftControllerEpoch"):
+        zkdata.decode_controller_registration("/controller", b'{"brokerid":1,"kraftControllerEpoch":"x"}')
+
+
+# --- /migration ------------------------------------------------------------------------------------------
+
+# As MigrationZNode.encode (Kafka 3.4-3.9) writes them: a Scala Map of 5 entries, so in hash order.
+MIGRATION_EMPTY = (
+    b'{"kraft_metadata_offset":-1,"kraft_controller_epoch":-1,"kraft_metadata_epoch":-1,'
+    b'"kraft_controller_id":-1,"version":0}'
+)
+MIGRATION_MIGRATED = (
+    b'{"kraft_metadata_offset":1234,"kraft_controller_epoch":7,"kraft_metadata_epoch":7,'
+    b'"kraft_controller_id":3000,"version":0}'
+)
+
+
+def test_decode_migration_as_kafka_writes_it() -> None:
+    empty = zkdata.decode_migration("/migration", MIGRATION_EMPTY, zk_version=0)
+    migrated = zkdata.decode_migration("/migration", MIGRATION_MIGRATED, zk_version=3)
+
+    assert empty == MigrationState(-1, -1, -1, -1, version=0, zk_version=0)
+    assert not empty.metadata_migrated
+    assert migrated == MigrationState(3000, 7, 1234, 7, version=0, zk_version=3)
+    assert migrated.metadata_migrated
+
+
+def test_migration_round_trip() -> None:
+    state = MigrationState(3000, 2, 99, 2)
+    data = zkdata.encode_migration(state)
+
+    assert as_json(data) == {
+        "version": 0,
+        "kraft_controller_id": 3000,
+        "kraft_controller_epoch": 2,
+        "kraft_metadata_offset": 99,
+        "kraft_metadata_epoch": 2,
+    }
+    assert zkdata.decode_migration("/migration", data) == state
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (MIGRATION_MIGRATED.replace(b'"version":0', b'"version":1'), "unknown migration znode version 1"),
+        (b'{"version":0,"kraft_controller_id":1}', "kraft_controller_epoch"),
+        (b"", "empty data"),
+    ],
+)
+def test_a_migration_znode_kafka_would_reject_is_a_format_error(data: bytes, reason: str) -> None:
+    with pytest.raises(ZnodeFormatError, match=reason):
+        zkdata.decode_migration("/migration", data)
 
 
 def test_controller_epoch_is_plain_integer_text() -> None:

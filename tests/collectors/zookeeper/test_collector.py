@@ -21,6 +21,7 @@ from collectors.kafka.model import (
     ClusterSnapshot,
     ControllerInfo,
     LeaderAndIsr,
+    MigrationState,
     PartitionInfo,
     ReplicaAssignment,
     TopicPartition,
@@ -308,7 +309,9 @@ def test_malformed_znodes_are_reported_and_the_rest_is_read(
     assert "'x' is not a number" in reasons["/brokers/topics/badkey"]
     assert "plain integer" in reasons["/controller_epoch"]
     assert list(snap.brokers) == [1]
-    assert snap.controller == ControllerInfo(broker_id=1, epoch=None, epoch_zk_version=None)
+    assert snap.controller == ControllerInfo(
+        broker_id=1, epoch=None, epoch_zk_version=None, kraft_controller_epoch=-1
+    )
     assert list(snap.topics) == ["good"]
     assert dict(snap.topics["good"].config) == {}
     assert snap.partitions[tp("good", 0)].state == LeaderAndIsr(1, 0, (1,), 7, 0, 0)
@@ -661,3 +664,31 @@ def test_the_model_needs_no_zookeeper() -> None:
             "not authorised: the ZooKeeper ACL refuses this read (NoAuth, -102); see docs/collectors.md",
         ),
     )
+
+
+def test_the_model_reads_the_migration_znode_and_a_kraft_controller() -> None:
+    """``/migration`` and the KRaft form of ``/controller`` (Kafka 3.4-3.9 formats), then a rollback to a ZK
+    controller and ``/migration`` gone; a bad ``/migration`` is reported, not guessed."""
+    model = ClusterModel()
+    reads = {r.path: r for r in model.root_reads()}
+    assert "/migration" in reads
+    model.apply(
+        Reply(reads["/controller"], Code.OK, js({"version": 2, "brokerid": 3000, "timestamp": "1",
+                                                 "kraftControllerEpoch": 4}))
+    )  # fmt: skip
+    migration = js({"version": 0, "kraft_controller_id": 3000, "kraft_controller_epoch": 4,
+                    "kraft_metadata_offset": 812, "kraft_metadata_epoch": 4})  # fmt: skip
+    model.apply(Reply(reads["/migration"], Code.OK, migration, version=5))
+    snap = model.build(1, 0.0, 0.0, False)
+    assert snap.controller.broker_id == 3000
+    assert snap.controller.is_kraft
+    assert snap.migration == MigrationState(3000, 4, 812, 4, version=0, zk_version=5)
+
+    model.apply(Reply(reads["/controller"], Code.OK, js({"version": 2, "brokerid": 1, "timestamp": "2",
+                                                         "kraftControllerEpoch": -1})))  # fmt: skip
+    model.apply(Reply(reads["/migration"], Code.OK, js({"version": 1}), version=6))
+    snap = model.build(2, 0.0, 0.0, False)
+    assert (snap.controller.broker_id, snap.controller.is_kraft, snap.migration) == (1, False, None)
+    assert [e.path for e in snap.errors] == ["/migration"]
+    model.apply(Reply(reads["/migration"], Code.NO_NODE))
+    assert model.build(3, 0.0, 0.0, False).errors == ()

@@ -128,7 +128,8 @@ def test_get_root_describes_the_cluster_as_zookeeper_shows_it(
     answer = control.call("GET", "/")
     assert answer.status == 200
     state = answer.json
-    assert set(state) == {"zookeeper", "controller", "brokers", "topics", "traffic"}
+    assert set(state) == {"zookeeper", "migration", "controller", "brokers", "topics", "traffic"}
+    assert state["migration"] is None  # until POST /migration/start (test_migration.py)
     assert state["zookeeper"] == zk_connect
     assert state["controller"] == {
         "broker_id": controller_id(zk_client),
