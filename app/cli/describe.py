@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import Any, TextIO, get_args
 
 from app.cli.common import ExitCode, positive_duration
 from app.service.schemas.throttles import ThrottlesOut
@@ -30,7 +30,7 @@ from collectors.kafka.throttles import (
     throttle_inventory,
 )
 from collectors.kafka.zkdata import parse_connect_string
-from collectors.metrics import MetricsCollector, validate_url_template
+from collectors.metrics import DialectSetting, MetricsCollector, validate_url_template
 from collectors.zookeeper.collector import scan
 
 HELP = "read a cluster once and print its state and health (text or JSON)"
@@ -50,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-url-template",
         metavar="T",
         help="brokers' metrics, e.g. http://{host}:7071/metrics: adds the URP gauge cross-check",
+    )
+    parser.add_argument(
+        "--metrics-dialect",
+        choices=get_args(DialectSetting),
+        default="auto",
+        help="the jmx_exporter rule file the brokers' metric names come from (default: auto, per broker)",
     )
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--under-replicated", action="store_true", help="only under-replicated partitions")
@@ -361,7 +367,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return ExitCode.FAILED
     if args.metrics_url_template:
         try:
-            gauges = scrape_urp_gauges(snapshot, args.metrics_url_template, args.timeout)
+            gauges = scrape_urp_gauges(
+                snapshot, args.metrics_url_template, args.timeout, args.metrics_dialect
+            )
         except ValueError as exc:
             err.write(f"error: {exc}\n")
             return ExitCode.BAD_INPUT
@@ -375,10 +383,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     return ExitCode.UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else ExitCode.OK
 
 
-def scrape_urp_gauges(snapshot: ClusterSnapshot, template: str, timeout: float) -> dict[int, float]:
+def scrape_urp_gauges(
+    snapshot: ClusterSnapshot, template: str, timeout: float, dialect: DialectSetting = "auto"
+) -> dict[int, float]:
     """One scrape of every registered broker: its UnderReplicatedPartitions gauge (brokers whose scrape
     fails are left out, and the cross-check names them)."""
-    collector = MetricsCollector(url_template=template, timeout_s=min(timeout, 10.0))
+    collector = MetricsCollector(url_template=template, timeout_s=min(timeout, 10.0), dialect=dialect)
     try:
         scraped = collector.scrape(snapshot.brokers)
     finally:
