@@ -712,6 +712,69 @@ def parse_exposition(text: str, wanted: Iterable[str] | None = None) -> dict[str
     return {**aliased, **exact}
 
 
+MAX_PROBLEMS = 20
+"""Malformed lines reported one by one per scrape; beyond, a count."""
+
+
+def read_exposition(
+    text: str, wanted: Iterable[str] | None = None
+) -> tuple[dict[str, dict[LabelSet, float]], tuple[str, ...]]:
+    """:func:`parse_exposition`, except that malformed lines among good ones are reported and skipped:
+    (the samples of the good lines, one sentence per skipped line). prometheus_client's parser gives up
+    on the whole text at the first bad line, and one exporter rule that writes a bad label (or a bad value)
+    would then cost the broker every metric; so a text the parser refuses is read again line by line, each
+    sample with its family's ``# TYPE`` line. Text with no good sample at all (an HTML error page) is still
+    :class:`ExpositionError`."""
+    try:
+        return parse_exposition(text, wanted), ()
+    except ExpositionError as whole:
+        kept, skipped, good = _line_by_line(text, None if wanted is None else frozenset(wanted))
+        if not good:
+            raise whole from None
+        return kept, skipped
+
+
+def _line_by_line(
+    text: str, wanted: frozenset[str] | None
+) -> tuple[dict[str, dict[LabelSet, float]], tuple[str, ...], int]:
+    """(the wanted samples, the skipped lines, how many sample lines parsed)."""
+    kept: dict[str, dict[LabelSet, float]] = {}
+    skipped: list[str] = []
+    good = 0
+    type_line: tuple[str, str] | None = None  # (family, its "# TYPE" line)
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            parts = stripped.split()
+            if len(parts) >= 3 and parts[1] == "TYPE":
+                type_line = (parts[2], stripped)
+            continue
+        chunks = [f"{line}\n"]
+        if type_line is not None and stripped.startswith(type_line[0]):
+            chunks.insert(0, f"{type_line[1]}\n{line}\n")
+        for chunk in chunks:
+            try:
+                parsed = parse_exposition(chunk, wanted)
+            except ExpositionError as exc:
+                reason = str(exc)
+                continue
+            good += 1
+            for name, series in parsed.items():
+                for labels, value in series.items():
+                    kept.setdefault(name, {}).setdefault(labels, value)
+            break
+        else:
+            shown = stripped if len(stripped) <= 120 else stripped[:117] + "..."
+            skipped.append(
+                f"line {number} skipped ({reason.removeprefix('not Prometheus text format: ')}): {shown}"
+            )
+    if len(skipped) > MAX_PROBLEMS:
+        skipped[MAX_PROBLEMS:] = [f"and {len(skipped) - MAX_PROBLEMS} more malformed lines skipped"]
+    return kept, tuple(skipped), good
+
+
 def selectors_of(table: Mapping[str, MetricRule]) -> frozenset[str]:
     """The sample names the table reads."""
     texts = [t for rule in table.values() for t in (*rule.selectors, rule.minus) if t is not None]
@@ -867,6 +930,7 @@ class _Outcome:
     duration_s: float
     exposition: Exposition | None = None
     error: str | None = None
+    problems: tuple[str, ...] = ()
 
 
 class MetricsCollector:
@@ -983,10 +1047,10 @@ class MetricsCollector:
         job.started_at, job.started_mono = self._clock(), time.monotonic()
         try:
             text = self._fetcher.fetch(job.url, self.settings.timeout_s)
-            exposition = parse_exposition(text, self._wanted if job.wanted is None else job.wanted)
+            exposition, skipped = read_exposition(text, self._wanted if job.wanted is None else job.wanted)
         except Exception as exc:  # any failure is this broker's, never the collector's
             return _Outcome(time.monotonic() - job.started_mono, error=_describe(exc))
-        return _Outcome(time.monotonic() - job.started_mono, exposition=exposition)
+        return _Outcome(time.monotonic() - job.started_mono, exposition=exposition, problems=skipped)
 
     def _run(self, jobs: list[_Job]) -> None:
         """Run the jobs on the pool and wait until each is done or overdue: ``timeout`` (plus a grace)
@@ -1033,7 +1097,14 @@ class MetricsCollector:
         )
         self._previous[job.broker_id] = (job.url, counters)
         return BrokerScrape(
-            job.broker_id, job.url, started_at, outcome.duration_s, values, None, dialect, problems
+            job.broker_id,
+            job.url,
+            started_at,
+            outcome.duration_s,
+            values,
+            None,
+            dialect,
+            outcome.problems + problems,
         )
 
     def _dialect(self, broker_id: int, exposition: Exposition) -> tuple[Dialect, tuple[str, ...]]:

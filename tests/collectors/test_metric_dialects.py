@@ -16,11 +16,13 @@ from collectors.metrics import (
     DIALECTS,
     BrokerScrape,
     Dialect,
+    ExpositionError,
     MetricsCollector,
     MetricsSettings,
     detect_dialect,
     evaluate,
     parse_exposition,
+    read_exposition,
 )
 
 pytestmark = pytest.mark.unit
@@ -402,3 +404,50 @@ def test_the_dialect_setting_takes_the_documented_names_only() -> None:
         MetricsSettings.model_validate({"url_template": template, "dialect": "prometheus"})
     with pytest.raises(ValidationError, match="dialects"):
         MetricsSettings.model_validate({"url_template": template, "dialects": {"0": "strimzy"}})
+
+
+# --- malformed lines ---------------------------------------------------------------------------------------
+
+BAD_LINES = """\
+# TYPE kafka_server_replicamanager_isrexpands counter
+kafka_server_replicamanager_isrexpands_total{topic="a" 1.0
+# TYPE kafka_server_replicamanager_reassigningpartitions gauge
+kafka_server_replicamanager_reassigningpartitions one
+"""
+
+
+def test_malformed_lines_are_reported_and_skipped_and_the_rest_read() -> None:
+    text = served("bitnami", AT_0) + BAD_LINES
+    with pytest.raises(ExpositionError):
+        parse_exposition(text)
+
+    exposition, skipped = read_exposition(text)
+
+    assert exposition == parse_exposition(served("bitnami", AT_0))
+    assert len(skipped) == 2
+    assert skipped[0].startswith("line ")
+    assert skipped[0].endswith('kafka_server_replicamanager_isrexpands_total{topic="a" 1.0')
+    assert skipped[1].endswith("kafka_server_replicamanager_reassigningpartitions one")
+    assert read_exposition(served("bitnami", AT_0)) == (exposition, ())
+
+
+def test_many_malformed_lines_are_counted_past_twenty_and_text_without_a_good_line_is_refused() -> None:
+    bad = "".join(f"series_{i} one\n" for i in range(25))
+    _, skipped = read_exposition(NODE.substitute(AT_0) + bad)
+    assert len(skipped) == 21
+    assert skipped[-1] == "and 5 more malformed lines skipped"
+    with pytest.raises(ExpositionError):
+        read_exposition("<html><body>Bad Gateway</body></html>\n" + bad)
+
+
+def test_a_broker_serving_a_malformed_line_is_read_with_the_line_in_its_problems() -> None:
+    fetcher = Fetcher({url(0): served("confluent", AT_0) + BAD_LINES})
+    with MetricsCollector(
+        MetricsSettings(url_template="http://{host}:7071/metrics"), fetcher=fetcher, clock=Clock()
+    ) as collector:
+        scrape = collector.scrape({0: registration(0)}).scrapes[0]
+
+    assert scrape.error is None
+    assert scrape.dialect == "confluent"
+    assert scrape.values["urp"] == 2.0
+    assert len(scrape.problems) == 2
