@@ -2,7 +2,9 @@
 the load model's and the health model's metrics (and the request signals: how busy each broker's request
 threads are), and turn counters into per-second rates.
 
-Brokers expose jmx_exporter's Kafka names (docs/kafka-reference.md §5) and node_exporter's host metrics. Each
+Brokers expose jmx_exporter's Kafka names (docs/kafka-reference.md §5) and node_exporter's host metrics. The
+Kafka names depend on the exporter's rule file: four common ones are known as dialects (``DIALECT_TABLES``),
+set per broker or detected from the names each broker serves (:func:`detect_dialect`). Each
 broker's URL comes from a template or an explicit map; all brokers are scraped at once on a thread pool,
 each with its own timeout, and whatever goes wrong with one broker (no URL, refused, timed out, HTTP
 error, text that does not parse) is that broker's ``error``, never an exception out of :meth:`scrape`.
@@ -245,6 +247,130 @@ requests' 99th percentile total time. Neither load-model metrics nor health gaug
 out (``collectors.samples.LOAD_METRICS``); the adaptive throttle reads them from the service's scrape."""
 
 
+# --- exporter dialects -------------------------------------------------------------------------------
+
+Dialect = Literal["jmx-exporter-example", "strimzi", "confluent", "bitnami"]
+"""A widely used jmx_exporter rule file for Kafka brokers, each naming the same MBeans its own way
+(docs/collectors.md "Exporter dialects" cites the file and commit each table was read from)."""
+DIALECTS: tuple[Dialect, ...] = ("jmx-exporter-example", "strimzi", "confluent", "bitnami")
+DialectSetting = Literal["auto", "reference", "jmx-exporter-example", "strimzi", "confluent", "bitnami"]
+"""What a user may set: ``auto`` (detected per broker from what it serves), ``reference`` (what the reference
+cluster serves by default: the same as ``jmx-exporter-example``) or a dialect."""
+
+_HOST_RULES = ("cpuUsed", "ioRead", "ioWrite", "iowait", "ioutil", "fd", "memUsed")
+"""node_exporter's and the process collector's metrics: the same whichever rule file the JMX side uses."""
+
+
+def _kafka_table(**rules: MetricRule | None) -> dict[str, MetricRule]:
+    """jmx_exporter's example table with ``rules`` changed (None: the dialect's rules export no such name)."""
+    table = {**DEFAULT_NAME_TABLE, **rules}
+    return {name: rule for name, rule in table.items() if rule is not None}
+
+
+_BITNAMI_SERVER = "kafka_server_replicamanager_total_{}_value"
+"""Bitnami's catch-all ``kafka.server<type=(.+), name=(.+)><>(Count|Value|OneMinuteRate)`` rule:
+``kafka_server_$1_total_$2_$3``, lower-cased."""
+
+DIALECT_TABLES: Mapping[Dialect, Mapping[str, MetricRule]] = {
+    # prometheus/jmx_exporter example_configs/kafka-2_0_0.yml: what the reference cluster serves
+    "jmx-exporter-example": dict(DEFAULT_NAME_TABLE),
+    # Strimzi's kafka-metrics.yaml puts its *Percent rules before the generic Value rule
+    "strimzi": _kafka_table(
+        network_processor_idle=MetricRule(
+            series="kafka_network_socketserver_networkprocessoravgidle_percent",
+            fallbacks=("kafka_network_socketserver_networkprocessoravgidlepercent",),
+        ),
+    ),
+    # confluentinc/jmx-monitoring-stacks kafka_broker.yml: meters' Count under the MBean's own name
+    # (untyped, ``...persec``), the request handlers' OneMinuteRate as a gauge named ``..._total``
+    "confluent": _kafka_table(
+        nwBytesIn=_rate('kafka_server_brokertopicmetrics_bytesinpersec{topic=""}'),
+        nwBytesOut=_rate('kafka_server_brokertopicmetrics_bytesoutpersec{topic=""}'),
+        request_handler_idle=_gauge(
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_total"
+        ),
+        network_processor_idle=_gauge("kafka_network_socketserver_networkprocessoravgidlepercent"),
+    ),
+    # bitnami/charts kafka templates/metrics/jmx-configmap.yaml: the attribute in every name, ``_total_``
+    # after the type for kafka.server, no percentiles (so no produce_p99_ms)
+    "bitnami": _kafka_table(
+        partitions=_gauge(_BITNAMI_SERVER.format("partitioncount")),
+        leaders=_gauge(_BITNAMI_SERVER.format("leadercount")),
+        nwBytesIn=_rate("kafka_server_brokertopicmetrics_total_bytesinpersec_count"),
+        nwBytesOut=_rate("kafka_server_brokertopicmetrics_total_bytesoutpersec_count"),
+        urp=_gauge(_BITNAMI_SERVER.format("underreplicatedpartitions")),
+        under_min_isr=_gauge(_BITNAMI_SERVER.format("underminisrpartitioncount")),
+        at_min_isr=_gauge(_BITNAMI_SERVER.format("atminisrpartitioncount")),
+        offline_replicas=_gauge(_BITNAMI_SERVER.format("offlinereplicacount")),
+        active_controller=_gauge("kafka_controller_kafkacontroller_activecontrollercount_value"),
+        offline_partitions=_gauge("kafka_controller_kafkacontroller_offlinepartitionscount_value"),
+        preferred_imbalance=_gauge("kafka_controller_kafkacontroller_preferredreplicaimbalancecount_value"),
+        request_handler_idle=_gauge(
+            "kafka_server_kafkarequesthandlerpool_total_requesthandleravgidlepercent_oneminuterate"
+        ),
+        network_processor_idle=_gauge("kafka_network_socketserver_networkprocessoravgidlepercent_value"),
+        produce_p99_ms=None,
+    ),
+}
+"""Dialect -> its name table (node_exporter's metrics alike in all)."""
+
+DIALECT_SIGNATURES: tuple[tuple[Dialect, frozenset[str]], ...] = (
+    (
+        "bitnami",
+        frozenset(
+            {
+                _BITNAMI_SERVER.format("underreplicatedpartitions"),
+                _BITNAMI_SERVER.format("partitioncount"),
+                "kafka_controller_kafkacontroller_activecontrollercount_value",
+            }
+        ),
+    ),
+    (
+        "confluent",
+        frozenset(
+            {
+                "kafka_server_brokertopicmetrics_bytesinpersec",
+                "kafka_server_replicamanager_isrshrinkspersec",
+                "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_total",
+            }
+        ),
+    ),
+    ("strimzi", frozenset({"kafka_network_socketserver_networkprocessoravgidle_percent"})),
+    (
+        "jmx-exporter-example",
+        frozenset(
+            {
+                "kafka_server_brokertopicmetrics_bytesin_total",
+                "kafka_network_socketserver_networkprocessoravgidlepercent",
+                "kafka_server_replicamanager_underreplicatedpartitions",
+            }
+        ),
+    ),
+)
+"""Names only one dialect serves (or, for jmx_exporter's example, serves when none of the others' are
+there), tried in this order: Confluent's rules also give ``..._underreplicatedpartitions`` and
+Strimzi's ``..._bytesin_total``, so the example comes last."""
+
+
+def detect_dialect(names: Iterable[str]) -> Dialect | None:
+    """The dialect whose signature names a broker serves (sample names as exposed), None if no Kafka
+    naming is recognised (e.g. an endpoint with node_exporter's metrics only)."""
+    served = frozenset(names)
+    for dialect, signature in DIALECT_SIGNATURES:
+        if served & signature:
+            return dialect
+    return None
+
+
+def resolve_dialect(setting: DialectSetting) -> Dialect | None:
+    """``auto``: None (detect); ``reference`` -> the example's names, which the reference cluster serves."""
+    if setting == "auto":
+        return None
+    if setting == "reference":
+        return "jmx-exporter-example"
+    return setting
+
+
 # --- endpoints ---------------------------------------------------------------------------------------
 
 PLACEHOLDERS = ("host", "port", "id", "rack")
@@ -350,7 +476,13 @@ class MetricsSettings(BaseModel):
     max_workers: Annotated[int, Field(ge=1, le=1024)] = 32
     max_response_bytes: Annotated[int, Field(ge=1024)] = DEFAULT_MAX_RESPONSE_BYTES
     names: dict[str, MetricRule | None] = Field(default_factory=dict)
-    """Changes to :data:`DEFAULT_NAME_TABLE`: a rule replaces or adds a metric, None removes one."""
+    """Changes to every dialect's table (:data:`DIALECT_TABLES`): a rule replaces or adds a metric, None
+    removes one."""
+    dialect: DialectSetting = "auto"
+    """The exporter rule file the brokers' names come from; ``auto`` detects it per broker at each scrape
+    from the names it serves (:func:`detect_dialect`)."""
+    dialects: dict[int, DialectSetting] = Field(default_factory=dict)
+    """Broker id -> its dialect, for a fleet whose brokers differ; wins over ``dialect``."""
 
     @field_validator("url_template")
     @classmethod
@@ -375,8 +507,17 @@ class MetricsSettings(BaseModel):
 
     @property
     def name_table(self) -> dict[str, MetricRule]:
-        table = {**DEFAULT_NAME_TABLE, **self.names}
+        """jmx_exporter's example table with ``names`` applied."""
+        return self.table_for("jmx-exporter-example")
+
+    def table_for(self, dialect: Dialect) -> dict[str, MetricRule]:
+        """The dialect's table with ``names`` applied."""
+        table = {**DIALECT_TABLES[dialect], **self.names}
         return {name: rule for name, rule in table.items() if rule is not None}
+
+    def dialect_of(self, broker_id: int) -> Dialect | None:
+        """The dialect set for the broker, None when it is to be detected."""
+        return resolve_dialect(self.dialects.get(broker_id, self.dialect))
 
 
 # --- fetching ----------------------------------------------------------------------------------------
@@ -571,6 +712,69 @@ def parse_exposition(text: str, wanted: Iterable[str] | None = None) -> dict[str
     return {**aliased, **exact}
 
 
+MAX_PROBLEMS = 20
+"""Malformed lines reported one by one per scrape; beyond, a count."""
+
+
+def read_exposition(
+    text: str, wanted: Iterable[str] | None = None
+) -> tuple[dict[str, dict[LabelSet, float]], tuple[str, ...]]:
+    """:func:`parse_exposition`, except that malformed lines among good ones are reported and skipped:
+    (the samples of the good lines, one sentence per skipped line). prometheus_client's parser gives up
+    on the whole text at the first bad line, and one exporter rule that writes a bad label (or a bad value)
+    would then cost the broker every metric; so a text the parser refuses is read again line by line, each
+    sample with its family's ``# TYPE`` line. Text with no good sample at all (an HTML error page) is still
+    :class:`ExpositionError`."""
+    try:
+        return parse_exposition(text, wanted), ()
+    except ExpositionError as whole:
+        kept, skipped, good = _line_by_line(text, None if wanted is None else frozenset(wanted))
+        if not good:
+            raise whole from None
+        return kept, skipped
+
+
+def _line_by_line(
+    text: str, wanted: frozenset[str] | None
+) -> tuple[dict[str, dict[LabelSet, float]], tuple[str, ...], int]:
+    """(the wanted samples, the skipped lines, how many sample lines parsed)."""
+    kept: dict[str, dict[LabelSet, float]] = {}
+    skipped: list[str] = []
+    good = 0
+    type_line: tuple[str, str] | None = None  # (family, its "# TYPE" line)
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            parts = stripped.split()
+            if len(parts) >= 3 and parts[1] == "TYPE":
+                type_line = (parts[2], stripped)
+            continue
+        chunks = [f"{line}\n"]
+        if type_line is not None and stripped.startswith(type_line[0]):
+            chunks.insert(0, f"{type_line[1]}\n{line}\n")
+        for chunk in chunks:
+            try:
+                parsed = parse_exposition(chunk, wanted)
+            except ExpositionError as exc:
+                reason = str(exc)
+                continue
+            good += 1
+            for name, series in parsed.items():
+                for labels, value in series.items():
+                    kept.setdefault(name, {}).setdefault(labels, value)
+            break
+        else:
+            shown = stripped if len(stripped) <= 120 else stripped[:117] + "..."
+            skipped.append(
+                f"line {number} skipped ({reason.removeprefix('not Prometheus text format: ')}): {shown}"
+            )
+    if len(skipped) > MAX_PROBLEMS:
+        skipped[MAX_PROBLEMS:] = [f"and {len(skipped) - MAX_PROBLEMS} more malformed lines skipped"]
+    return kept, tuple(skipped), good
+
+
 def selectors_of(table: Mapping[str, MetricRule]) -> frozenset[str]:
     """The sample names the table reads."""
     texts = [t for rule in table.values() for t in (*rule.selectors, rule.minus) if t is not None]
@@ -658,6 +862,11 @@ class BrokerScrape:
     values: Mapping[str, float]
     """Metric name (of the name table) -> value; a metric the broker could not give is absent."""
     error: str | None = None
+    dialect: Dialect | None = None
+    """The exporter dialect the values were read in (set or detected); None when the scrape failed."""
+    problems: tuple[str, ...] = ()
+    """What was wrong with what the broker served without failing the scrape (e.g. no dialect
+    recognised: the example's names were tried)."""
 
     @property
     def ok(self) -> bool:
@@ -721,6 +930,7 @@ class _Outcome:
     duration_s: float
     exposition: Exposition | None = None
     error: str | None = None
+    problems: tuple[str, ...] = ()
 
 
 class MetricsCollector:
@@ -748,7 +958,10 @@ class MetricsCollector:
         self.settings = settings
         self.endpoints = MetricsEndpoints(settings.url_template, settings.urls, settings.listener)
         self.table = settings.name_table
-        self._wanted = selectors_of(self.table)
+        self.tables = {dialect: settings.table_for(dialect) for dialect in DIALECTS}
+        self._wanted = frozenset().union(
+            *(selectors_of(t) for t in self.tables.values()), *(names for _, names in DIALECT_SIGNATURES)
+        )
         self._own_fetcher: HttpFetcher | None = None
         if fetcher is None:
             fetcher = self._own_fetcher = HttpFetcher(settings.max_response_bytes)
@@ -834,10 +1047,10 @@ class MetricsCollector:
         job.started_at, job.started_mono = self._clock(), time.monotonic()
         try:
             text = self._fetcher.fetch(job.url, self.settings.timeout_s)
-            exposition = parse_exposition(text, self._wanted if job.wanted is None else job.wanted)
+            exposition, skipped = read_exposition(text, self._wanted if job.wanted is None else job.wanted)
         except Exception as exc:  # any failure is this broker's, never the collector's
             return _Outcome(time.monotonic() - job.started_mono, error=_describe(exc))
-        return _Outcome(time.monotonic() - job.started_mono, exposition=exposition)
+        return _Outcome(time.monotonic() - job.started_mono, exposition=exposition, problems=skipped)
 
     def _run(self, jobs: list[_Job]) -> None:
         """Run the jobs on the pool and wait until each is done or overdue: ``timeout`` (plus a grace)
@@ -877,12 +1090,36 @@ class MetricsCollector:
         outcome = self._outcome(job)
         if outcome.exposition is None:
             return BrokerScrape(job.broker_id, job.url, started_at, outcome.duration_s, {}, outcome.error)
+        dialect, problems = self._dialect(job.broker_id, outcome.exposition)
         url, previous = self._previous.get(job.broker_id, (job.url, None))
         values, counters = evaluate(
-            self.table, outcome.exposition, started_at, previous if url == job.url else None
+            self.tables[dialect], outcome.exposition, started_at, previous if url == job.url else None
         )
         self._previous[job.broker_id] = (job.url, counters)
-        return BrokerScrape(job.broker_id, job.url, started_at, outcome.duration_s, values)
+        return BrokerScrape(
+            job.broker_id,
+            job.url,
+            started_at,
+            outcome.duration_s,
+            values,
+            None,
+            dialect,
+            outcome.problems + problems,
+        )
+
+    def _dialect(self, broker_id: int, exposition: Exposition) -> tuple[Dialect, tuple[str, ...]]:
+        """The broker's set dialect, else the one its names show, else the example's with a problem."""
+        chosen = self.settings.dialect_of(broker_id)
+        if chosen is not None:
+            return chosen, ()
+        detected = detect_dialect(exposition)
+        if detected is not None:
+            return detected, ()
+        return "jmx-exporter-example", (
+            "no exporter dialect recognised in the names served (none of "
+            + ", ".join(DIALECTS)
+            + "): read with jmx_exporter's example names",
+        )
 
     def _outcome(self, job: _Job) -> _Outcome:
         future = job.future

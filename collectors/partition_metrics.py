@@ -6,7 +6,8 @@ jmx_exporter's Kafka rules (and Strimzi's) expose ``kafka.log:type=Log,name=Size
 the gauge ``kafka_log_log_size{topic,partition}`` in bytes, and
 ``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=T`` as the counter
 ``kafka_server_brokertopicmetrics_bytesin_total{topic}``: bytes the broker took from producers for the
-partitions of T it leads, since it started. A rate needs two reads, so a read returns the raw counters
+partitions of T it leads, since it started (Confluent's and Bitnami's rules name the counter differently:
+:data:`TOPIC_BYTES_IN_NAMES`). A rate needs two reads, so a read returns the raw counters
 and :func:`topic_rates` (pure) turns two of them into bytes per second.
 
 The endpoints, the HTTP fetcher, the timeouts and the parser are the metrics collector's
@@ -26,7 +27,15 @@ from collectors.metrics import Exposition, LabelSet, MetricsCollector, RawScrape
 
 LOG_SIZE = "kafka_log_log_size"
 TOPIC_BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
-WANTED = frozenset({LOG_SIZE, TOPIC_BYTES_IN})
+TOPIC_BYTES_IN_NAMES = (
+    TOPIC_BYTES_IN,
+    "kafka_server_brokertopicmetrics_bytesinpersec",
+    "kafka_server_brokertopicmetrics_bytesinpersec_count",
+)
+"""The per-topic ``BytesInPerSec`` counter as each exporter dialect names it (docs/collectors.md
+"Exporter dialects"): jmx_exporter's example and Strimzi's rules, Confluent's, Bitnami's; the first one a
+broker serves is read. ``kafka_log_log_size`` is named alike by all four."""
+WANTED = frozenset({LOG_SIZE, *TOPIC_BYTES_IN_NAMES})
 MAX_PROBLEMS = 20
 """Problems listed per broker; beyond, only counted (a broker with 200k odd series says so in one line)."""
 _FUTURE_LABELS = ("is_future", "is-future")
@@ -119,7 +128,8 @@ def read_partition_metrics(
         else:
             sizes[tp] = value
     bytes_in: dict[str, float] = {}
-    counter_series = exposition.get(TOPIC_BYTES_IN)
+    counter = next((n for n in TOPIC_BYTES_IN_NAMES if exposition.get(n)), TOPIC_BYTES_IN)
+    counter_series = exposition.get(counter)
     if not counter_series:
         problems.add(f"no {TOPIC_BYTES_IN} series")
     for labels, value in (counter_series or {}).items():
@@ -127,9 +137,9 @@ def read_partition_metrics(
         if not topic or (wanted is not None and topic not in wanted):
             continue  # the series without a topic is the broker's total
         if value < 0:
-            problems.add(f"{TOPIC_BYTES_IN}{_text(labels)} is negative ({value:g}): skipped")
+            problems.add(f"{counter}{_text(labels)} is negative ({value:g}): skipped")
         elif topic in bytes_in:
-            problems.add(f"{TOPIC_BYTES_IN} for topic {topic!r} given twice: the first kept")
+            problems.add(f"{counter} for topic {topic!r} given twice: the first kept")
         else:
             bytes_in[topic] = value
     return sizes, bytes_in, problems.done()

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import Any, TextIO, get_args
 
 from app.cli.common import ExitCode, add_zk_config_argument, positive_duration
 from app.service.schemas.throttles import ThrottlesOut
@@ -37,7 +37,7 @@ from collectors.kafka.throttles import (
 )
 from collectors.kafka.zkclient import security_from_file
 from collectors.kafka.zkdata import parse_connect_string
-from collectors.metrics import MetricsCollector, validate_url_template
+from collectors.metrics import DialectSetting, MetricsCollector, validate_url_template
 from collectors.migration import describe_phase, migration_readiness, migration_view, write_readiness_text
 from collectors.zookeeper.collector import scan
 
@@ -60,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="brokers' metrics, e.g. http://{host}:7071/metrics: adds the URP gauge cross-check",
     )
     add_zk_config_argument(parser)
+    parser.add_argument(
+        "--metrics-dialect",
+        choices=get_args(DialectSetting),
+        default="auto",
+        help="the jmx_exporter rule file the brokers' metric names come from (default: auto, per broker)",
+    )
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--under-replicated", action="store_true", help="only under-replicated partitions")
     parser.add_argument("--under-min-isr", action="store_true", help="only partitions under min ISR")
@@ -491,7 +497,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return ExitCode.FAILED
     if args.metrics_url_template:
         try:
-            gauges, active_controllers = scrape_gauges(snapshot, args.metrics_url_template, args.timeout)
+            gauges, active_controllers = scrape_gauges(
+                snapshot, args.metrics_url_template, args.timeout, args.metrics_dialect
+            )
         except ValueError as exc:
             err.write(f"error: {exc}\n")
             return ExitCode.BAD_INPUT
@@ -518,18 +526,20 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     return ExitCode.UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else ExitCode.OK
 
 
-def scrape_urp_gauges(snapshot: ClusterSnapshot, template: str, timeout: float) -> dict[int, float]:
+def scrape_urp_gauges(
+    snapshot: ClusterSnapshot, template: str, timeout: float, dialect: DialectSetting = "auto"
+) -> dict[int, float]:
     """One scrape of every registered broker: its UnderReplicatedPartitions gauge (brokers whose scrape
     fails are left out, and the cross-check names them)."""
-    return scrape_gauges(snapshot, template, timeout)[0]
+    return scrape_gauges(snapshot, template, timeout, dialect)[0]
 
 
 def scrape_gauges(
-    snapshot: ClusterSnapshot, template: str, timeout: float
+    snapshot: ClusterSnapshot, template: str, timeout: float, dialect: DialectSetting = "auto"
 ) -> tuple[dict[int, float], float | None]:
     """One scrape of every registered broker: the UnderReplicatedPartitions gauges, and the sum of the
     ActiveControllerCount gauges (None when no broker answered with one)."""
-    collector = MetricsCollector(url_template=template, timeout_s=min(timeout, 10.0))
+    collector = MetricsCollector(url_template=template, timeout_s=min(timeout, 10.0), dialect=dialect)
     try:
         scraped = collector.scrape(snapshot.brokers)
     finally:

@@ -24,6 +24,7 @@ from app.embedded.reference_cluster.control import ControlServer
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
 from app.settings import load_settings
 from collectors.kafka.zkdata import parse_connect_string
+from collectors.metrics import DIALECTS
 
 HELP = "run simulated ZK-mode Kafka brokers (with an embedded ZooKeeper unless --zookeeper)"
 DESCRIPTION = None
@@ -57,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="broker i on 127.0.0.(i+1) with one common metrics port, so http://{host}:PORT/metrics works",
     )
     parser.add_argument("--metrics-port", type=tcp_port, default=None, help="with --address-per-broker")
+    parser.add_argument(
+        "--metrics-dialect",
+        choices=DIALECTS,
+        default=None,
+        help="the jmx_exporter rule file whose names /metrics serves (default: jmx-exporter-example)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
@@ -81,6 +88,8 @@ def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
         overrides["address_per_broker"] = True
     if args.metrics_port is not None:
         overrides["metrics_port"] = args.metrics_port
+    if args.metrics_dialect is not None:
+        overrides["metrics_dialect"] = args.metrics_dialect
     return ReferenceClusterSettings.model_validate(base | overrides)
 
 

@@ -332,6 +332,17 @@ class KafkaHealthCollector(Collector):
             for broker, scraped in sorted(state.scrape.scrapes.items()):
                 up.add_metric([cluster, str(broker)], 1 if scraped.ok else 0)
         yield up
+        dialect = _gauge(
+            "broker_metrics_dialect",
+            "1 for the exporter dialect (jmx_exporter rule file) the broker's last scrape was read in.",
+            "broker",
+            "dialect",
+        )
+        if state.scrape is not None:
+            for broker, scraped in sorted(state.scrape.scrapes.items()):
+                if scraped.dialect is not None:
+                    dialect.add_metric([cluster, str(broker), scraped.dialect], 1)
+        yield dialect
 
     def _from_store(self, cluster: str) -> Iterator[Metric]:
         assert self.store is not None

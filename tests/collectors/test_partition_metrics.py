@@ -84,6 +84,28 @@ def test_jmx_exporter_1x_text_reads_alike() -> None:
     assert read(JMX_EXPORTER_1X) == ({TopicPartition("orders", 3): 42.0}, {"orders": 7.0}, ())
 
 
+CONFLUENT_RULES = """\
+# TYPE kafka_log_log_size gauge
+kafka_log_log_size{topic="orders",partition="0",} 1.2E9
+# TYPE kafka_server_brokertopicmetrics_bytesinpersec untyped
+kafka_server_brokertopicmetrics_bytesinpersec{topic="orders",} 6.0E9
+kafka_server_brokertopicmetrics_bytesinpersec 6.0E9
+"""
+BITNAMI_RULES = """\
+# TYPE kafka_log_log_size untyped
+kafka_log_log_size{topic="orders",partition="0",} 1.2E9
+# TYPE kafka_server_brokertopicmetrics_bytesinpersec_count untyped
+kafka_server_brokertopicmetrics_bytesinpersec_count{topic="orders",} 6.0E9
+# TYPE kafka_server_brokertopicmetrics_total_bytesinpersec_count untyped
+kafka_server_brokertopicmetrics_total_bytesinpersec_count 6.0E9
+"""
+
+
+@pytest.mark.parametrize("text", [CONFLUENT_RULES, BITNAMI_RULES], ids=["confluent", "bitnami"])
+def test_confluents_and_bitnamis_names_for_the_topic_counter_read_alike(text: str) -> None:
+    assert read(text) == ({TopicPartition("orders", 0): 1.2e9}, {"orders": 6.0e9}, ())
+
+
 def test_only_the_topics_asked_for_are_kept() -> None:
     sizes, bytes_in, problems = read(JMX_EXPORTER_0X, ["payments", "absent"])
 

@@ -149,6 +149,7 @@ class ReferenceCluster:
                 self.settings.broker_host(broker.id),
                 port,
                 functools.partial(self.metrics_snapshot, broker.id),
+                self.settings.broker_metrics_dialects.get(broker.id, self.settings.metrics_dialect),
             )
         self.loop.call(self._start_all)
         self.wait_until(

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from collectors.metrics import Dialect
+
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 LATEST_IV = 99
 
@@ -100,6 +102,11 @@ class ReferenceClusterSettings(BaseModel):
     template such as ``http://{host}:7071/metrics`` finds every broker."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 0
     """With ``address_per_broker``: the brokers' common metrics port (0: one that is free on all)."""
+    metrics_dialect: Dialect = "jmx-exporter-example"
+    """The jmx_exporter rule file whose names the brokers' ``/metrics`` serve (docs/collectors.md
+    "Exporter dialects")."""
+    broker_metrics_dialects: dict[int, Dialect] = Field(default_factory=dict)
+    """Broker id -> its own dialect (a fleet whose brokers differ); wins over ``metrics_dialect``."""
     zookeeper_session_timeout_ms: Annotated[int, Field(ge=1000)] = 18_000
     replica_lag_time_max_ms: Annotated[int, Field(ge=100)] = 30_000
     auto_leader_rebalance_enable: bool = True

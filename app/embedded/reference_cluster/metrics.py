@@ -1,5 +1,6 @@
 """Each simulated broker's ``/metrics``: Kafka's JMX metrics under jmx_exporter's Kafka rules
-(``kafka-2_0_0.yml``) plus the host metrics node_exporter and the JVM agent give, on one endpoint.
+(``kafka-2_0_0.yml``) plus the host metrics node_exporter and the JVM agent give, on one endpoint; or, with
+``metrics_dialect``, the Kafka metrics as another common rule file names them (``dialects.py``).
 
 The values are taken on the cluster's loop at scrape time (one consistent moment) and rendered by
 prometheus_client in the standard text format. A stopped broker's endpoint refuses connections.
@@ -8,17 +9,19 @@ prometheus_client in the standard text format. A stopped broker's endpoint refus
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector
 
 from app.embedded.reference_cluster.broker import SimBroker
+from app.embedded.reference_cluster.dialects import Bean, Family, Kind, parse_bean, translate
 from app.embedded.reference_cluster.traffic import PRODUCE_QUANTILES, produce_latency_ms
+from collectors.metrics import Dialect
 
 if TYPE_CHECKING:
     from app.embedded.reference_cluster.cluster import ReferenceCluster
@@ -327,48 +330,79 @@ def _max_lag(cluster: ReferenceCluster, broker: SimBroker) -> float:
     return float(int(lag))
 
 
+def families(snapshot: MetricsSnapshot) -> list[tuple[Family, Bean | None]]:
+    """The snapshot's families in jmx_exporter's example naming, each with the MBean it comes from (None
+    for node_exporter's and the process metrics)."""
+    out: list[tuple[Family, Bean | None]] = []
+
+    def add(name: str, kind: Kind, series: dict[tuple[tuple[str, str], ...], float]) -> None:
+        bean = None if name in _HOST_HELP else parse_bean(*_BEANS[name])
+        out.append((Family(name, kind, series, _help(name)), bean))
+
+    s = snapshot
+    for name, value in s.gauges.items():
+        add(name, "gauge", {(): value})
+    for name, series in s.labelled_gauges.items():
+        add(name, "gauge", dict(series))
+    for name in sorted(set(s.counters) | set(s.labelled_counters)):
+        series = dict(s.labelled_counters.get(name, {}))
+        if name in s.counters:
+            series[()] = s.counters[name]
+        add(name, "counter", series)
+    return out
+
+
+_KINDS: dict[Kind, type[GaugeMetricFamily] | type[CounterMetricFamily] | type[UnknownMetricFamily]] = {
+    "gauge": GaugeMetricFamily,
+    "counter": CounterMetricFamily,
+    "untyped": UnknownMetricFamily,
+}
+
+
 class _SnapshotCollector(Collector):
-    def __init__(self, snapshot: MetricsSnapshot) -> None:
+    def __init__(self, snapshot: MetricsSnapshot, dialect: Dialect) -> None:
         self.snapshot = snapshot
+        self.dialect = dialect
 
     def collect(self) -> Iterator[Metric]:
-        s = self.snapshot
-        for name, value in s.gauges.items():
-            yield GaugeMetricFamily(name, _help(name), value=value)
-        for name, series in s.labelled_gauges.items():
-            yield _family(GaugeMetricFamily, name, series)
-        for name in sorted(set(s.counters) | set(s.labelled_counters)):
-            family = _family(CounterMetricFamily, name, s.labelled_counters.get(name, {}))
-            if name in s.counters:
-                family.add_metric([], s.counters[name])
-            yield family
+        for family in translate(families(self.snapshot), self.dialect):
+            yield _family(_KINDS[family.kind], family.name, family.help, family.series)
 
 
 def _family(
-    kind: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    kind: type[GaugeMetricFamily] | type[CounterMetricFamily] | type[UnknownMetricFamily],
     name: str,
-    series: dict[tuple[tuple[str, str], ...], float],
-) -> GaugeMetricFamily | CounterMetricFamily:
+    help_text: str,
+    series: Mapping[tuple[tuple[str, str], ...], float],
+) -> Metric:
     label_names = sorted({k for labels in series for k, _ in labels})
-    family = kind(name, _help(name), labels=label_names)
+    family = kind(name, help_text, labels=label_names)
     for labels, value in series.items():
         as_dict = dict(labels)
-        family.add_metric([as_dict.get(k, "") for k in label_names], value)
+        family.add_metric([as_dict.get(k, "") for k in label_names] if labels else [], value)
     return family
 
 
-def render(snapshot: MetricsSnapshot) -> bytes:
+def render(snapshot: MetricsSnapshot, dialect: Dialect = "jmx-exporter-example") -> bytes:
+    """The snapshot in the text format, named as ``dialect``'s rules name it."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_SnapshotCollector(snapshot))
+    registry.register(_SnapshotCollector(snapshot, dialect))
     return generate_latest(registry)
 
 
 class BrokerMetricsServer:
     """One broker's HTTP endpoint; bound while the broker runs, on the same port across restarts."""
 
-    def __init__(self, host: str, port: int, snapshot: Callable[[], MetricsSnapshot | None]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        snapshot: Callable[[], MetricsSnapshot | None],
+        dialect: Dialect = "jmx-exporter-example",
+    ) -> None:
         self.host = host
         self.port = port
+        self.dialect = dialect
         self._snapshot = snapshot
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -377,6 +411,7 @@ class BrokerMetricsServer:
         if self._server is not None:
             return
         snapshot = self._snapshot
+        dialect = self.dialect
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -387,7 +422,7 @@ class BrokerMetricsServer:
                 if taken is None:
                     self.send_error(503, "broker is not running")
                     return
-                body = render(taken)
+                body = render(taken, dialect)
                 self.send_response(200)
                 self.send_header("Content-Type", CONTENT_TYPE)
                 self.send_header("Content-Length", str(len(body)))

@@ -195,6 +195,15 @@ CASES: dict[str, Case] = {
         "metrics: Input should be a valid dictionary",
         {"KAFKA_HEALTH_METRICS": "{bad"},
     ),
+    "collect: env metrics dialect": Case(
+        ["collect", "--zookeeper", "zk:2181", "--sink", "spool:{tmp}"],
+        BAD,
+        "metrics.dialect: Input should be 'auto', 'reference', 'jmx-exporter-example'",
+        {
+            "KAFKA_HEALTH_METRICS__URL_TEMPLATE": "http://{host}:7071/metrics",
+            "KAFKA_HEALTH_METRICS__DIALECT": "jmx",
+        },
+    ),
     "collect: env create_spool not a bool": Case(
         ["collect", "--zookeeper", "zk:2181"],
         BAD,
@@ -359,6 +368,9 @@ CASES: dict[str, Case] = {
     ),
     "reference-cluster: lag": Case(
         ["reference-cluster", "--replica-lag-time-max-ms", "-1"], BAD, "replica_lag_time_max_ms"
+    ),
+    "reference-cluster: metrics dialect": Case(
+        ["reference-cluster", "--metrics-dialect", "prometheus"], BAD, "invalid choice: 'prometheus'"
     ),
     "reference-cluster: ZooKeeper connect": Case(
         ["reference-cluster", "--zookeeper", "zk"], BAD, "is not host:port"

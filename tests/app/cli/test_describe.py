@@ -142,6 +142,25 @@ def test_the_urp_gauges_cross_check_through_a_url_template(
     assert cross["gauges"] == cross["zookeeper"] == result["summary"]["under_replicated"]
 
 
+def test_the_cross_check_reads_each_exporter_dialect_detected_or_as_set(
+    make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = make_cluster(address_per_broker=True, metrics_dialect="bitnami")
+    template = f"http://{{host}}:{cluster.metrics_port}/metrics"
+
+    detected = describe_json(capsys, zk_connect, "--metrics-url-template", template)
+    as_set = describe_json(
+        capsys, zk_connect, "--metrics-url-template", template, "--metrics-dialect", "bitnami"
+    )
+    wrong = describe_json(
+        capsys, zk_connect, "--metrics-url-template", template, "--metrics-dialect", "strimzi"
+    )
+
+    assert detected["urp_cross_check"]["reporting"] == [0, 1, 2]
+    assert as_set["urp_cross_check"]["reporting"] == [0, 1, 2]
+    assert wrong["urp_cross_check"]["reporting"] == [], "Strimzi's names are not what these brokers serve"
+
+
 def test_text_output_reads_like_kafka_topics(
     make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ JVM dies with it) and its bad input (exit 2 with a message, nothing started)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 from typing import Any
@@ -144,3 +145,21 @@ def test_bad_reference_cluster_input_exits_2_with_a_message(
     assert cli.wait(30) == 2, cli.output()
     assert re.search(expected, "\n".join(cli.stderr)), cli.output()
     assert cli.stdout == [], "nothing should have started"
+
+
+@pytest.mark.unit
+def test_the_metrics_dialect_comes_from_the_flag_else_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.cli.main import build_parser
+    from app.cli.reference_cluster import settings_from_args
+
+    for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
+        monkeypatch.delenv(name)
+    parser = build_parser("reference-cluster")
+
+    assert (
+        settings_from_args(parser.parse_args(["reference-cluster"])).metrics_dialect == "jmx-exporter-example"
+    )
+    monkeypatch.setenv("KAFKA_HEALTH_REFERENCE_CLUSTER__METRICS_DIALECT", "bitnami")
+    assert settings_from_args(parser.parse_args(["reference-cluster"])).metrics_dialect == "bitnami"
+    flag = parser.parse_args(["reference-cluster", "--metrics-dialect", "confluent"])
+    assert settings_from_args(flag).metrics_dialect == "confluent"

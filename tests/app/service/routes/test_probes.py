@@ -113,6 +113,15 @@ def test_metrics_parse_and_follow_the_cluster(service: Service) -> None:
     assert samples[("kafka_health_alerts_open", (("rule", "1"), ("severity", "critical")))] == 1
     assert ("kafka_health_broker_normalized_load", (("broker", "0"),)) in samples
     assert samples[("kafka_health_snapshot_stale", ())] == 0
+    assert (
+        samples[
+            ("kafka_health_broker_metrics_dialect", (("broker", "0"), ("dialect", "jmx-exporter-example")))
+        ]
+        == 1
+    )
+    assert not any(
+        k[0] == "kafka_health_broker_metrics_dialect" and ("broker", "2") in k[1] for k in samples
+    ), "a stopped broker's failed scrape has no dialect"
     done = (("kind", "preferred-replica-election"), ("state", "SUCCEEDED"))
     assert samples[("kafka_health_actions", done)] == 0
     assert samples[("kafka_health_webhook_deliveries", (("state", "dead"),))] == 0
