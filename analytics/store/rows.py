@@ -69,6 +69,21 @@ class BrokerRollup:
     deviation_rate_min: float
     deviation_rate_max: float
 
+    @classmethod
+    def from_row(cls, row: Any) -> BrokerRollup:
+        """A ``load_rollups`` row as read by the store's queries and the pruner's merge."""
+        return cls(
+            broker=int(row.broker),
+            windows=int(row.windows),
+            weighted_load_avg=float(row.weighted_load_avg),
+            weighted_load_max=float(row.weighted_load_max),
+            normalized_load_avg=float(row.normalized_load_avg),
+            normalized_load_max=float(row.normalized_load_max),
+            deviation_rate_avg=float(row.deviation_rate_avg),
+            deviation_rate_min=float(row.deviation_rate_min),
+            deviation_rate_max=float(row.deviation_rate_max),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class LoadRollup:

@@ -537,19 +537,7 @@ class Store:
             for row in rows:
                 target = brokers.get(float(row.hour_start))
                 if target is not None:
-                    target.append(
-                        BrokerRollup(
-                            broker=int(row.broker),
-                            windows=int(row.windows),
-                            weighted_load_avg=float(row.weighted_load_avg),
-                            weighted_load_max=float(row.weighted_load_max),
-                            normalized_load_avg=float(row.normalized_load_avg),
-                            normalized_load_max=float(row.normalized_load_max),
-                            deviation_rate_avg=float(row.deviation_rate_avg),
-                            deviation_rate_min=float(row.deviation_rate_min),
-                            deviation_rate_max=float(row.deviation_rate_max),
-                        )
-                    )
+                    target.append(BrokerRollup.from_row(row))
         return [
             LoadRollup(
                 cluster=str(h.cluster),

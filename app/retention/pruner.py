@@ -448,17 +448,7 @@ class RetentionPruner:
         r, c = load_rollups_table.c, cluster_rollups_table.c
         if brokers:
             old = {
-                int(row.broker): BrokerRollup(
-                    broker=int(row.broker),
-                    windows=int(row.windows),
-                    weighted_load_avg=float(row.weighted_load_avg),
-                    weighted_load_max=float(row.weighted_load_max),
-                    normalized_load_avg=float(row.normalized_load_avg),
-                    normalized_load_max=float(row.normalized_load_max),
-                    deviation_rate_avg=float(row.deviation_rate_avg),
-                    deviation_rate_min=float(row.deviation_rate_min),
-                    deviation_rate_max=float(row.deviation_rate_max),
-                )
+                int(row.broker): BrokerRollup.from_row(row)
                 for row in conn.execute(
                     sa.select(load_rollups_table).where(r.cluster == cluster, r.hour_start == hour)
                 )
