@@ -39,8 +39,9 @@ from collectors.health import assess
 from collectors.metrics import MetricsSettings
 from collectors.samples import health_document
 from collectors.zookeeper.collector import scan
-from tests.support.reference_cluster import ClusterFactory, wait_for
+from tests.support.reference_cluster import ClusterFactory, small_settings, wait_for
 from tests.support.store import open_store
+from tests.support.zookeeper import ZooKeeperEndpoint, own_chroot
 
 TOKENS = "grafana:viewer:viewer-token-1,oncall:operator:operator-token-1,root:admin:admin-token-1"
 VIEWER = {"Authorization": "Bearer viewer-token-1"}
@@ -106,6 +107,21 @@ def serving(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextmanager
+def product_service(endpoint: ZooKeeperEndpoint, store: Path, prefix: str) -> Iterator[Service]:
+    """The product's routes only (no reference-cluster controls) on a small reference cluster in a chroot
+    of its own and a SQLite store at ``store``, for a module-scoped fixture."""
+    with own_chroot(endpoint, prefix) as zk_connect:
+        cluster = ReferenceCluster(small_settings(), zk_connect)
+        cluster.start()
+        try:
+            with serving(cluster, zk_connect, f"sqlite:///{store}", reference=False) as service:
+                yield service
+        finally:
+            cluster.stop()
+        assert not cluster.errors, cluster.errors
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -230,3 +231,21 @@ def _delete_tree(client: KazooClient, path: str, attempts: int = 3) -> None:
 def _close(client: KazooClient) -> None:
     client.stop()
     client.close()
+
+
+@contextmanager
+def own_chroot(endpoint: ZooKeeperEndpoint, prefix: str) -> Iterator[str]:
+    """A chroot of its own on the run's ZooKeeper for a module-scoped fixture (``zk_connect`` is per
+    test): its connect string for the ``with`` block, the tree deleted afterwards."""
+    chroot = f"/t-{prefix}-{uuid.uuid4().hex[:8]}"
+    root = KazooClient(hosts=endpoint.connect_string)
+    root.start(timeout=CLIENT_START_TIMEOUT)
+    root.ensure_path(chroot)
+    _close(root)
+    try:
+        yield endpoint.connect_string + chroot
+    finally:
+        root = KazooClient(hosts=endpoint.connect_string)
+        root.start(timeout=CLIENT_START_TIMEOUT)
+        _delete_tree(root, chroot)
+        _close(root)

@@ -5,21 +5,16 @@ OverflowError). One service for the whole module: the walk only sends bad values
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kazoo.client import KazooClient
 
-from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.service.schemas.common import MAX_ID, MAX_JAVA_INT
-from tests.support.reference_cluster import small_settings
-from tests.support.service import ADMIN, Service, serving
-from tests.support.zookeeper import CLIENT_START_TIMEOUT, ZooKeeperEndpoint, _close, _delete_tree
+from tests.support.service import ADMIN, Service, product_service
+from tests.support.zookeeper import ZooKeeperEndpoint
 
 pytestmark = pytest.mark.integration
 
@@ -73,25 +68,9 @@ def bounded_service(
 ) -> Iterator[Service]:
     """The product's routes only (no reference-cluster controls), on a small reference cluster in a chroot
     of its own."""
-    chroot = f"/t-input-bounds-{uuid.uuid4().hex[:8]}"
-    root = KazooClient(hosts=zookeeper_server.connect_string)
-    root.start(timeout=CLIENT_START_TIMEOUT)
-    root.ensure_path(chroot)
-    _close(root)
-    zk_connect = zookeeper_server.connect_string + chroot
-    cluster = ReferenceCluster(small_settings(), zk_connect)
-    cluster.start()
-    store: Path = tmp_path_factory.mktemp("bounds") / "store.db"
-    try:
-        with serving(cluster, zk_connect, f"sqlite:///{store}", reference=False) as service:
-            yield service
-    finally:
-        cluster.stop()
-        root = KazooClient(hosts=zookeeper_server.connect_string)
-        root.start(timeout=CLIENT_START_TIMEOUT)
-        _delete_tree(root, chroot)
-        _close(root)
-    assert not cluster.errors, cluster.errors
+    store = tmp_path_factory.mktemp("bounds") / "store.db"
+    with product_service(zookeeper_server, store, "input-bounds") as service:
+        yield service
 
 
 def _resolve(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

@@ -10,19 +10,15 @@ import http.client
 import json
 import socket
 import sqlite3
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from kazoo.client import KazooClient
 from pydantic import SecretStr
 from starlette.types import Message, Receive, Scope, Send
 
-from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.limits import (
@@ -33,9 +29,8 @@ from app.service.limits import (
     bounded_problems,
 )
 from app.service.schemas.limits import MAX_BROKERS, MAX_PARTITIONS, MAX_TOPIC_NAME
-from tests.support.reference_cluster import small_settings
-from tests.support.service import ADMIN, OPERATOR, Service, serving
-from tests.support.zookeeper import CLIENT_START_TIMEOUT, ZooKeeperEndpoint, _close, _delete_tree
+from tests.support.service import ADMIN, OPERATOR, Service, product_service
+from tests.support.zookeeper import ZooKeeperEndpoint
 
 REASSIGN = "/api/v1/actions/reassignments"
 ELECTION = "/api/v1/actions/preferred-replica-election"
@@ -200,25 +195,9 @@ def limited_service(
 ) -> Iterator[Service]:
     """The product's routes, default settings (a 1 MiB body limit), on a small reference cluster in a
     chroot of its own."""
-    chroot = f"/t-limits-{uuid.uuid4().hex[:8]}"
-    root = KazooClient(hosts=zookeeper_server.connect_string)
-    root.start(timeout=CLIENT_START_TIMEOUT)
-    root.ensure_path(chroot)
-    _close(root)
-    zk_connect = zookeeper_server.connect_string + chroot
-    cluster = ReferenceCluster(small_settings(), zk_connect)
-    cluster.start()
-    store: Path = tmp_path_factory.mktemp("limits") / "store.db"
-    try:
-        with serving(cluster, zk_connect, f"sqlite:///{store}", reference=False) as service:
-            yield service
-    finally:
-        cluster.stop()
-        root = KazooClient(hosts=zookeeper_server.connect_string)
-        root.start(timeout=CLIENT_START_TIMEOUT)
-        _delete_tree(root, chroot)
-        _close(root)
-    assert not cluster.errors, cluster.errors
+    store = tmp_path_factory.mktemp("limits") / "store.db"
+    with product_service(zookeeper_server, store, "limits") as service:
+        yield service
 
 
 def _connect(service: Service) -> socket.socket:

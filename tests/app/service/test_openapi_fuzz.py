@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
-from kazoo.client import KazooClient
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -37,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
 from tests.support.cli import Cli
 from tests.support.reference_cluster import wait_for
 from tests.support.serve_process import ADMIN, Serve
-from tests.support.zookeeper import CLIENT_START_TIMEOUT, ZooKeeperEndpoint, _close, _delete_tree
+from tests.support.zookeeper import ZooKeeperEndpoint, own_chroot
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
@@ -85,35 +83,28 @@ def served(zookeeper_server: ZooKeeperEndpoint, tmp_path_factory: pytest.TempPat
     processes in a chroot of their own; the service's URL. Child processes, not threads: hypothesis
     refuses to generate while another thread of the test process draws from ``random`` (kazoo does)."""
     workdir = tmp_path_factory.mktemp("fuzz")
-    chroot = f"/t-fuzz-{uuid.uuid4().hex[:8]}"
-    root = KazooClient(hosts=zookeeper_server.connect_string)
-    root.start(timeout=CLIENT_START_TIMEOUT)
-    root.ensure_path(chroot)
-    _close(root)
-    zk_connect = zookeeper_server.connect_string + chroot
-    cluster = Cli("reference-cluster", "--zookeeper", zk_connect, "--brokers", "3", "--topic", "orders:4:3")
-    serve: Serve | None = None
-    try:
-        cluster.expect(r"^ready")
-        # the webhook URLs point at the service's own /healthz on loopback, which the egress policy
-        # refuses unless allowed, as an on-prem receiver would be
-        serve = Serve(
-            zk_connect,
-            f"sqlite:///{workdir / 'store.db'}",
-            workdir / "serve.log",
-            KAFKA_HEALTH_SERVICE__WEBHOOKS__ALLOW_NETWORKS="127.0.0.1/32",
+    with own_chroot(zookeeper_server, "fuzz") as zk_connect:
+        cluster = Cli(
+            "reference-cluster", "--zookeeper", zk_connect, "--brokers", "3", "--topic", "orders:4:3"
         )
-        wait_for(serve.ready, timeout=60, message="kafka-health serve ready")
-        yield serve.url
-    finally:
-        if serve is not None:
-            serve.stop()
-        cluster.stop(signal.SIGTERM)
-        cluster.kill_everything()
-        root = KazooClient(hosts=zookeeper_server.connect_string)
-        root.start(timeout=CLIENT_START_TIMEOUT)
-        _delete_tree(root, chroot)
-        _close(root)
+        serve: Serve | None = None
+        try:
+            cluster.expect(r"^ready")
+            # the webhook URLs point at the service's own /healthz on loopback, which the egress policy
+            # refuses unless allowed, as an on-prem receiver would be
+            serve = Serve(
+                zk_connect,
+                f"sqlite:///{workdir / 'store.db'}",
+                workdir / "serve.log",
+                KAFKA_HEALTH_SERVICE__WEBHOOKS__ALLOW_NETWORKS="127.0.0.1/32",
+            )
+            wait_for(serve.ready, timeout=60, message="kafka-health serve ready")
+            yield serve.url
+        finally:
+            if serve is not None:
+                serve.stop()
+            cluster.stop(signal.SIGTERM)
+            cluster.kill_everything()
 
 
 class TokenSession(requests.Session):
