@@ -99,6 +99,9 @@ class HealthState:
     offline_electable: PartitionSet = field(default_factory=PartitionSet)
     """The offline partitions a registered in-sync replica can lead: the controller is moving or will move
     their leadership (absent from documents written before it existed: none)."""
+    unknown: PartitionSet = field(default_factory=PartitionSet)
+    """Partitions whose state znode the collector could not read or parse: neither offline nor healthy
+    (rule 13; absent from documents written before it existed: none)."""
 
     @staticmethod
     def from_json(doc: Any, *, cluster: str, collector_id: str, timestamp: float) -> HealthState:
@@ -326,4 +329,5 @@ def _parse_health(doc: Any, cluster: str, collector_id: str, timestamp: float) -
         urp_gauges_missing=() if urp is None else _ints(urp.get("missing", []), "urp_cross_check.missing"),
         scrape_errors=errors,
         offline_electable=_partition_set(doc.get("offline_electable", {"count": 0}), "offline_electable"),
+        unknown=_partition_set(doc.get("unknown", {"count": 0}), "unknown"),
     )

@@ -133,11 +133,21 @@ class BrokerRegistration:
 @dataclass(frozen=True, slots=True)
 class PartitionInfo:
     """One partition as ZooKeeper shows it: its assignment (topic znode) and its state znode (None when
-    the state znode does not exist: a new partition no controller has initialised)."""
+    the state znode does not exist: a new partition no controller has initialised).
+
+    ``state_error`` says why a state znode that exists could not be read (not JSON, not Kafka's format,
+    no read permission): the partition's state is then *unknown*, which is not the same as offline (an
+    unreadable znode says nothing about the leader; paging for an outage on it would be a false alarm).
+    """
 
     tp: TopicPartition
     assignment: ReplicaAssignment
     state: LeaderAndIsr | None = None
+    state_error: str | None = None
+
+    @property
+    def state_unknown(self) -> bool:
+        return self.state_error is not None
 
     @property
     def replicas(self) -> tuple[int, ...]:

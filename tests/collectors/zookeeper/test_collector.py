@@ -313,6 +313,8 @@ def test_malformed_znodes_are_reported_and_the_rest_is_read(
     assert dict(snap.topics["good"].config) == {}
     assert snap.partitions[tp("good", 0)].state == LeaderAndIsr(1, 0, (1,), 7, 0, 0)
     assert snap.partitions[tp("good", 1)].state is None
+    assert "invalid JSON" in (snap.partitions[tp("good", 1)].state_error or "")
+    assert snap.partitions[tp("good", 0)].state_error is None
     assert snap.pending.preferred_election == ()
 
     # Repairs reach the snapshot through the watches and clear the errors.
@@ -329,6 +331,7 @@ def test_malformed_znodes_are_reported_and_the_rest_is_read(
         "/config/topics/good",
     ]
     assert snap.partitions[tp("good", 1)].state == LeaderAndIsr(1, 0, (1,), 7, 0, 1)
+    assert snap.partitions[tp("good", 1)].state_error is None
     assert snap.controller.epoch == 8
     assert collector.full_scans == 1
 
@@ -655,6 +658,13 @@ def test_the_model_needs_no_zookeeper() -> None:
     }
     assert snap.errors == ()
     model.apply(Reply(state_reads[0], Code.NO_AUTH))
-    assert model.build(2, 0.0, 0.0, False).errors == (
+    refused = model.build(2, 0.0, 0.0, False)
+    assert refused.errors == (
         ZnodeError(state_path("orders", 0), "ZooKeeper refused the read: NoAuth (-102)"),
     )
+    # a state that cannot be read is unknown, not absent (which would read as offline)
+    assert refused.partitions[tp("orders", 0)].state is None
+    assert refused.partitions[tp("orders", 0)].state_error == "ZooKeeper refused the read: NoAuth (-102)"
+    model.apply(Reply(state_reads[0], Code.OK, state(1, [1, 2]), version=4))
+    readable = model.build(3, 0.0, 0.0, False)
+    assert (readable.errors, readable.partitions[tp("orders", 0)].state_error) == ((), None)
