@@ -17,10 +17,10 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import IntEnum
-from typing import NoReturn, TextIO, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar
 
 from pydantic import ValidationError
 
@@ -242,6 +242,22 @@ def _not_kafka(sock: socket.socket) -> str | None:
 
 
 # --- argparse value types ------------------------------------------------------------------------------
+
+
+def metrics_overrides(
+    current: Mapping[str, Any] | None, template: str | None, listener: str | None
+) -> dict[str, Any]:
+    """The ``metrics`` section the flags make, as ``{"metrics": ...}`` (empty without either flag):
+    ``--metrics-url-template`` makes a new section (the settings' URL map is dropped, as it always was)
+    that keeps the settings' listener; ``--metrics-listener`` sets the listener of either."""
+    if template is None and listener is None:
+        return {}
+    section: dict[str, Any] = dict(current or {})
+    if template is not None:
+        section = {"url_template": template, "listener": section.get("listener")}
+    if listener is not None:
+        section["listener"] = listener
+    return {"metrics": section}
 
 
 def tcp_port(text: str) -> int:

@@ -29,6 +29,7 @@ from app.cli.common import (
     ListenError,
     first_line,
     listen_socket,
+    metrics_overrides,
     on_stop_signals,
     settings_or_error,
     tcp_port,
@@ -53,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
     )
     parser.add_argument(
+        "--metrics-listener",
+        metavar="NAME",
+        help="the brokers' listener whose host and port fill {host}/{port} "
+        "(or KAFKA_HEALTH_METRICS__LISTENER; default: PLAINTEXT if a broker has it, else its first endpoint)",
+    )
+    parser.add_argument(
         "--store-url",
         metavar="URL",
         help="the store (load and alerts); with it the service writes incident alerts",
@@ -70,8 +77,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     base = load_settings().model_dump()
     if args.zookeeper is not None:
         base["zookeeper"]["connect"] = args.zookeeper
-    if args.metrics_url_template is not None:
-        base["metrics"] = {"url_template": args.metrics_url_template}
+    base |= metrics_overrides(base["metrics"], args.metrics_url_template, args.metrics_listener)
     if args.store_url is not None:
         base["analytics"]["store_url"] = args.store_url
     for flag in ("host", "port", "tls_cert", "tls_key"):

@@ -86,6 +86,11 @@ class ReplicaAssignment:
         )
 
 
+DEFAULT_INTER_BROKER_LISTENER = "PLAINTEXT"
+"""Kafka's inter-broker listener when ``inter.broker.listener.name`` is not set: the listener named after
+``security.inter.broker.protocol``, whose default is PLAINTEXT (``KafkaConfig.interBrokerListenerName``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
     listener: str
@@ -125,6 +130,22 @@ class BrokerRegistration:
 
     def _plaintext(self) -> BrokerEndpoint | None:
         return next((e for e in self.endpoints if e.security_protocol == "PLAINTEXT"), None)
+
+    def endpoint(self, listener: str | None = None) -> BrokerEndpoint | None:
+        """The endpoint whose host and port kafka-health shows and puts in ``{host}``/``{port}``.
+
+        With ``listener``, that listener's endpoint (None when the broker has no such listener: the caller
+        says so rather than guess another address). Without, the inter-broker listener as far as it can be
+        known: no znode records ``inter.broker.listener.name`` (not the broker's registration, v1-v5, nor
+        ``/controller``), so this is :data:`DEFAULT_INTER_BROKER_LISTENER`, the one Kafka uses when neither
+        it nor ``security.inter.broker.protocol`` is set, if the broker has it; else the first endpoint
+        (the first of ``advertised.listeners``). The top-level ``host``/``port`` are not used: they are null
+        and -1 on a broker without a PLAINTEXT listener.
+        """
+        if listener is not None:
+            return next((e for e in self.endpoints if e.listener == listener), None)
+        default = next((e for e in self.endpoints if e.listener == DEFAULT_INTER_BROKER_LISTENER), None)
+        return default if default is not None else (self.endpoints[0] if self.endpoints else None)
 
 
 # --- the cluster snapshot ----------------------------------------------------------------------------
