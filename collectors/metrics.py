@@ -300,6 +300,17 @@ def normalise_listener(name: str) -> str:
     return text.upper()
 
 
+def missing_listener(brokers: Mapping[int, BrokerRegistration], listener: str | None) -> str | None:
+    """Why ``listener`` is bad input: no registered broker has it (a typo, or the wrong cluster); else None.
+    A listener only some brokers have is not an error: those brokers get no metrics URL and say why."""
+    if listener is None or not brokers:
+        return None
+    if any(b.endpoint(listener) is not None for b in brokers.values()):
+        return None
+    seen = sorted({e.listener for b in brokers.values() for e in b.endpoints})
+    return f"no registered broker has that listener (their listeners: {', '.join(seen) or 'none'})"
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 

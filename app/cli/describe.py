@@ -31,7 +31,12 @@ from collectors.kafka.throttles import (
     throttle_inventory,
 )
 from collectors.kafka.zkdata import parse_connect_string
-from collectors.metrics import MetricsCollector, normalise_listener, validate_url_template
+from collectors.metrics import (
+    MetricsCollector,
+    missing_listener,
+    normalise_listener,
+    validate_url_template,
+)
 from collectors.zookeeper.collector import scan
 
 HELP = "read a cluster once and print its state and health (text or JSON)"
@@ -391,9 +396,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if missing is not None:
         err.write(f"error: {args.zookeeper}: {missing}\n")
         return ExitCode.FAILED
-    absent = missing_listener(snapshot, listener)
-    if absent is not None:
-        err.write(f"error: {absent}\n")
+    absent = missing_listener(snapshot.brokers, listener)
+    if absent is not None:  # a broker that lacks it only gets a listener_note
+        err.write(f"error: --metrics-listener {listener}: {absent}\n")
         return ExitCode.BAD_INPUT
     if args.metrics_url_template:
         try:
@@ -409,20 +414,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     else:
         describe_text(snapshot, report, partitions, out)
     return ExitCode.UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else ExitCode.OK
-
-
-def missing_listener(snapshot: ClusterSnapshot, listener: str | None) -> str | None:
-    """Why ``listener`` is bad input (no registered broker has it: a typo, or the wrong cluster), else None.
-    A listener only some brokers have is not an error: those without it get a ``listener_note``."""
-    if listener is None or not snapshot.brokers:
-        return None
-    if any(b.endpoint(listener) is not None for b in snapshot.brokers.values()):
-        return None
-    seen = sorted({e.listener for b in snapshot.brokers.values() for e in b.endpoints})
-    return (
-        f"--metrics-listener {listener}: no registered broker has that listener "
-        f"(their listeners: {', '.join(seen) or 'none'})"
-    )
 
 
 def scrape_urp_gauges(

@@ -40,6 +40,7 @@ from app.service.config import ServiceSettings
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from app.storage import Storage
 from collectors.kafka.zkdata import parse_connect_string
+from collectors.metrics import missing_listener
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,11 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
         err.write(f"error: cannot read the cluster at {connect}: {exc}\n")
         return ExitCode.FAILED
     try:
+        listener = None if settings.metrics is None else settings.metrics.listener
+        absent = missing_listener(collector.snapshot.brokers, listener)
+        if absent is not None:
+            err.write(f"error: metrics.listener {listener}: {absent}\n")
+            return ExitCode.BAD_INPUT
         try:  # the lifespan opens it again; a failure here is one line rather than uvicorn's traceback
             Storage.open(store_url).close()
         except StoreError as exc:
