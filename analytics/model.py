@@ -102,6 +102,9 @@ class HealthState:
     controller_kraft_epoch: int | None = None
     """``kraftControllerEpoch`` of ``/controller``: >= 0 while a KRaft controller holds it (ZK→KRaft
     migration); -1 or None (Kafka before 3.4, or documents written before it existed) for a ZK controller."""
+    unknown: PartitionSet = field(default_factory=PartitionSet)
+    """Partitions whose state znode the collector could not read or parse: neither offline nor healthy
+    (rule 13; absent from documents written before it existed: none)."""
 
     @property
     def controller_is_kraft(self) -> bool:
@@ -336,4 +339,5 @@ def _parse_health(doc: Any, cluster: str, collector_id: str, timestamp: float) -
         controller_kraft_epoch=_opt_int(
             controller.get("kraft_controller_epoch"), "controller.kraft_controller_epoch"
         ),
+        unknown=_partition_set(doc.get("unknown", {"count": 0}), "unknown"),
     )

@@ -1,4 +1,4 @@
-"""The alert rules (docs/alert-rules.md): eleven small, numbered, pure functions of one evaluation's state.
+"""The alert rules (docs/alert-rules.md): thirteen small, numbered, pure functions of one evaluation's state.
 
 Each rule takes a :class:`RuleContext` (the cluster's latest health state, the load window, earlier states
 and ``now``) and returns its findings, one per subject, or ``[]`` when quiet. A rule says nothing about
@@ -6,9 +6,9 @@ time beyond its inputs: how long it must fire before an alert opens, and how lon
 it resolves, is the lifecycle's business (:mod:`analytics.lifecycle`), driven by :class:`RuleSettings`.
 
 Every rule has one owner, its **lane** (:data:`RULE_LANES`): the *incident* lane (``kafka-health serve``,
-on every change of its live ZooKeeper view and on a timer, time-based hysteresis) owns rules 1-7, 10 and
-11; the *load* lane (the Spark job, per event-time window, windowed hysteresis) owns the load rules 8 and
-9, whose statistics only make sense over a window. :func:`evaluate` runs one lane's rules when asked, and
+on every change of its live ZooKeeper view and on a timer, time-based hysteresis) owns rules 1-7 and
+10-13; the *load* lane (the Spark job, per event-time window, windowed hysteresis) owns the load rules 8
+and 9, whose statistics only make sense over a window. :func:`evaluate` runs one lane's rules when asked, and
 the store refuses an alert written by the lane that does not own its rule.
 
 :func:`evaluate` runs the rules whose inputs are present and says which ones ran, so that an evaluation
@@ -16,7 +16,7 @@ without a health state (or with a stale one) neither confirms nor clears an aler
 
 - ``health`` rules need a health state (rule 11 only);
 - ``current`` rules need a health state that is current: not stale and known good within
-  ``stale_after_s`` (rules 1-7 and 10). While the ZooKeeper view is stale its snapshot is frozen at the
+  ``stale_after_s`` (rules 1-7, 10 and 13). While the ZooKeeper view is stale its snapshot is frozen at the
   last known state, and comparing it with live JMX gauges (rule 10) would invent disagreements; rule 11
   says why the others are paused;
 - ``load`` rules need the load window (rules 8 and 9).
@@ -48,14 +48,14 @@ from analytics.model import (
     Window,
 )
 
-RULE_NUMBERS = range(1, 13)
+RULE_NUMBERS = range(1, 14)
 EXAMPLES_IN_SUMMARY = 3
 
 Lane = Literal["incident", "load"]
 """Who evaluates a rule and writes its alerts: ``incident``, the service's incident lane (live view,
 time-based hysteresis); ``load``, the Spark job (event-time windows, windowed hysteresis)."""
 LANES: tuple[Lane, ...] = ("incident", "load")
-INCIDENT_RULES: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 12})
+INCIDENT_RULES: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13})
 """Rules about the cluster's state (and our own view of it): the incident lane's."""
 LOAD_RULES: frozenset[int] = frozenset({8, 9})
 """Rules about the load model's statistics over a window: the Spark job's."""
@@ -68,7 +68,7 @@ def lane_of(rule: int) -> Lane:
     try:
         return RULE_LANES[rule]
     except KeyError:
-        raise ValueError(f"no such rule: {rule} (rules are numbered 1-12)") from None
+        raise ValueError(f"no such rule: {rule} (rules are numbered 1-13)") from None
 
 
 def lane_rules(lane: Lane) -> frozenset[int]:
@@ -86,6 +86,7 @@ DEFAULT_FOR_S: Mapping[int, float] = {
     10: 30.0,
     11: 15.0,
     12: 0.0,
+    13: 30.0,
 }
 """How long an incident rule's condition must hold before its alert opens (rule 2's is ``urp_for_s``).
 
@@ -98,7 +99,9 @@ Rule 7 waits 300 s, Kafka's ``leader.imbalance.check.interval.seconds``: with au
 controller fixes it within that time. Rule 10 waits 30 s, three scrapes at the default interval, because
 the gauges and ZooKeeper are read at different instants. Rule 11 waits 15 s: a ZooKeeper ensemble's
 leader election or a resync after a lost session leaves the view stale for a few seconds. Rule 12 pages at
-once: an action is STALLED only after the executors' own ``stall_after_s`` without progress."""
+once: an action is STALLED only after the executors' own ``stall_after_s`` without progress. Rule 13 waits
+30 s: a state znode the collector failed to read because of a transient error (a lost connection, an ACL
+being changed) is read again within that time."""
 
 DEFAULT_RESOLVE_AFTER_S: Mapping[int, float] = {
     1: 10.0,
@@ -111,6 +114,7 @@ DEFAULT_RESOLVE_AFTER_S: Mapping[int, float] = {
     10: 30.0,
     11: 10.0,
     12: 10.0,
+    13: 30.0,
 }
 """How long an open incident alert's condition must have been clear before it resolves: short for the
 outage rules (1, 3) and for rule 11, so that "it is over" reaches on-call soon; longer where conditions
@@ -209,7 +213,7 @@ class RuleSettings(BaseModel):
 def _check_lane(value: Mapping[int, Any], lane: Lane, instead: str) -> None:
     unknown = sorted(set(value).difference(RULE_NUMBERS))
     if unknown:
-        raise ValueError(f"no such rule: {unknown} (rules are numbered 1-12)")
+        raise ValueError(f"no such rule: {unknown} (rules are numbered 1-13)")
     others = sorted(rule for rule in value if RULE_LANES[rule] != lane)
     if others:
         raise ValueError(
@@ -814,6 +818,43 @@ def rule_12_action_stalled(ctx: RuleContext) -> list[Finding]:
     ]
 
 
+STATE_UNREADABLE_SUBJECT = "cluster:state"
+"""Rule 13's one subject per cluster: the alert is about kafka-health's knowledge of the cluster."""
+
+
+def rule_13_state_unreadable(ctx: RuleContext) -> list[Finding]:
+    """Rule 13: cluster state partly unreadable. Partitions whose state znode exists but cannot be read or
+    parsed (not JSON, not Kafka's format, no read permission) have an unknown leader and ISR: they are
+    counted by none of rules 1-3, because an unreadable znode is no evidence of an outage and must not
+    page anyone at night; but they are a blind spot (an outage there would be missed) and usually a bug or
+    a hand edit in ZooKeeper: a warning, one per cluster, with the topics and examples in the evidence.
+    """
+    health = ctx.health
+    if health is None or health.unknown.count == 0:
+        return []
+    unknown = health.unknown
+    topics = _affected_topics(unknown)
+    named = ", ".join(f"{topic} ({n})" for topic, n in topics[:EXAMPLES_IN_SUMMARY])
+    rest = len(topics) - EXAMPLES_IN_SUMMARY
+    more = f" and {_plural(rest, 'more topic')}" if rest > 0 else ""
+    return [
+        Finding(
+            rule=13,
+            subject=STATE_UNREADABLE_SUBJECT,
+            severity="warning",
+            summary=f"cluster state partly unreadable: the state of {_plural(unknown.count, 'partition')} "
+            f"cannot be read from ZooKeeper ({named}{more}); they are not counted as offline or "
+            "under-replicated, and an outage there would go unseen",
+            evidence={
+                "count": unknown.count,
+                "by_topic": dict(unknown.by_topic),
+                "examples": {topic: list(p) for topic, p in unknown.examples.items()},
+            },
+            action=ActionRef("GET", _partitions_query(state_unknown="true")),
+        )
+    ]
+
+
 # --- evaluation --------------------------------------------------------------------------------------
 
 RULES: tuple[Rule, ...] = (
@@ -829,6 +870,7 @@ RULES: tuple[Rule, ...] = (
     Rule(10, rule_10_urp_gauges_disagree, "current"),
     Rule(11, rule_11_collector_stale, "health"),
     Rule(12, rule_12_action_stalled, "actions"),
+    Rule(13, rule_13_state_unreadable, "current"),
 )
 
 

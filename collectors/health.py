@@ -9,6 +9,9 @@ gauges and the previous snapshot) in, values out. Definitions follow Kafka's own
 - under/at min ISR: |ISR| against min(``min.insync.replicas``, |AR|) (Kafka's ``effectiveMinIsr``): below
   it ``acks=all`` producers fail, at it one more lost replica makes them fail;
 - offline: no leader a client can reach;
+- state unknown: the partition's state znode exists but cannot be read or parsed. Nothing is known of its
+  leader or ISR, so it is none of the above (an unreadable znode must not page anyone for an outage that
+  may not exist); it is counted on its own and the znode is in the snapshot's ``errors``;
 - preferred-leader imbalance per broker as the controller's auto leader rebalance computes it;
 - suspect brokers (docs/kafka-reference.md §3) and the cross-check of the brokers' URP gauges against
 ZooKeeper.
@@ -66,6 +69,8 @@ class PartitionHealth:
     """The leader is ``replicas[0]``."""
     recovering: bool
     """``leader_recovery_state`` is RECOVERING: an unclean election happened and data may have been lost."""
+    state_unknown: bool = False
+    """The state znode exists but could not be read or parsed: every other flag is false (not known)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +127,8 @@ class HealthSummary:
     offline: int
     preferred_replica_imbalance: int
     brokers_down: tuple[int, ...]
+    unknown: int = 0
+    """Partitions whose state znode could not be read or parsed (in none of the other counts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +201,7 @@ _OFFLINE = 8
 _PREFERRED_LEADER = 16
 _RECOVERING = 32
 _NO_STATE = 64
+_STATE_UNKNOWN = 128
 
 
 def expected_isr_size(assignment: ReplicaAssignment) -> int:
@@ -214,7 +222,8 @@ def partition_health(info: PartitionInfo, min_isr: int, live_brokers: Set[int]) 
     Under-replicated partitions have lost redundancy; under-min-ISR ones reject ``acks=all`` writes;
     at-min-ISR ones will on the next failure; offline ones accept nothing; a non-preferred leader skews load;
     a recovering one had an unclean election and may have lost data. Without a state znode (no controller
-    has initialised the partition) only ``offline`` is known, so the ISR-based flags stay false.
+    has initialised the partition) only ``offline`` is known, so the ISR-based flags stay false. With a
+    state znode that cannot be read, only ``state_unknown`` is set.
     """
     return _from_flags(info.tp, min_isr, _flags(info, min_isr, live_brokers))
 
@@ -222,7 +231,7 @@ def partition_health(info: PartitionInfo, min_isr: int, live_brokers: Set[int]) 
 def _flags(info: PartitionInfo, min_isr: int, live_brokers: Set[int]) -> int:
     state = info.state
     if state is None:
-        return _OFFLINE | _NO_STATE
+        return _STATE_UNKNOWN | _NO_STATE if info.state_error is not None else _OFFLINE | _NO_STATE
     assignment = info.assignment
     replicas = assignment.replicas
     expected = expected_isr_size(assignment) if assignment.adding_replicas else len(replicas)
@@ -254,6 +263,7 @@ def _from_flags(tp: TopicPartition, min_isr: int, flags: int) -> PartitionHealth
         offline=flags & _OFFLINE != 0,
         preferred_leader=flags & _PREFERRED_LEADER != 0,
         recovering=flags & _RECOVERING != 0,
+        state_unknown=flags & _STATE_UNKNOWN != 0,
     )
 
 
@@ -301,7 +311,7 @@ class PartitionHealthMap(Mapping[TopicPartition, PartitionHealth]):
 
     def problems(self) -> dict[str, list[TopicPartition]]:
         """The partitions with each problem (``under_replicated``, ``under_min_isr``, ``at_min_isr``,
-        ``offline``), in one pass without building a PartitionHealth per partition."""
+        ``offline``, ``unknown``), in one pass without building a PartitionHealth per partition."""
         found: dict[str, list[TopicPartition]] = {name: [] for name, _ in _PROBLEMS}
         lists = [(found[name], bit) for name, bit in _PROBLEMS]
         live, min_isr_of = self._live, self._min_isr.of
@@ -319,8 +329,9 @@ _PROBLEMS = (
     ("under_min_isr", _UNDER_MIN_ISR),
     ("at_min_isr", _AT_MIN_ISR),
     ("offline", _OFFLINE),
+    ("unknown", _STATE_UNKNOWN),
 )
-_ANY_PROBLEM = _UNDER_REPLICATED | _UNDER_MIN_ISR | _AT_MIN_ISR | _OFFLINE
+_ANY_PROBLEM = _UNDER_REPLICATED | _UNDER_MIN_ISR | _AT_MIN_ISR | _OFFLINE | _STATE_UNKNOWN
 
 
 # --- per broker --------------------------------------------------------------------------------------
@@ -597,17 +608,18 @@ def _summary(snapshot: ClusterSnapshot, walk: _Walk, down: tuple[int, ...]) -> H
         offline=walk.count(_OFFLINE),
         preferred_replica_imbalance=walk.count(0, absent=_PREFERRED_LEADER | _NO_STATE),
         brokers_down=down,
+        unknown=walk.count(_STATE_UNKNOWN),
     )
 
 
 def problem_partitions(report: HealthReport) -> dict[str, list[TopicPartition]]:
     """The partitions with each problem (``under_replicated``, ``under_min_isr``, ``at_min_isr``,
-    ``offline``), in the snapshot's order."""
+    ``offline``, ``unknown``: the state znode is unreadable), in the snapshot's order."""
     if isinstance(report.partitions, PartitionHealthMap):
         return report.partitions.problems()
     found: dict[str, list[TopicPartition]] = {name: [] for name, _ in _PROBLEMS}
     for tp, health in report.partitions.items():
         for name, _ in _PROBLEMS:
-            if getattr(health, name):
+            if getattr(health, "state_unknown" if name == "unknown" else name):
                 found[name].append(tp)
     return found

@@ -415,21 +415,44 @@ def validate_url_template(template: str) -> str:
     return template
 
 
+def normalise_listener(name: str) -> str:
+    """A listener name as Kafka stores it (``ListenerName.normalised``: upper case), or ValueError."""
+    text = name.strip()
+    if not text or any(c.isspace() for c in text) or ":" in text or "/" in text or "," in text:
+        raise ValueError(
+            f"listener name {name!r} is not a Kafka listener name (e.g. PLAINTEXT, INTERNAL: the part "
+            "before :// in advertised.listeners)"
+        )
+    return text.upper()
+
+
+def missing_listener(brokers: Mapping[int, BrokerRegistration], listener: str | None) -> str | None:
+    """Why ``listener`` is bad input: no registered broker has it (a typo, or the wrong cluster); else None.
+    A listener only some brokers have is not an error: those brokers get no metrics URL and say why."""
+    if listener is None or not brokers:
+        return None
+    if any(b.endpoint(listener) is not None for b in brokers.values()):
+        return None
+    seen = sorted({e.listener for b in brokers.values() for e in b.endpoints})
+    return f"no registered broker has that listener (their listeners: {', '.join(seen) or 'none'})"
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 class MetricsEndpoints:
     """Where each broker's metrics are: the explicit map first, else the template filled from the
-    broker's registration (host and port of ``listener``, else of the PLAINTEXT listener, else of the
-    first one; IPv6 hosts bracketed; the rack percent-encoded)."""
+    broker's registration (host and port of ``listener``, else of the listener named PLAINTEXT, Kafka's
+    default inter-broker listener, else of the first one: :meth:`BrokerRegistration.endpoint`; IPv6 hosts
+    bracketed; the rack percent-encoded). A broker without ``listener`` gets no URL (its scrape says why)."""
 
     def __init__(
         self, template: str | None = None, urls: Mapping[int, str] | None = None, listener: str | None = None
     ) -> None:
         self.template = None if template is None else validate_url_template(template)
         self.urls = {b: validate_url(u, f"metrics URL of broker {b}") for b, u in (urls or {}).items()}
-        self.listener = listener
+        self.listener = None if listener is None else normalise_listener(listener)
 
     def url_for(self, broker: BrokerRegistration) -> str:
         if broker.id in self.urls:
@@ -443,16 +466,13 @@ class MetricsEndpoints:
         return self.template.format(host=_url_host(host), port=port, id=broker.id, rack=rack)
 
     def _address(self, broker: BrokerRegistration) -> tuple[str, int]:
-        if self.listener is not None:
-            named = [e for e in broker.endpoints if e.listener == self.listener]
-            if not named:
-                raise EndpointError(f"broker {broker.id} has no listener {self.listener!r}")
-            return named[0].host, named[0].port
-        if broker.host is not None:
-            return broker.host, broker.port
-        if not broker.endpoints:
+        endpoint = broker.endpoint(self.listener)
+        if endpoint is None and self.listener is not None:
+            listeners = ", ".join(e.listener for e in broker.endpoints) or "none"
+            raise EndpointError(f"broker {broker.id} has no listener {self.listener!r} (it has {listeners})")
+        if endpoint is None:
             raise EndpointError(f"broker {broker.id} registered no endpoint")
-        return broker.endpoints[0].host, broker.endpoints[0].port
+        return endpoint.host, endpoint.port
 
 
 # --- settings ----------------------------------------------------------------------------------------
@@ -471,7 +491,9 @@ class MetricsSettings(BaseModel):
     urls: dict[int, str] = Field(default_factory=dict)
     """Broker id -> URL; wins over the template."""
     listener: str | None = None
-    """The listener whose host and port fill ``{host}`` and ``{port}`` (default PLAINTEXT, else the first)."""
+    """The listener whose host and port fill ``{host}`` and ``{port}`` (``KAFKA_HEALTH_METRICS__LISTENER``,
+    ``--metrics-listener``); default: the listener named PLAINTEXT (Kafka's default inter-broker listener),
+    else each broker's first endpoint."""
     timeout_s: Annotated[float, Field(gt=0, le=600)] = DEFAULT_TIMEOUT_S
     max_workers: Annotated[int, Field(ge=1, le=1024)] = 32
     max_response_bytes: Annotated[int, Field(ge=1024)] = DEFAULT_MAX_RESPONSE_BYTES
@@ -488,6 +510,11 @@ class MetricsSettings(BaseModel):
     @classmethod
     def _check_template(cls, value: str | None) -> str | None:
         return None if value is None else validate_url_template(value)
+
+    @field_validator("listener")
+    @classmethod
+    def _check_listener(cls, value: str | None) -> str | None:
+        return None if value is None else normalise_listener(value)
 
     @field_validator("urls")
     @classmethod

@@ -20,6 +20,7 @@ from app.cli.common import (
     ExitCode,
     add_zk_config_argument,
     first_line,
+    metrics_overrides,
     positive_duration,
     settings_or_error,
     stop_signals,
@@ -53,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
     )
     parser.add_argument(
+        "--metrics-listener",
+        metavar="NAME",
+        help="the brokers' listener whose host and port fill {host}/{port} "
+        "(or KAFKA_HEALTH_METRICS__LISTENER; default: PLAINTEXT if a broker has it, else its first endpoint)",
+    )
+    parser.add_argument(
         "--sink",
         metavar="spool:DIR|kafka:BOOTSTRAP/TOPIC",
         help="where samples go (default spool:./kafka-health-data/spool)",
@@ -83,8 +90,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     }
     if zk_flags:
         overrides["zookeeper"] = type(base.zookeeper).model_validate(base.zookeeper.model_dump() | zk_flags)
-    if args.metrics_url_template is not None:
-        overrides["metrics"] = {"url_template": args.metrics_url_template}
+    current = None if base.metrics is None else base.metrics.model_dump()
+    overrides |= metrics_overrides(current, args.metrics_url_template, args.metrics_listener)
     sampler: dict[str, Any] = {}
     if args.sink is not None:
         sampler["sink"] = args.sink

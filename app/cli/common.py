@@ -17,11 +17,11 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
-from typing import NoReturn, TextIO, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar
 
 from pydantic import ValidationError
 
@@ -260,6 +260,24 @@ def add_zk_config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 # --- argparse value types ------------------------------------------------------------------------------
+
+
+def metrics_overrides(
+    current: Mapping[str, Any] | None, template: str | None, listener: str | None
+) -> dict[str, Any]:
+    """The ``metrics`` section the flags make, as ``{"metrics": ...}`` (empty without either flag):
+    ``--metrics-url-template`` replaces the settings' template and drops their per-broker URL map (which
+    would win over the flag), keeping the rest (listener, dialects, names, limits);
+    ``--metrics-listener`` sets the listener of either."""
+    if template is None and listener is None:
+        return {}
+    section: dict[str, Any] = dict(current or {})
+    if template is not None:
+        section.pop("urls", None)
+        section["url_template"] = template
+    if listener is not None:
+        section["listener"] = listener
+    return {"metrics": section}
 
 
 def tcp_port(text: str) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TextIO, get_args
 
 from app.cli.common import ExitCode, add_zk_config_argument, positive_duration
+from app.service.schemas.cluster import BrokerAddress
 from app.service.schemas.throttles import ThrottlesOut
 from collectors.health import HealthReport, PartitionHealth, assess, no_kafka_cluster, partition_settings
 from collectors.kafka.effective import (
@@ -37,7 +38,13 @@ from collectors.kafka.throttles import (
 )
 from collectors.kafka.zkclient import security_from_file
 from collectors.kafka.zkdata import parse_connect_string
-from collectors.metrics import DialectSetting, MetricsCollector, validate_url_template
+from collectors.metrics import (
+    DialectSetting,
+    MetricsCollector,
+    missing_listener,
+    normalise_listener,
+    validate_url_template,
+)
 from collectors.migration import describe_phase, migration_readiness, migration_view, write_readiness_text
 from collectors.zookeeper.collector import scan
 
@@ -65,6 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=get_args(DialectSetting),
         default="auto",
         help="the jmx_exporter rule file the brokers' metric names come from (default: auto, per broker)",
+    )
+    parser.add_argument(
+        "--metrics-listener",
+        metavar="NAME",
+        help="the listener whose host and port are shown and fill {host}/{port} (e.g. INTERNAL; "
+        "default: PLAINTEXT if a broker has it, else its first endpoint)",
     )
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--under-replicated", action="store_true", help="only under-replicated partitions")
@@ -127,14 +140,24 @@ def selected(health: PartitionHealth, args: argparse.Namespace) -> bool:
         ("under_replicated" in wanted and health.under_replicated)
         or ("under_min_isr" in wanted and health.under_min_isr)
         or ("unavailable" in wanted and health.offline)
-        or ("non_preferred" in wanted and not health.preferred_leader and not health.offline)
+        or ("non_preferred" in wanted and _non_preferred(health))
     )
+
+
+def _non_preferred(health: PartitionHealth) -> bool:
+    """Led by another replica than ``replicas[0]``: known only for a partition with a leader and a state."""
+    return not health.preferred_leader and not health.offline and not health.state_unknown
 
 
 def unhealthy(report: HealthReport) -> bool:
     s = report.summary
     return bool(
-        s.under_replicated or s.under_min_isr or s.offline or s.brokers_down or not report.controller.active
+        s.under_replicated
+        or s.under_min_isr
+        or s.offline
+        or s.unknown
+        or s.brokers_down
+        or not report.controller.active
     )
 
 
@@ -174,6 +197,7 @@ def _partition_json(
         "min_isr": health.min_isr,
         **_setting_json("min_isr", settings.min_insync_replicas),
         **_setting_json("unclean_leader_election", settings.unclean_leader_election_enable),
+        "state_unknown": health.state_unknown,
     }
 
 
@@ -201,7 +225,10 @@ def effective_settings_json(snapshot: ClusterSnapshot, report: HealthReport) -> 
 
 
 def describe_json(
-    snapshot: ClusterSnapshot, report: HealthReport, partitions: Iterable[TopicPartition]
+    snapshot: ClusterSnapshot,
+    report: HealthReport,
+    partitions: Iterable[TopicPartition],
+    listener: str | None = None,
 ) -> dict[str, Any]:
     summary = report.summary
     cross = report.urp_cross_check
@@ -216,10 +243,8 @@ def describe_json(
         "brokers": [
             {
                 "id": b.id,
-                "host": b.host,
-                "port": b.port,
+                **BrokerAddress.of(b, listener).model_dump(mode="json"),
                 "rack": b.rack,
-                "endpoints": [e.connection_string() for e in b.endpoints],
                 "registration_version": b.version,
                 "broker_epoch": b.broker_epoch,
                 "registered_at_ms": b.timestamp_ms,
@@ -250,6 +275,7 @@ def describe_json(
             "under_min_isr": summary.under_min_isr,
             "at_min_isr": summary.at_min_isr,
             "offline": summary.offline,
+            "unknown": summary.unknown,
             "preferred_replica_imbalance": summary.preferred_replica_imbalance,
             "brokers_down": list(summary.brokers_down),
         },
@@ -327,6 +353,8 @@ def describe_text(
         for tp in sorted(tps):
             p = snapshot.partitions[tp]
             leader = "none" if p.leader == NO_LEADER or p.state is None else str(p.leader)
+            if p.state_unknown:
+                leader = "unknown"
             line = (
                 f"\tTopic: {topic}\tPartition: {tp.partition}\tLeader: {leader}\tReplicas: {_ids(p.replicas)}"
             )
@@ -352,6 +380,8 @@ def _setting_text(setting: EffectiveSetting[Any]) -> str:
 
 
 def _flags(health: PartitionHealth) -> list[str]:
+    if health.state_unknown:  # nothing else is known
+        return ["STATE-UNKNOWN"]
     flags = []
     if health.offline:
         flags.append("OFFLINE")
@@ -361,7 +391,7 @@ def _flags(health: PartitionHealth) -> list[str]:
         flags.append("AT-MIN-ISR")
     if health.under_replicated:
         flags.append("UNDER-REPLICATED")
-    if not health.preferred_leader and not health.offline:
+    if _non_preferred(health):
         flags.append("NON-PREFERRED-LEADER")
     if health.recovering:
         flags.append("RECOVERING")
@@ -379,6 +409,11 @@ def _write_summary(snapshot: ClusterSnapshot, report: HealthReport, out: TextIO)
         f" at-min-ISR {s.at_min_isr}, offline {s.offline},"
         f" preferred-replica imbalance {s.preferred_replica_imbalance}\n"
     )
+    if s.unknown:
+        out.write(
+            f"  state unknown {s.unknown}: their state znodes cannot be read (listed below);"
+            " counted in none of the above\n"
+        )
     if controller.broker_id is None:
         out.write("  controller: NONE (no broker holds /controller)\n")
     else:
@@ -472,10 +507,13 @@ def _throttle_line(entry: ThrottleEntry) -> str:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    listener = getattr(args, "metrics_listener", None)
     try:
         parse_connect_string(args.zookeeper)
         if args.metrics_url_template:
             validate_url_template(args.metrics_url_template)
+        if listener is not None:
+            listener = normalise_listener(listener)
     except ValueError as exc:
         err.write(f"error: {exc}\n")
         return ExitCode.BAD_INPUT
@@ -495,10 +533,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if missing is not None:
         err.write(f"error: {args.zookeeper}: {missing}\n")
         return ExitCode.FAILED
+    absent = missing_listener(snapshot.brokers, listener)
+    if absent is not None:  # a broker that lacks it only gets a listener_note
+        err.write(f"error: --metrics-listener {listener}: {absent}\n")
+        return ExitCode.BAD_INPUT
     if args.metrics_url_template:
         try:
             gauges, active_controllers = scrape_gauges(
-                snapshot, args.metrics_url_template, args.timeout, args.metrics_dialect
+                snapshot, args.metrics_url_template, args.timeout, args.metrics_dialect, listener
             )
         except ValueError as exc:
             err.write(f"error: {exc}\n")
@@ -519,27 +561,25 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return ExitCode.UNHEALTHY if args.fail_on_unhealthy and not readiness.ready else ExitCode.OK
     partitions = [tp for tp in sorted(snapshot.partitions) if selected(report.partitions[tp], args)]
     if args.format == "json":
-        json.dump(describe_json(snapshot, report, partitions), out, indent=2)
+        json.dump(describe_json(snapshot, report, partitions, listener), out, indent=2)
         out.write("\n")
     else:
         describe_text(snapshot, report, partitions, out)
     return ExitCode.UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else ExitCode.OK
 
 
-def scrape_urp_gauges(
-    snapshot: ClusterSnapshot, template: str, timeout: float, dialect: DialectSetting = "auto"
-) -> dict[int, float]:
-    """One scrape of every registered broker: its UnderReplicatedPartitions gauge (brokers whose scrape
-    fails are left out, and the cross-check names them)."""
-    return scrape_gauges(snapshot, template, timeout, dialect)[0]
-
-
 def scrape_gauges(
-    snapshot: ClusterSnapshot, template: str, timeout: float, dialect: DialectSetting = "auto"
+    snapshot: ClusterSnapshot,
+    template: str,
+    timeout: float,
+    dialect: DialectSetting = "auto",
+    listener: str | None = None,
 ) -> tuple[dict[int, float], float | None]:
     """One scrape of every registered broker: the UnderReplicatedPartitions gauges, and the sum of the
     ActiveControllerCount gauges (None when no broker answered with one)."""
-    collector = MetricsCollector(url_template=template, timeout_s=min(timeout, 10.0), dialect=dialect)
+    collector = MetricsCollector(
+        url_template=template, listener=listener, timeout_s=min(timeout, 10.0), dialect=dialect
+    )
     try:
         scraped = collector.scrape(snapshot.brokers)
     finally:

@@ -30,6 +30,7 @@ from app.cli.common import (
     add_zk_config_argument,
     first_line,
     listen_socket,
+    metrics_overrides,
     on_stop_signals,
     settings_or_error,
     tcp_port,
@@ -40,6 +41,7 @@ from app.service.config import ServiceSettings
 from app.settings import NO_ZOOKEEPER, Settings, load_settings
 from app.storage import Storage
 from collectors.kafka.zkdata import parse_connect_string
+from collectors.metrics import missing_listener
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_zk_config_argument(parser)
     parser.add_argument(
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
+    )
+    parser.add_argument(
+        "--metrics-listener",
+        metavar="NAME",
+        help="the brokers' listener whose host and port fill {host}/{port} "
+        "(or KAFKA_HEALTH_METRICS__LISTENER; default: PLAINTEXT if a broker has it, else its first endpoint)",
     )
     parser.add_argument(
         "--store-url",
@@ -74,8 +82,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         base["zookeeper"]["connect"] = args.zookeeper
     if args.zk_config is not None:
         base["zookeeper"]["client_config"] = args.zk_config
-    if args.metrics_url_template is not None:
-        base["metrics"] = {"url_template": args.metrics_url_template}
+    base |= metrics_overrides(base["metrics"], args.metrics_url_template, args.metrics_listener)
     if args.store_url is not None:
         base["analytics"]["store_url"] = args.store_url
     for flag in ("host", "port", "tls_cert", "tls_key"):
@@ -203,6 +210,11 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
         err.write(f"error: cannot read the cluster at {connect}: {exc}\n")
         return ExitCode.FAILED
     try:
+        listener = None if settings.metrics is None else settings.metrics.listener
+        absent = missing_listener(collector.snapshot.brokers, listener)
+        if absent is not None:
+            err.write(f"error: metrics.listener {listener}: {absent}\n")
+            return ExitCode.BAD_INPUT
         try:  # the lifespan opens it again; a failure here is one line rather than uvicorn's traceback
             Storage.open(store_url).close()
         except StoreError as exc:

@@ -1,4 +1,4 @@
-"""The incident lane: ``kafka-health serve`` evaluates the incident rules (1-7, 10, 11) on its live view of
+"""The incident lane: ``kafka-health serve`` evaluates the incident rules (1-7, 10-13) on its live view of
 the cluster within a second of a change, and writes their alerts, events and webhook outbox rows in one
 transaction (docs/alert-rules.md, docs/architecture.md).
 

@@ -1,4 +1,4 @@
-"""The incident lane: the incident rules (1-7, 10, 11) on the live view, within a second of a change.
+"""The incident lane: the incident rules (1-7, 10-13) on the live view, within a second of a change.
 
 One thread evaluates, :meth:`IncidentLane.changed` (the ZooKeeper collector's ``on_change``) wakes it; it
 waits ``coalesce_s`` for more changes, so that a broker crash that changes thousands of partitions over a

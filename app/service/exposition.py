@@ -34,7 +34,8 @@ from collectors.kafka.model import ClusterSnapshot
 from collectors.kafka.throttles import DIRECTIONS, EntityType, ThrottleState
 from collectors.migration import MIGRATION_PHASES, migration_view
 
-PROBLEMS = ("under_replicated", "under_min_isr", "at_min_isr", "offline")
+PROBLEMS = ("under_replicated", "under_min_isr", "at_min_isr", "offline", "unknown")
+"""The ``state`` label's problem values; ``unknown``: the state znode could not be read or parsed."""
 
 
 def _gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:

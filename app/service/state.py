@@ -85,6 +85,11 @@ class ClusterView:
         self.scrape_failures_total: dict[int, int] = {}
         self._memo: dict[str, tuple[tuple[int, int] | None, Any]] = {}
 
+    @property
+    def listener(self) -> str | None:
+        """The listener whose endpoint the brokers are shown (and scraped) at: ``metrics.listener``."""
+        return None if self._metrics is None else self._metrics.endpoints.listener
+
     # --- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -86,6 +86,11 @@ class ReplicaAssignment:
         )
 
 
+DEFAULT_INTER_BROKER_LISTENER = "PLAINTEXT"
+"""Kafka's inter-broker listener when ``inter.broker.listener.name`` is not set: the listener named after
+``security.inter.broker.protocol``, whose default is PLAINTEXT (``KafkaConfig.interBrokerListenerName``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
     listener: str
@@ -126,6 +131,22 @@ class BrokerRegistration:
     def _plaintext(self) -> BrokerEndpoint | None:
         return next((e for e in self.endpoints if e.security_protocol == "PLAINTEXT"), None)
 
+    def endpoint(self, listener: str | None = None) -> BrokerEndpoint | None:
+        """The endpoint whose host and port kafka-health shows and puts in ``{host}``/``{port}``.
+
+        With ``listener``, that listener's endpoint (None when the broker has no such listener: the caller
+        says so rather than guess another address). Without, the inter-broker listener as far as it can be
+        known: no znode records ``inter.broker.listener.name`` (not the broker's registration, v1-v5, nor
+        ``/controller``), so this is :data:`DEFAULT_INTER_BROKER_LISTENER`, the one Kafka uses when neither
+        it nor ``security.inter.broker.protocol`` is set, if the broker has it; else the first endpoint
+        (the first of ``advertised.listeners``). The top-level ``host``/``port`` are not used: they are null
+        and -1 on a broker without a PLAINTEXT listener.
+        """
+        if listener is not None:
+            return next((e for e in self.endpoints if e.listener == listener), None)
+        default = next((e for e in self.endpoints if e.listener == DEFAULT_INTER_BROKER_LISTENER), None)
+        return default if default is not None else (self.endpoints[0] if self.endpoints else None)
+
 
 # --- the cluster snapshot ----------------------------------------------------------------------------
 
@@ -133,11 +154,21 @@ class BrokerRegistration:
 @dataclass(frozen=True, slots=True)
 class PartitionInfo:
     """One partition as ZooKeeper shows it: its assignment (topic znode) and its state znode (None when
-    the state znode does not exist: a new partition no controller has initialised)."""
+    the state znode does not exist: a new partition no controller has initialised).
+
+    ``state_error`` says why a state znode that exists could not be read (not JSON, not Kafka's format,
+    no read permission): the partition's state is then *unknown*, which is not the same as offline (an
+    unreadable znode says nothing about the leader; paging for an outage on it would be a false alarm).
+    """
 
     tp: TopicPartition
     assignment: ReplicaAssignment
     state: LeaderAndIsr | None = None
+    state_error: str | None = None
+
+    @property
+    def state_unknown(self) -> bool:
+        return self.state_error is not None
 
     @property
     def replicas(self) -> tuple[int, ...]:

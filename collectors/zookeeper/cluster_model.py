@@ -243,6 +243,8 @@ class ClusterModel:
             return None
         if code not in _READ_CODES:
             self._error(read.path, _reason(code))
+            if read.kind == _STATE:
+                self._state_unreadable(read.key, _reason(code))
             return None
         follow = _HANDLERS[read.kind](self, reply)
         if code == Code.NO_NODE and self.watch and read.kind in _WATCH_WHEN_ABSENT:
@@ -350,7 +352,7 @@ class ClusterModel:
                 parts[partition] = PartitionInfo(tp, assignment)
                 reads.append(Read(_GET_DATA, f"{prefix}/{partition}/state", watch, _STATE, tp))
             elif info.assignment != assignment:
-                parts[partition] = PartitionInfo(info.tp, assignment, info.state)
+                parts[partition] = PartitionInfo(info.tp, assignment, info.state, info.state_error)
         for partition in old.keys() - new.keys():
             if parts.pop(partition, None) is not None:
                 self._clear_error(zkdata.partition_state_path(TopicPartition(topic, partition)))
@@ -390,6 +392,8 @@ class ClusterModel:
                 state = zkdata.decode_partition_state(reply.read.path, reply.data, reply.version)
             except zkdata.ZnodeFormatError as exc:
                 self._format_error(exc)
+                self._state_unreadable(tp, exc.reason)
+                return None
             else:
                 if self.errors:
                     self._clear_error(reply.read.path)
@@ -398,10 +402,19 @@ class ClusterModel:
                 self._clear_error(reply.read.path)
             if self.watch:  # no state yet (a new partition): wait for the controller to write it
                 follow = [reply.read._replace(op=Op.EXISTS)]
-        if state != info.state:
+        if state != info.state or info.state_error is not None:
             self._writable(tp.topic)[tp.partition] = PartitionInfo(info.tp, info.assignment, state)
             self.dirty = True
         return follow
+
+    def _state_unreadable(self, tp: TopicPartition, reason: str) -> None:
+        """The state znode exists but cannot be read: the partition's state is unknown (not offline)."""
+        parts = self.partitions.get(tp.topic)
+        info = parts.get(tp.partition) if parts is not None else None
+        if info is None or (info.state is None and info.state_error == reason):
+            return
+        self._writable(tp.topic)[tp.partition] = PartitionInfo(info.tp, info.assignment, None, reason)
+        self.dirty = True
 
     def _on_config(self, reply: Reply) -> None:
         read = reply.read

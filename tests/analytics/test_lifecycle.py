@@ -41,7 +41,7 @@ pytestmark = pytest.mark.unit
 
 CLUSTER = "prod"
 WINDOW_S = 10.0
-ALL_RULES = frozenset(range(1, 13))
+ALL_RULES = frozenset(range(1, 14))
 
 
 def window(i: int, length: float = WINDOW_S) -> Window:

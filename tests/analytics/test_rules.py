@@ -55,6 +55,7 @@ from analytics.rules import (
     rule_10_urp_gauges_disagree,
     rule_11_collector_stale,
     rule_12_action_stalled,
+    rule_13_state_unreadable,
 )
 from tests.support.health import healthy_state
 
@@ -586,6 +587,7 @@ def everything_wrong() -> HealthState:
         imbalance=(LeaderImbalance(1, 10, 5, 0.5),),
         urp_gauges=1.0,
         urp_zookeeper=2,
+        unknown=partitions(payments=(3,)),
     )
 
 
@@ -611,9 +613,31 @@ class TestRule12:
         assert 12 not in evaluate(ctx(health()), "incident").evaluated
 
 
+class TestRule13:
+    def test_unreadable_partition_states_are_one_warning_for_the_cluster(self) -> None:
+        state = health(unknown=partitions(orders=(0, 4), payments=(1,), audit=(2,), logs=(7,)))
+        (finding,) = rule_13_state_unreadable(ctx(state))
+        assert (finding.rule, finding.subject, finding.severity) == (13, "cluster:state", "warning")
+        assert finding.summary.startswith("cluster state partly unreadable: the state of 5 partitions")
+        assert "(audit (1), logs (1), orders (2) and 1 more topic)" in finding.summary
+        assert finding.evidence["count"] == 5
+        assert finding.evidence["by_topic"] == {"orders": 2, "payments": 1, "audit": 1, "logs": 1}
+        assert finding.action is not None
+        assert finding.action.path == "/api/v1/partitions?state_unknown=true"
+
+    def test_unknown_partitions_are_not_rule_1(self) -> None:
+        state = health(unknown=partitions(orders=(0,)))
+        result = evaluate(ctx(state), "incident")
+        assert 13 in result.evaluated
+        assert [f.rule for f in result.findings] == [13]
+
+    def test_every_state_readable_is_clean(self) -> None:
+        assert rule_13_state_unreadable(ctx(health())) == []
+
+
 class TestEvaluate:
-    def test_rules_are_numbered_1_to_12_and_named_after_their_number(self) -> None:
-        assert [rule.number for rule in RULES] == list(range(1, 13))
+    def test_rules_are_numbered_1_to_13_and_named_after_their_number(self) -> None:
+        assert [rule.number for rule in RULES] == list(range(1, 14))
         for rule in RULES:
             assert rule.check.__name__.startswith(f"rule_{rule.number}_")
             assert rule.check.__doc__
@@ -623,8 +647,8 @@ class TestEvaluate:
         result = evaluate(
             ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2), stalled_actions=stalled)
         )
-        assert result.evaluated == frozenset(range(1, 13))
-        assert sorted({f.rule for f in result.findings}) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12]
+        assert result.evaluated == frozenset(range(1, 14))
+        assert sorted({f.rule for f in result.findings}) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13]
         for finding in result.findings:
             json.dumps(dict(finding.evidence), allow_nan=False)
             if finding.action is not None:
@@ -637,7 +661,7 @@ class TestEvaluate:
 
     def test_no_load_window_evaluates_only_the_health_rules(self) -> None:
         result = evaluate(ctx(health()))
-        assert result.evaluated == frozenset(range(1, 12)) - {8, 9}, "nor rule 12 without the actions"
+        assert result.evaluated == frozenset(range(1, 14)) - {8, 9, 12}, "nor rule 12 without the actions"
         assert result.findings == ()
 
     def test_nothing_present_evaluates_nothing(self) -> None:
@@ -656,8 +680,8 @@ class TestEvaluate:
     def test_one_lane_evaluates_only_its_own_rules(self) -> None:
         everything = ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2))
         incident = evaluate(everything, "incident")
-        assert incident.evaluated == INCIDENT_RULES - {12} == frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11})
-        assert {f.rule for f in incident.findings} == {1, 2, 3, 4, 5, 6, 7, 10}
+        assert incident.evaluated == INCIDENT_RULES - {12} == frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 13})
+        assert {f.rule for f in incident.findings} == {1, 2, 3, 4, 5, 6, 7, 10, 13}
         loadlane = evaluate(everything, "load")
         assert loadlane.evaluated == LOAD_RULES == frozenset({8, 9})
         assert {f.rule for f in loadlane.findings} == {8, 9}
@@ -669,14 +693,14 @@ class TestEvaluate:
 class TestLanes:
     def test_every_rule_has_exactly_one_lane(self) -> None:
         assert INCIDENT_RULES.isdisjoint(LOAD_RULES)
-        assert frozenset(range(1, 13)) == INCIDENT_RULES | LOAD_RULES
-        assert {rule: lane_of(rule) for rule in range(1, 13)} == dict(RULE_LANES)
+        assert frozenset(range(1, 14)) == INCIDENT_RULES | LOAD_RULES
+        assert {rule: lane_of(rule) for rule in range(1, 14)} == dict(RULE_LANES)
         assert lane_rules("incident") == INCIDENT_RULES
         assert lane_rules("load") == LOAD_RULES
 
     def test_an_unknown_rule_has_no_lane(self) -> None:
-        with pytest.raises(ValueError, match="no such rule: 13"):
-            lane_of(13)
+        with pytest.raises(ValueError, match="no such rule: 14"):
+            lane_of(14)
 
 
 # --- settings ----------------------------------------------------------------------------------------
@@ -700,6 +724,7 @@ class TestRuleSettings:
             10: 30.0,
             11: 15.0,
             12: 0.0,
+            13: 30.0,
         }
         resolves = {rule: s.resolve_after_s_of(rule) for rule in sorted(INCIDENT_RULES)}
         assert resolves == dict(DEFAULT_RESOLVE_AFTER_S)
@@ -725,7 +750,7 @@ class TestRuleSettings:
             ({"open_after_by_rule": {1: 1}}, "rules [1] belong to the incident lane"),
             ({"resolve_after_by_rule": {4: 2, 11: 1}}, "rules [4, 11] belong to the incident lane"),
             ({"for_s": {2: 10.0}}, "rule 2's for is urp_for_s"),
-            ({"for_s": {13: 10.0}}, "no such rule: [13]"),
+            ({"for_s": {14: 10.0}}, "no such rule: [14]"),
         ],
     )
     def test_each_lane_has_its_own_hysteresis(self, values: dict[str, Any], message: str) -> None:

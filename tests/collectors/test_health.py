@@ -7,6 +7,7 @@ so each test states only what is wrong with it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -119,6 +120,34 @@ def test_a_partition_without_state_is_offline_but_not_under_replicated() -> None
     assert (entry.under_replicated, entry.under_min_isr, entry.at_min_isr) == (False, False, False)
     assert not entry.preferred_leader
     assert report.summary.preferred_replica_imbalance == 0
+
+
+def test_a_partition_whose_state_cannot_be_read_is_unknown_not_offline() -> None:
+    snapshot = cluster(
+        partition("t", 0, [1, 2, 3], state_error="invalid JSON: Expecting value"),
+        partition("t", 1, [1, 2, 3], with_state=False),
+        partition("t", 2, [2, 3, 1]),
+    )
+    report = assess(snapshot, urp_gauges={1: 0.0, 2: 0.0, 3: 0.0})
+
+    unknown = report.partitions[TopicPartition("t", 0)]
+    assert unknown.state_unknown
+    assert (unknown.offline, unknown.under_replicated, unknown.under_min_isr, unknown.at_min_isr) == (
+        False,
+        False,
+        False,
+        False,
+    )
+    assert not report.partitions[TopicPartition("t", 1)].state_unknown
+    summary = report.summary
+    assert (summary.unknown, summary.offline, summary.under_replicated) == (1, 1, 0)
+    assert summary.preferred_replica_imbalance == 0
+    problems = health.problem_partitions(report)
+    assert problems["unknown"] == [TopicPartition("t", 0)]
+    assert TopicPartition("t", 0) not in problems["offline"]
+    # the generic path (a report whose partitions are a plain mapping) agrees
+    plain = dataclasses.replace(report, partitions=dict(report.partitions))
+    assert health.problem_partitions(plain) == problems
 
 
 # --- min ISR -----------------------------------------------------------------------------------------
@@ -490,8 +519,11 @@ MIN_ISR_VALUES = st.sampled_from(["1", "2", "3", "4", "abc", "", "0"])
 def partition_infos(draw: st.DrawFn, topic: str, index: int) -> PartitionInfo:
     replicas = tuple(draw(st.lists(st.sampled_from(BROKER_IDS), min_size=1, max_size=4, unique=True)))
     adding = tuple(r for r in replicas[1:] if draw(st.booleans())) if draw(st.booleans()) else ()
-    if draw(st.integers(0, 3)) == 0:  # no state znode yet
+    kind = draw(st.integers(0, 7))
+    if kind <= 1:  # no state znode yet
         return partition(topic, index, replicas, adding=adding, with_state=False)
+    if kind == 2:  # a state znode that cannot be read
+        return partition(topic, index, replicas, adding=adding, state_error="invalid JSON")
     isr = tuple(r for r in replicas if draw(st.booleans()))
     leader = draw(st.sampled_from([*isr, NO_LEADER, *replicas]))
     recovering = draw(st.booleans())
@@ -543,6 +575,11 @@ def test_summary_counts_equal_the_partition_flags(
     assert summary.under_min_isr == sum(e.under_min_isr for e in entries)
     assert summary.at_min_isr == sum(e.at_min_isr for e in entries)
     assert summary.offline == sum(e.offline for e in entries)
+    assert summary.unknown == sum(e.state_unknown for e in entries)
+    for e in entries:
+        if e.state_unknown:  # nothing else is known of it
+            flags = (e.offline, e.under_replicated, e.under_min_isr, e.at_min_isr, e.recovering)
+            assert flags == (False,) * 5
     assert summary.preferred_replica_imbalance == sum(not e.preferred_leader for e in stated)
     check = report.urp_cross_check
     assert check is not None

@@ -319,6 +319,31 @@ def test_host_and_port_come_from_the_chosen_listener_else_plaintext_else_the_fir
     assert MetricsEndpoints("http://{host}:{port}/m").url_for(broker) == "http://kafka-5.example.com:9093/m"
     chosen = MetricsEndpoints("http://{host}:{port}/m", listener="INTERNAL")
     assert chosen.url_for(broker) == "http://10.0.0.5:9094/m"
+    assert MetricsEndpoints("http://{host}:{port}/m", listener=" internal ").url_for(broker) == (
+        "http://10.0.0.5:9094/m"
+    ), "Kafka's listener names are upper case (ListenerName.normalised)"
+    plaintext = BrokerEndpoint("PLAINTEXT", "10.0.0.6", 9092)
+    both = BrokerRegistration(6, (external, plaintext))
+    assert MetricsEndpoints("http://{host}:7071/m").url_for(both) == "http://10.0.0.6:7071/m"
+
+
+@unit
+def test_a_broker_without_the_chosen_listener_gets_no_url_and_says_why() -> None:
+    tls_only = BrokerRegistration(2, (BrokerEndpoint("SSL", "kafka-2.example", 9093, "SSL"),))
+    endpoints = MetricsEndpoints(TEMPLATE, listener="INTERNAL")
+
+    with pytest.raises(metrics.EndpointError, match=r"broker 2 has no listener 'INTERNAL' \(it has SSL\)"):
+        endpoints.url_for(tls_only)
+    # without a choice, its SSL endpoint's host: Kafka's top-level host is null for it
+    assert MetricsEndpoints(TEMPLATE).url_for(tls_only) == "http://kafka-2.example:7071/metrics"
+
+
+@unit
+@pytest.mark.parametrize("name", ["", "  ", "SSL://x:1", "A B", "a,b"])
+def test_a_listener_that_is_no_listener_name_is_refused(name: str) -> None:
+    with pytest.raises(ValidationError, match="is not a Kafka listener name"):
+        MetricsSettings(url_template=TEMPLATE, listener=name)
+    assert MetricsSettings(url_template=TEMPLATE, listener="internal").listener == "INTERNAL"
 
 
 @unit

@@ -143,3 +143,18 @@ def test_offline_partitions_a_live_in_sync_replica_can_lead_are_told_apart() -> 
     assert (
         HealthState.from_json(doc, cluster="c", collector_id="x", timestamp=1.0).offline_electable.count == 0
     )
+
+
+def test_partitions_whose_state_cannot_be_read_are_listed_as_unknown_not_offline() -> None:
+    """Rule 13 reads them; documents written before the field parse as none."""
+    snapshot = cluster(
+        partition("orders", 0, [1, 2, 3], state_error="invalid JSON"),
+        partition("orders", 1, [1, 2, 3], with_state=False),
+    )
+    doc = health_document(snapshot, assess(snapshot))
+    assert doc["unknown"] == {"count": 1, "by_topic": {"orders": 1}, "examples": {"orders": [0]}}
+    assert doc["offline"]["examples"] == {"orders": [1]}
+    state = HealthState.from_json(doc, cluster="c", collector_id="x", timestamp=1.0)
+    assert (state.unknown.count, state.offline.count) == (1, 1)
+    del doc["unknown"]
+    assert HealthState.from_json(doc, cluster="c", collector_id="x", timestamp=1.0).unknown.count == 0

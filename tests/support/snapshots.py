@@ -57,13 +57,15 @@ def partition(
     leader_epoch: int = 1,
     controller_epoch: int = 1,
     recovering: bool = False,
+    state_error: str | None = None,
 ) -> PartitionInfo:
     """Partition ``topic-index`` on ``replicas`` (broker ids, AR order, or a whole ``ReplicaAssignment``).
 
     ``adding`` and ``removing`` mark a running reassignment when ``replicas`` are broker ids. The ISR
     defaults to the origin replicas (AR without the ones being added), the leader to the first ISR member,
     else -1 (:data:`~collectors.kafka.model.NO_LEADER`). ``with_state=False`` leaves out the state znode (a
-    partition no controller has initialised yet); ``recovering`` sets its ``leader_recovery_state``.
+    partition no controller has initialised yet); ``recovering`` sets its ``leader_recovery_state``;
+    ``state_error`` makes the state znode one that exists but cannot be read (the reason).
     """
     if isinstance(replicas, ReplicaAssignment):
         if adding or removing:
@@ -76,7 +78,9 @@ def partition(
         leader = isr_ids[0] if isr_ids else NO_LEADER
     recovery = LeaderRecoveryState.RECOVERING if recovering else LeaderRecoveryState.RECOVERED
     state = LeaderAndIsr(leader, leader_epoch, isr_ids, controller_epoch, recovery) if with_state else None
-    return PartitionInfo(TopicPartition(topic, index), assignment, state)
+    if state_error is not None:
+        state = None
+    return PartitionInfo(TopicPartition(topic, index), assignment, state, state_error)
 
 
 def cluster(

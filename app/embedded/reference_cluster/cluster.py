@@ -521,8 +521,11 @@ class ReferenceCluster:
             stat = leader.client.set(path, zkdata.encode_partition_state(proposed), proposed.zk_version)
         except BadVersionError:
             data, stat = leader.client.get(path)
-            current = zkdata.decode_partition_state(path, data, stat.version)
-            if replace(current, zk_version=-1) != replace(proposed, zk_version=-1):
+            try:
+                current = zkdata.decode_partition_state(path, data, stat.version)
+            except zkdata.ZnodeFormatError:  # corrupted (a fault): as a conflict, the controller decides
+                current = None
+            if current is None or replace(current, zk_version=-1) != replace(proposed, zk_version=-1):
                 view = leader.partitions.get(change.tp)
                 if view is not None:
                     view.isr_change_in_flight = True  # "Cached zkVersion not equal to that in zookeeper"
@@ -808,6 +811,22 @@ class ReferenceCluster:
             return lost
 
         return self.loop.call(run)
+
+    CORRUPT_STATE = b'{"version":1,"leader":"corrupted by the reference cluster","isr":'
+    """What :meth:`corrupt_partition_state` writes: not JSON (a hand edit gone wrong), so no decoder of
+    Kafka's or ours can read it."""
+
+    def corrupt_partition_state(self, tp: TopicPartition) -> None:
+        """Overwrite a partition's state znode with data no one can parse (a fault for the "state unknown"
+        handling: an unreadable znode must not read as an offline partition). The brokers keep serving the
+        partition as before; the controller's next write of that state (a leader or ISR change) repairs it."""
+        if self._admin_client is None:
+            raise ClusterError(409, "the cluster is not started")
+        path = zkdata.partition_state_path(tp)
+        try:
+            self._admin_client.set(path, self.CORRUPT_STATE)
+        except NoNodeError:
+            raise ClusterError(404, f"partition {tp} has no state znode ({path})") from None
 
     def create_topic(self, spec: TopicSpec) -> dict[int, list[int]]:
         """Create a topic as ``kafka-topics --create`` would; returns the replica assignment."""

@@ -3,6 +3,7 @@
 ``GET /``; ``POST /brokers/{id}/stop`` (body ``{"controlled": true}`` for a controlled shutdown),
 ``/brokers/{id}/start``, ``/brokers/{id}/stall``, ``/brokers/{id}/slow``, ``/brokers/{id}/resume``,
 ``/brokers/{id}/log-dirs/{n}/fail``, ``POST /controller/stop``, ``POST /load/skew``, ``POST /topics``,
+``POST /topics/{topic}/partitions/{p}/corrupt-state`` (the state znode becomes unparseable),
 ``POST /migration/start`` (body ``{"kraft_controller_id": 3000, "kraft_controller_epoch": 1}``, both
 optional: a simulated ZK→KRaft migration).
 Each answers with the cluster's new state; 404, 409 and 422 carry ``{"error": message}``.
@@ -24,11 +25,13 @@ from app.embedded.reference_cluster.cluster import ClusterError, ReferenceCluste
 from app.embedded.reference_cluster.config import TopicSpec
 from app.embedded.reference_cluster.traffic import SkewError
 from app.validation import format_validation_error
+from collectors.kafka.model import TopicPartition
 
 MAX_BODY_BYTES = 64 * 1024
 
 _BROKER_ACTION = re.compile(r"^/brokers/(?P<id>[^/]+)/(?P<action>stop|start|stall|slow|resume)$")
 _LOG_DIR_FAIL = re.compile(r"^/brokers/(?P<id>[^/]+)/log-dirs/(?P<dir>[^/]+)/fail$")
+_CORRUPT_STATE = re.compile(r"^/topics/(?P<topic>[^/]+)/partitions/(?P<partition>[^/]+)/corrupt-state$")
 
 
 class RequestError(Exception):
@@ -89,6 +92,9 @@ class ControlApi:
         if match := _LOG_DIR_FAIL.match(path):
             broker_id, log_dir = _int(match["id"], "broker"), _int(match["dir"], "log dir")
             return lambda: cluster.fail_log_dir(broker_id, log_dir)
+        if match := _CORRUPT_STATE.match(path):
+            tp = TopicPartition(match["topic"], _int(match["partition"], "partition"))
+            return lambda: cluster.corrupt_partition_state(tp)
         if path == "/controller/stop":
             return cluster.stop_controller
         if path == "/migration/start":

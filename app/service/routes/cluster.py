@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from app.service.deps import View, Viewer
 from app.service.schemas.cluster import (
+    BrokerAddress,
     BrokerOut,
     BrokerScrapeOut,
     ClusterOut,
@@ -93,6 +94,7 @@ def _cluster(view: ClusterView, state: ClusterState) -> ClusterOut:
             offline=summary.offline,
             preferred_replica_imbalance=summary.preferred_replica_imbalance,
             brokers_down=list(summary.brokers_down),
+            unknown=summary.unknown,
         ),
         suspect_brokers=[
             SuspectOut(broker_id=s.broker_id, missing_from=s.missing_from, share=s.share)
@@ -143,7 +145,7 @@ def _effective_settings(state: ClusterState) -> EffectiveSettingsOut:
     )
 
 
-def _brokers(state: ClusterState) -> list[BrokerOut]:
+def _brokers(state: ClusterState, listener: str | None = None) -> list[BrokerOut]:
     snapshot, report = state.snapshot, state.report
     replicas: Counter[int] = Counter()
     leaders: Counter[int] = Counter()
@@ -157,16 +159,17 @@ def _brokers(state: ClusterState) -> list[BrokerOut]:
         registration = snapshot.brokers.get(broker_id)
         imbalance = report.imbalance.get(broker_id)
         scrape = None if state.scrape is None else state.scrape.scrapes.get(broker_id)
+        address = None if registration is None else BrokerAddress.of(registration, listener)
         out.append(
             BrokerOut(
                 id=broker_id,
                 registered=registration is not None,
-                host=None if registration is None else registration.host,
-                port=None if registration is None else registration.port,
+                host=None if address is None else address.host,
+                port=None if address is None else address.port,
+                listener=None if address is None else address.listener,
+                listener_note=None if address is None else address.listener_note,
                 rack=None if registration is None else registration.rack,
-                endpoints=[]
-                if registration is None
-                else [e.connection_string() for e in registration.endpoints],
+                endpoints=[] if address is None else address.endpoints,
                 replicas=replicas[broker_id],
                 leaders=leaders[broker_id],
                 preferred_partitions=0 if imbalance is None else imbalance.preferred_partitions,
@@ -190,7 +193,7 @@ def _brokers(state: ClusterState) -> list[BrokerOut]:
 @router.get("/brokers", response_model=list[BrokerOut])
 def brokers(_: Viewer, view: View) -> list[BrokerOut]:
     """Registered brokers and brokers that hold replicas but are not registered (``registered: false``)."""
-    return _brokers(view.state)
+    return _brokers(view.state, view.listener)
 
 
 @router.get(
@@ -199,7 +202,7 @@ def brokers(_: Viewer, view: View) -> list[BrokerOut]:
     responses={404: {"model": Problem}},
 )
 def broker(broker_id: BrokerIdPath, _: Viewer, view: View) -> BrokerOut:
-    for item in _brokers(view.state):
+    for item in _brokers(view.state, view.listener):
         if item.id == broker_id:
             return item
     raise HTTPException(404, f"broker {broker_id} is neither registered nor assigned any replica")
@@ -232,6 +235,7 @@ def partition_out(info: PartitionInfo, health: PartitionHealth, settings: Partit
         unclean_leader_election_source=unclean.source,
         unclean_leader_election_assumed_from=unclean.assumed_from,
         unclean_leader_election_unknown_reason=unclean.reason,
+        state_unknown=health.state_unknown,
     )
 
 
@@ -261,6 +265,7 @@ def _topic_out(state: ClusterState, name: str, tps: list[TopicPartition]) -> Top
         under_replicated=sum(h.under_replicated for h in healths),
         under_min_isr=sum(h.under_min_isr for h in healths),
         offline=sum(h.offline for h in healths),
+        unknown=sum(h.state_unknown for h in healths),
     )
 
 
@@ -300,6 +305,7 @@ def partitions(
     under_min_isr: bool | None = None,
     at_min_isr: bool | None = None,
     offline: bool | None = None,
+    state_unknown: bool | None = None,
     non_preferred: bool | None = None,
     topic: str | None = None,
     broker: BrokerIdQuery = None,
@@ -315,6 +321,7 @@ def partitions(
         "under_min_isr": under_min_isr,
         "at_min_isr": at_min_isr,
         "offline": offline,
+        "state_unknown": state_unknown,
     }
     wanted = {k: v for k, v in flags.items() if v is not None}
     matched = _matching(state, wanted, non_preferred, topic, broker)
@@ -350,7 +357,8 @@ def _matching(
             continue
         if (
             non_preferred is not None
-            and (not health.preferred_leader and not health.offline) != non_preferred
+            and (not health.preferred_leader and not health.offline and not health.state_unknown)
+            != non_preferred
         ):
             continue
         matched.append(tp)

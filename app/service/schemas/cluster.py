@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from app.service.schemas.migration import MigrationOut
 from collectors.kafka.effective import ConfigSource
+from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
 
 
 class SnapshotInfo(BaseModel):
@@ -37,6 +38,8 @@ class Summary(BaseModel):
     offline: int
     preferred_replica_imbalance: int
     brokers_down: list[int]
+    unknown: int = 0
+    """Partitions whose state znode could not be read or parsed (counted in none of the above)."""
 
 
 class SuspectOut(BaseModel):
@@ -115,14 +118,68 @@ class BrokerScrapeOut(BaseModel):
     metrics: dict[str, float]
 
 
+class EndpointOut(BaseModel):
+    """One advertised listener of a broker registration (``endpoints`` and
+    ``listener_security_protocol_map`` of ``/brokers/ids/<id>``)."""
+
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+    @staticmethod
+    def of(endpoint: BrokerEndpoint) -> EndpointOut:
+        return EndpointOut(
+            listener=endpoint.listener,
+            security_protocol=endpoint.security_protocol,
+            host=endpoint.host,
+            port=endpoint.port,
+        )
+
+
+class BrokerAddress(BaseModel):
+    """The address shown for a broker and put in the metrics URL template's ``{host}``/``{port}``: the
+    chosen listener's endpoint (``metrics.listener``), else the listener named PLAINTEXT, else the first."""
+
+    host: str | None
+    port: int | None
+    listener: str | None
+    """The listener the host and port come from; None when the broker has none to offer."""
+    listener_note: str | None
+    """Why ``host`` is null: the chosen listener is not one of this broker's."""
+    endpoints: list[EndpointOut]
+
+    @staticmethod
+    def of(registration: BrokerRegistration, listener: str | None) -> BrokerAddress:
+        endpoint = registration.endpoint(listener)
+        note = None
+        if endpoint is None and listener is not None:
+            has = ", ".join(e.listener for e in registration.endpoints) or "none"
+            note = f"broker {registration.id} has no listener {listener} (it has {has})"
+        return BrokerAddress(
+            host=None if endpoint is None else endpoint.host,
+            port=None if endpoint is None else endpoint.port,
+            listener=None if endpoint is None else endpoint.listener,
+            listener_note=note,
+            endpoints=[EndpointOut.of(e) for e in registration.endpoints],
+        )
+
+
 class BrokerOut(BaseModel):
     id: int
     registered: bool
     """False: the broker holds replicas but is not in ``/brokers/ids`` (down)."""
     host: str | None
+    """The chosen listener's host (see ``listener``): not the registration's top-level ``host``, which is
+    null on a broker without a PLAINTEXT listener."""
     port: int | None
+    listener: str | None = None
+    """The listener ``host`` and ``port`` come from (``metrics.listener``, else PLAINTEXT, else the first)."""
+    listener_note: str | None = None
+    """Set when the chosen listener is not one of this broker's (``host`` and ``port`` are then null)."""
     rack: str | None
-    endpoints: list[str]
+    endpoints: list[EndpointOut]
+    """Every advertised listener: name, security protocol, host and port."""
     replicas: int
     leaders: int
     preferred_partitions: int
@@ -163,6 +220,9 @@ class PartitionOut(BaseModel):
     """Likewise (``broker``: the active controller's own config)."""
     unclean_leader_election_assumed_from: ConfigSource | None
     unclean_leader_election_unknown_reason: str | None
+    state_unknown: bool = False
+    """The state znode could not be read or parsed (listed in the cluster's ``errors``): leader, ISR and
+    every health flag above are not known, not false."""
 
 
 class TopicOut(BaseModel):
@@ -175,6 +235,8 @@ class TopicOut(BaseModel):
     under_replicated: int
     under_min_isr: int
     offline: int
+    unknown: int = 0
+    """Partitions whose state znode could not be read or parsed."""
 
 
 class TopicDetail(TopicOut):

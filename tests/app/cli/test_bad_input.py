@@ -183,6 +183,24 @@ CASES: dict[str, Case] = {
         BAD,
         "metrics.url_template: unknown placeholder",
     ),
+    "collect: metrics listener not a listener name": Case(
+        [
+            "collect",
+            "--zookeeper",
+            "zk:2181",
+            "--sink",
+            "spool:{tmp}",
+            "--metrics-url-template",
+            "http://{host}:7071/m",
+            "--metrics-listener",
+            "SSL://x:1",
+        ],
+        BAD,
+        "metrics.listener: listener name 'SSL://x:1' is not a Kafka listener name",
+    ),
+    "describe: metrics listener not a listener name": Case(
+        ["describe", "--zookeeper", "zk:2181", "--metrics-listener", "a b"], BAD, "not a Kafka listener name"
+    ),
     "collect: env retention -1": Case(
         ["collect", "--zookeeper", "zk:2181", "--sink", "spool:{tmp}"],
         BAD,

@@ -21,6 +21,7 @@ from app.cli.common import (
     configure_logging,
     duration,
     log_level,
+    metrics_overrides,
     on_stop_signals,
     settings_or_error,
     stop_signals,
@@ -197,3 +198,21 @@ def test_duration(text: str, seconds: float) -> None:
 def test_not_a_duration(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=r"is not a duration \(e\.g\. 500ms, 2s, 1m\)"):
         duration(text)
+
+
+def test_the_metrics_flags_make_the_metrics_section() -> None:
+    env = {
+        "url_template": "http://{host}:7071/m",
+        "urls": {1: "http://x/m"},
+        "listener": "INTERNAL",
+        "dialect": "strimzi",
+    }
+    assert metrics_overrides(env, None, None) == {}
+    # a template replaces the settings' template, drops the URL map (it would win) and keeps the rest
+    assert metrics_overrides(env, "http://{host}:9/m", None) == {
+        "metrics": {"url_template": "http://{host}:9/m", "listener": "INTERNAL", "dialect": "strimzi"}
+    }
+    assert metrics_overrides(env, None, "SSL") == {"metrics": {**env, "listener": "SSL"}}
+    assert metrics_overrides(None, "http://{host}:9/m", "SSL") == {
+        "metrics": {"url_template": "http://{host}:9/m", "listener": "SSL"}
+    }

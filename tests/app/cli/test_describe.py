@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from app.cli.describe import describe_json as describe_json_of
 from app.cli.describe import describe_text
@@ -16,7 +17,7 @@ from app.cli.main import main
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec
 from collectors.health import assess
-from collectors.kafka.model import ClusterSnapshot
+from collectors.kafka.model import ClusterSnapshot, TopicPartition
 from tests.support import snapshots
 from tests.support.reference_cluster import LAG_MS, ClusterFactory, wait_for
 
@@ -66,7 +67,11 @@ def test_json_of_a_healthy_cluster(
     result = describe_json(capsys, zk_connect)
     assert [b["id"] for b in result["brokers"]] == [0, 1, 2]
     assert result["brokers"][1]["host"] == "127.0.0.2"
-    assert result["brokers"][1]["endpoints"] == [f"PLAINTEXT://127.0.0.2:{cluster.settings.listener_port(1)}"]
+    port = cluster.settings.listener_port(1)
+    assert result["brokers"][1]["endpoints"] == [
+        {"listener": "PLAINTEXT", "security_protocol": "PLAINTEXT", "host": "127.0.0.2", "port": port}
+    ]
+    assert (result["brokers"][1]["listener"], result["brokers"][1]["listener_note"]) == ("PLAINTEXT", None)
     assert cluster.controller is not None
     assert result["controller"] == {
         "broker_id": cluster.controller.broker_id,
@@ -91,6 +96,7 @@ def test_json_of_a_healthy_cluster(
         "offline": 0,
         "preferred_replica_imbalance": 0,
         "brokers_down": [],
+        "unknown": 0,
     }
     assert result["pending"] == {"preferred_election": [], "reassignments": [], "deletions": []}
     assert result["errors"] == []
@@ -132,7 +138,9 @@ def test_the_urp_gauges_cross_check_through_a_url_template(
     )
     result = wait_for(
         when(
-            lambda: describe_json(capsys, zk_connect, "--metrics-url-template", template),
+            lambda: describe_json(
+                capsys, zk_connect, "--metrics-url-template", template, "--metrics-listener", "plaintext"
+            ),
             lambda r: bool(r["urp_cross_check"]["agrees"]),
         ),
         message="brokers' URP gauges agreeing with ZooKeeper",
@@ -180,6 +188,109 @@ def test_text_output_reads_like_kafka_topics(
     assert "brokers 2 (down: 2)" in out
     assert "UNDER-REPLICATED" in out
     assert "\nReplication throttles: none\n" in out
+
+
+def test_an_unreadable_partition_state_is_unknown_not_offline(
+    make_cluster: ClusterFactory, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = start(make_cluster)
+    cluster.corrupt_partition_state(TopicPartition("orders", 1))
+    path = "/brokers/topics/orders/partitions/1/state"
+
+    result = describe_json(capsys, zk_connect)
+    (unknown,) = [p for p in result["partitions"] if p["state_unknown"]]
+    assert (unknown["topic"], unknown["partition"]) == ("orders", 1)
+    assert (unknown["offline"], unknown["under_replicated"], unknown["under_min_isr"]) == (
+        False,
+        False,
+        False,
+    )
+    summary = result["summary"]
+    assert (summary["unknown"], summary["offline"], summary["under_replicated"]) == (1, 0, 0)
+    assert [e["path"] for e in result["errors"]] == [path]
+    assert "invalid JSON" in result["errors"][0]["reason"]
+
+    code, out, _ = describe(capsys, "--zookeeper", zk_connect)
+    assert code == 0
+    assert "\tTopic: orders\tPartition: 1\tLeader: unknown\t" in out
+    assert "[STATE-UNKNOWN]" in out
+    assert "offline 0," in out
+    assert "state unknown 1: their state znodes cannot be read" in out
+    assert f"unreadable znode {path}: invalid JSON" in out
+    code, _, _ = describe(capsys, "--zookeeper", zk_connect, "--fail-on-unhealthy")
+    assert code == 3, "a cluster whose state is partly unknown is not known to be healthy"
+
+
+def kafka_written_tree() -> dict[str, bytes]:
+    """Brokers registered as Kafka 3.x (v5) and 2.x (v4) write them: 1 with PLAINTEXT and INTERNAL,
+    2 TLS only (``host`` null, ``port`` -1), 3 INTERNAL only; one topic on them."""
+
+    def js(obj: Json) -> bytes:
+        return json.dumps(obj).encode()
+
+    return {
+        "/cluster/id": js({"version": "1", "id": "abcdefghijklmnopqrstuv"}),
+        "/controller": js({"version": 1, "brokerid": 1, "timestamp": "1700000000000"}),
+        "/controller_epoch": b"3",
+        "/brokers/ids/1": js(
+            {"features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"},
+             "endpoints": ["PLAINTEXT://kafka-1.example:9092", "INTERNAL://10.0.0.1:9094"], "jmx_port": -1,
+             "host": "kafka-1.example", "timestamp": "1700000000000", "port": 9092, "version": 5}
+        ),
+        "/brokers/ids/2": js(
+            {"features": {}, "listener_security_protocol_map": {"SSL": "SSL", "INTERNAL": "SSL"},
+             "endpoints": ["SSL://kafka-2.example:9093", "INTERNAL://10.0.0.2:9094"], "jmx_port": -1,
+             "host": None, "timestamp": "1700000000000", "port": -1, "version": 5, "rack": "r2"}
+        ),
+        "/brokers/ids/3": js(
+            {"listener_security_protocol_map": {"INTERNAL": "SASL_SSL"},
+             "endpoints": ["INTERNAL://10.0.0.3:9094"], "jmx_port": -1, "host": None,
+             "timestamp": "1700000000000", "port": -1, "version": 4}
+        ),
+        "/brokers/topics/orders": js({"version": 2, "partitions": {"0": [1, 2, 3]}}),
+        "/brokers/topics/orders/partitions/0/state": js(
+            {"controller_epoch": 3, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1, 2, 3]}
+        ),
+    }  # fmt: skip
+
+
+def test_broker_addresses_come_from_the_chosen_listener(
+    zk_client: KazooClient, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for path, data in kafka_written_tree().items():
+        zk_client.create(path, data, makepath=True)
+
+    default = {b["id"]: b for b in describe_json(capsys, zk_connect)["brokers"]}
+    assert [(b["host"], b["port"], b["listener"]) for b in default.values()] == [
+        ("kafka-1.example", 9092, "PLAINTEXT"),
+        ("kafka-2.example", 9093, "SSL"),  # Kafka wrote host null: the first endpoint's
+        ("10.0.0.3", 9094, "INTERNAL"),
+    ]
+    assert default[2]["endpoints"] == [
+        {"listener": "SSL", "security_protocol": "SSL", "host": "kafka-2.example", "port": 9093},
+        {"listener": "INTERNAL", "security_protocol": "SSL", "host": "10.0.0.2", "port": 9094},
+    ]
+    assert default[3]["endpoints"][0]["security_protocol"] == "SASL_SSL"
+
+    internal = describe_json(capsys, zk_connect, "--metrics-listener", "internal")["brokers"]
+    assert [(b["host"], b["port"], b["listener"]) for b in internal] == [
+        ("10.0.0.1", 9094, "INTERNAL"),
+        ("10.0.0.2", 9094, "INTERNAL"),
+        ("10.0.0.3", 9094, "INTERNAL"),
+    ]
+    ssl = describe_json(capsys, zk_connect, "--metrics-listener", "SSL")["brokers"]
+    assert [b["host"] for b in ssl] == [None, "kafka-2.example", None]
+    assert ssl[0]["listener_note"] == "broker 1 has no listener SSL (it has PLAINTEXT, INTERNAL)"
+
+    code, out, err = describe(capsys, "--zookeeper", zk_connect, "--metrics-listener", "REPLICATION")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: --metrics-listener REPLICATION: no registered broker has that listener "
+        "(their listeners: INTERNAL, PLAINTEXT, SSL)\n"
+    )
+    code, _, err = describe(capsys, "--zookeeper", zk_connect, "--metrics-listener", "SSL://x:1")
+    assert code == 2
+    assert "is not a Kafka listener name" in err
 
 
 def test_bad_input_and_an_unreachable_cluster_exit_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:

@@ -221,3 +221,21 @@ def test_an_unreachable_zookeeper_exits_1_with_a_message() -> None:
     assert "error: cannot read the cluster at 127.0.0.1:" in result.stderr
     assert "Traceback" not in result.stderr
     assert time.monotonic() - started < 45
+
+
+def test_a_metrics_listener_no_broker_has_exits_2_before_the_banner(
+    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
+        monkeypatch.delenv(name)
+    make_cluster()
+    code, out, err = serve(
+        "--zookeeper", zk_connect, "--port", str(pick_free_port()),
+        "--store-url", f"sqlite:///{tmp_path / 'store.db'}",
+        "--metrics-url-template", "http://{host}:7071/metrics", "--metrics-listener", "internal",
+    )  # fmt: skip
+    assert (code, out) == (ExitCode.BAD_INPUT, "")
+    assert err == (
+        "error: metrics.listener INTERNAL: no registered broker has that listener "
+        "(their listeners: PLAINTEXT)\n"
+    )

@@ -213,6 +213,34 @@ def test_an_offline_partition_is_written_with_its_outbox_rows_and_wakes_the_noti
     assert (stats.standing, stats.evaluations, stats.commits, stats.events) == ("leader", 3, 1, 1)
 
 
+def test_an_unreadable_partition_state_opens_rule_13_not_rule_1(lanes: Lanes, storage: Storage) -> None:
+    lane, view, clock, _ = lanes.make()
+    view.snapshot = cluster(
+        partition("orders", 0, [1, 2, 3]),
+        partition("orders", 1, [2, 3, 1], state_error="invalid JSON: Expecting value"),
+        partition("singles", 0, [3]),
+        version=2,
+        last_good_at=T0,
+    )
+    lane.evaluate_now()
+    clock.now += 30.0
+    assert [e.kind for e in lane.evaluate_now().events] == ["opened"]
+    assert [(rule, subject, kind) for rule, subject, kind, _ in lanes.events()] == [
+        (13, "cluster:state", "opened")
+    ]
+    alert = stored(storage, 13, "cluster:state")
+    assert alert is not None
+    assert (alert.severity, alert.evidence["count"]) == ("warning", 1)
+    assert alert.summary.startswith("cluster state partly unreadable: the state of 1 partition cannot")
+    assert stored(storage, 1, "topic:orders") is None
+
+    view.snapshot = healthy(version=3)  # the controller rewrote the state
+    clock.now += 1.0
+    lane.evaluate_now()
+    clock.now += 30.0
+    assert [(e.kind, e.sequence) for e in lane.evaluate_now().events] == [("resolved", 2)]
+
+
 def test_durations_open_and_resolve_alerts_on_time(lanes: Lanes, storage: Storage) -> None:
     lane, view, clock, _ = lanes.make(RuleSettings(for_s={5: 30.0}, resolve_after_s={5: 20.0, 1: 5.0}))
     view.snapshot = broker_3_down()

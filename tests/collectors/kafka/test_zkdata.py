@@ -126,6 +126,67 @@ def test_decode_broker_v4_plaintext_protocol_under_another_listener_name() -> No
     assert (broker.host, broker.port) == ("10.0.0.1", 9092)
 
 
+# Registrations as Kafka writes them (BrokerIdZNode.encode, Kafka 2.0-3.9) for brokers without a PLAINTEXT
+# listener: the top-level host is null and the port -1 in every version from 2 on. v2 and v3 predate named
+# listeners (KIP-103, IBP 0.10.2) and the protocol map: their listener names are security protocols.
+NO_PLAINTEXT_REGISTRATIONS = {
+    "v2 SSL only": (
+        b'{"version":2,"host":null,"port":-1,"jmx_port":-1,"timestamp":"1700000000000",'
+        b'"endpoints":["SSL://kafka-2.example:9093"]}',
+        (BrokerEndpoint("SSL", "kafka-2.example", 9093, "SSL"),),
+    ),
+    "v3 SASL_SSL only, rack": (
+        b'{"version":3,"host":null,"port":-1,"jmx_port":9999,"timestamp":"1700000000000",'
+        b'"endpoints":["SASL_SSL://kafka-2.example:9094"],"rack":"eu-west-1a"}',
+        (BrokerEndpoint("SASL_SSL", "kafka-2.example", 9094, "SASL_SSL"),),
+    ),
+    "v4 INTERNAL only": (
+        b'{"listener_security_protocol_map":{"INTERNAL":"SASL_SSL"},"endpoints":["INTERNAL://kafka-2.example:9094"],'
+        b'"rack":"r1","jmx_port":-1,"host":null,"timestamp":"1700000000000","port":-1,"version":4}',
+        (BrokerEndpoint("INTERNAL", "kafka-2.example", 9094, "SASL_SSL"),),
+    ),
+    "v5 EXTERNAL and INTERNAL, TLS both, features": (
+        b'{"features":{},"listener_security_protocol_map":{"EXTERNAL":"SSL","INTERNAL":"SSL"},'
+        b'"endpoints":["EXTERNAL://kafka-2.example.com:9093","INTERNAL://10.0.0.2:9094"],"jmx_port":-1,'
+        b'"host":null,"timestamp":"1700000000000","port":-1,"version":5}',
+        (
+            BrokerEndpoint("EXTERNAL", "kafka-2.example.com", 9093, "SSL"),
+            BrokerEndpoint("INTERNAL", "10.0.0.2", 9094, "SSL"),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", NO_PLAINTEXT_REGISTRATIONS)
+def test_a_broker_without_plaintext_has_its_address_in_its_endpoints_in_every_version(name: str) -> None:
+    data, endpoints = NO_PLAINTEXT_REGISTRATIONS[name]
+
+    broker = zkdata.decode_broker_registration(BROKER_PATH, 2, data)
+
+    assert broker.endpoints == endpoints
+    assert (broker.host, broker.port) == (None, -1), "Kafka's top-level fields, kept as written"
+    assert broker.endpoint() == endpoints[0], "no PLAINTEXT listener: the first endpoint"
+    for endpoint in endpoints:
+        assert broker.endpoint(endpoint.listener) == endpoint
+    assert broker.endpoint("REPLICATION") is None
+    # and what we write reads back the same, top-level host null and port -1 included
+    again = zkdata.encode_broker_registration(broker)
+    assert (as_json(again)["host"], as_json(again)["port"]) == (None, -1)
+    assert zkdata.decode_broker_registration(BROKER_PATH, 2, again).endpoints == endpoints
+
+
+def test_the_default_endpoint_is_the_listener_named_plaintext_else_the_first() -> None:
+    """Kafka's inter-broker listener when ``inter.broker.listener.name`` is unset is the one named after
+    ``security.inter.broker.protocol`` (PLAINTEXT); no znode says more."""
+    external = BrokerEndpoint("EXTERNAL", "public", 9094, "SASL_SSL")
+    plaintext = BrokerEndpoint("PLAINTEXT", "10.0.0.1", 9092)
+    renamed = BrokerEndpoint("CLIENT", "10.0.0.1", 9095, "PLAINTEXT")
+    assert BrokerRegistration(1, (external, plaintext)).endpoint() == plaintext
+    assert BrokerRegistration(1, (external, renamed)).endpoint() == external
+    assert BrokerRegistration(1, ()).endpoint() is None
+    assert BrokerRegistration(1, ()).endpoint("PLAINTEXT") is None
+
+
 def test_decode_broker_v5_with_features_and_unknown_fields() -> None:
     data = (
         b'{"features":{"metadata.version":{"min_version":1,"max_version":7}},'

@@ -316,6 +316,8 @@ def test_malformed_znodes_are_reported_and_the_rest_is_read(
     assert dict(snap.topics["good"].config) == {}
     assert snap.partitions[tp("good", 0)].state == LeaderAndIsr(1, 0, (1,), 7, 0, 0)
     assert snap.partitions[tp("good", 1)].state is None
+    assert "invalid JSON" in (snap.partitions[tp("good", 1)].state_error or "")
+    assert snap.partitions[tp("good", 0)].state_error is None
     assert snap.pending.preferred_election == ()
 
     # Repairs reach the snapshot through the watches and clear the errors.
@@ -332,6 +334,7 @@ def test_malformed_znodes_are_reported_and_the_rest_is_read(
         "/config/topics/good",
     ]
     assert snap.partitions[tp("good", 1)].state == LeaderAndIsr(1, 0, (1,), 7, 0, 1)
+    assert snap.partitions[tp("good", 1)].state_error is None
     assert snap.controller.epoch == 8
     assert collector.full_scans == 1
 
@@ -635,6 +638,9 @@ def test_a_bad_connect_string_is_refused_without_io(connect: str) -> None:
         ZooKeeperCollector(connect)
 
 
+REFUSED = "not authorised: the ZooKeeper ACL refuses this read (NoAuth, -102); see docs/collectors.md"
+
+
 @pytest.mark.unit
 def test_the_model_needs_no_zookeeper() -> None:
     """The cluster model is pure: a fake reader (here: hand-made replies) drives it."""
@@ -658,12 +664,14 @@ def test_the_model_needs_no_zookeeper() -> None:
     }
     assert snap.errors == ()
     model.apply(Reply(state_reads[0], Code.NO_AUTH))
-    assert model.build(2, 0.0, 0.0, False).errors == (
-        ZnodeError(
-            state_path("orders", 0),
-            "not authorised: the ZooKeeper ACL refuses this read (NoAuth, -102); see docs/collectors.md",
-        ),
-    )
+    refused = model.build(2, 0.0, 0.0, False)
+    assert refused.errors == (ZnodeError(state_path("orders", 0), REFUSED),)
+    # a state that cannot be read is unknown, not absent (which would read as offline)
+    assert refused.partitions[tp("orders", 0)].state is None
+    assert refused.partitions[tp("orders", 0)].state_error == REFUSED
+    model.apply(Reply(state_reads[0], Code.OK, state(1, [1, 2]), version=4))
+    readable = model.build(3, 0.0, 0.0, False)
+    assert (readable.errors, readable.partitions[tp("orders", 0)].state_error) == ((), None)
 
 
 def test_the_model_reads_the_migration_znode_and_a_kraft_controller() -> None:

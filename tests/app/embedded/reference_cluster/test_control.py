@@ -365,6 +365,16 @@ def test_create_topic(control: Control, zk_client: KazooClient) -> None:
     assert len(read_json(zk_client, "/brokers/topics/events")["partitions"]) == 3
 
 
+def test_corrupt_state_makes_a_state_znode_unparseable(control: Control, zk_client: KazooClient) -> None:
+    control.post("/topics/orders/partitions/0/corrupt-state", {}).state()
+    data, _ = zk_client.get("/brokers/topics/orders/partitions/0/state")
+    assert data == ReferenceCluster.CORRUPT_STATE
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(data)
+    assert "no state znode" in control.post("/topics/orders/partitions/99/corrupt-state", {}).error(404)
+    assert "not a number" in control.post("/topics/orders/partitions/x/corrupt-state", {}).error(404)
+
+
 BAD_TOPICS: dict[str, bytes | dict[str, Any]] = {
     "illegal-name": {"name": "bad name!", "partitions": 1, "replication_factor": 1},
     "no-partitions": {"name": "ok", "partitions": 0, "replication_factor": 1},

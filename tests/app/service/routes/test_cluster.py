@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
+from collectors.kafka.model import TopicPartition
 from tests.support.reference_cluster import LAG_MS, wait_for
 from tests.support.service import Service
 
@@ -95,6 +97,40 @@ def test_topics_and_partitions_with_filters_and_pages(service: Service) -> None:
     assert all(1 not in p["isr"] and 1 in p["replicas"] for p in urps)
     healthy = service.get("/api/v1/partitions", under_replicated="false").json()["items"]
     assert all(not p["under_replicated"] for p in healthy)
+
+
+def test_an_unreadable_partition_state_is_unknown_in_the_api_and_metrics(service: Service) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    brokers = service.get("/api/v1/brokers").json()
+    assert brokers[0]["listener"] == "PLAINTEXT"
+    assert [e["listener"] for e in brokers[0]["endpoints"]] == ["PLAINTEXT"]
+    assert brokers[0]["endpoints"][0]["security_protocol"] == "PLAINTEXT"
+
+    service.cluster.corrupt_partition_state(TopicPartition("orders", 2))
+    summary = wait_for(
+        lambda: (s := service.get("/api/v1/cluster").json()["summary"])["unknown"] == 1 and s,
+        message="the corrupted state seen",
+    )
+    assert (summary["offline"], summary["under_replicated"], summary["under_min_isr"]) == (0, 0, 0)
+    errors = service.get("/api/v1/cluster").json()["errors"]
+    assert [e["path"] for e in errors] == ["/brokers/topics/orders/partitions/2/state"]
+    page = service.get("/api/v1/partitions", state_unknown="true").json()
+    assert [(p["partition"], p["state_unknown"], p["offline"]) for p in page["items"]] == [(2, True, False)]
+    assert service.get("/api/v1/partitions", offline="true").json()["total"] == 0
+    (topic,) = service.get("/api/v1/topics").json()
+    assert (topic["unknown"], topic["offline"]) == (1, 0)
+
+    text = httpx.get(service.url + "/metrics").text
+    samples = {
+        (s.name, s.labels.get("state"), s.labels.get("topic")): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    assert samples[("kafka_health_partitions", "unknown", None)] == 1
+    assert samples[("kafka_health_partitions", "offline", None)] == 0
+    assert samples[("kafka_health_topic_partitions", "unknown", "orders")] == 1
+    assert ("kafka_health_topic_partitions", "offline", "orders") not in samples
 
 
 @pytest.mark.parametrize(
