@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -27,6 +28,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+
+from app.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "kafka-health"
@@ -195,6 +198,7 @@ EXPECTED_KINDS = {
     "full-values.yaml": ALWAYS
     | {"PersistentVolumeClaim", "Secret", "ServiceMonitor", "PrometheusRule", "NetworkPolicy"},
     "spark-master-values.yaml": ALWAYS | {"PersistentVolumeClaim", "NetworkPolicy"},
+    "secured-zookeeper-values.yaml": ALWAYS | {"PersistentVolumeClaim", "Secret", "ServiceMonitor"},
 }
 
 _DURATION = {
@@ -601,3 +605,185 @@ def test_helm_package_holds_the_linked_files(tmp_path: Path) -> None:
         docs = render(packaged, set_values("kafka.zookeeper=zk:2181"))
     configmap = find(docs, "ConfigMap", "kh-kafka-health-dashboards")
     assert set(configmap["data"]) == {p.name for p in DASHBOARDS.glob("*.json")}
+
+
+# --- a secured ZooKeeper and the service's own TLS ---------------------------------------------------------
+
+ZOOKEEPER_DIR = "/etc/kafka-health/zookeeper"
+
+
+def containers(docs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(pod spec, container) of every Deployment's containers."""
+    return [
+        (d["spec"]["template"]["spec"], c)
+        for d in docs
+        if d["kind"] == "Deployment"
+        for c in d["spec"]["template"]["spec"]["containers"]
+    ]
+
+
+def settings_environment(
+    docs: list[dict[str, Any]], pod: dict[str, Any], container: dict[str, Any], root: Path
+) -> dict[str, str]:
+    """The KAFKA_HEALTH_* environment ``container`` gets, as the kubelet would give it: the ConfigMap, its
+    env (Secret references resolved from the chart's Secrets), and the mounted Secret files written under
+    ``root`` in place of their mount paths (which the environment's paths are rewritten to)."""
+    secrets = {d["metadata"]["name"]: d["stringData"] for d in docs if d["kind"] == "Secret"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts: dict[str, Path] = {}
+    for mount in container["volumeMounts"]:
+        secret = volumes[mount["name"]].get("secret")
+        if secret is None or secret["secretName"] not in secrets:
+            continue
+        target = root / mount["name"]
+        target.mkdir()
+        for item in secret["items"]:
+            (target / item["path"]).write_text(secrets[secret["secretName"]][item["key"]])
+        mounts[mount["mountPath"]] = target
+    (configmap,) = [e["configMapRef"]["name"] for e in container["envFrom"]]
+    env = dict(find(docs, "ConfigMap", configmap)["data"])
+    for variable in container["env"]:
+        ref = variable.get("valueFrom", {}).get("secretKeyRef")
+        if ref is not None and ref["name"] in secrets:
+            env[variable["name"]] = secrets[ref["name"]][ref["key"]]
+
+    def local(value: str) -> str:
+        for mount_path, target in mounts.items():
+            value = value.replace(mount_path + "/", f"{target}/")
+        return value
+
+    return {k: local(v) for k, v in env.items() if k.startswith("KAFKA_HEALTH_")}
+
+
+@pytest.mark.unit
+def test_the_secured_zookeeper_values_give_every_container_settings_the_product_accepts(
+    rendered: dict[str, list[dict[str, Any]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The contract between the chart and app/settings.py: each container's environment and mounted files,
+    loaded by the product's own settings (extra="forbid": a misspelled variable is an error), give the
+    ZooKeeper security the values asked for."""
+    docs = rendered["secured-zookeeper-values.yaml"]
+    secret = find(docs, "Secret", "kh-kafka-health-zookeeper")
+    assert set(secret["stringData"]) == {
+        "client.properties",
+        "jaas.conf",
+        "truststore.pem",
+        "keystore.pem",
+        "keystore-password",
+        "auth-digest",
+    }
+    config = find(docs, "ConfigMap", "kh-kafka-health")["data"]
+    assert config["KAFKA_HEALTH_ZOOKEEPER__SASL_JAAS_CONFIG"] == f"{ZOOKEEPER_DIR}/jaas.conf"
+    assert "keystore-secret" not in str(config), "no secret in the ConfigMap"
+    assert "ops-secret" not in str(config), "no secret in the ConfigMap"
+    deployment = find(docs, "Deployment", "kh-kafka-health")["spec"]["template"]["metadata"]["annotations"]
+    assert deployment["checksum/zookeeper"]
+    pods = containers(docs)
+    assert {c["name"] for _, c in pods} == {"serve", "collect", "analytics"}
+    for index, (pod, container) in enumerate(pods):
+        for name in [n for n in os.environ if n.startswith("KAFKA_HEALTH_")]:
+            monkeypatch.delenv(name)
+        root = tmp_path / str(index)
+        root.mkdir()
+        for name, value in settings_environment(docs, pod, container, root).items():
+            monkeypatch.setenv(name, value)
+        security = load_settings().zookeeper.security()
+        assert security.tls is not None, container["name"]
+        assert security.tls.ca == str(root / "zookeeper" / "truststore.pem")
+        assert security.tls.certfile == security.tls.keyfile == str(root / "zookeeper" / "keystore.pem")
+        assert security.tls.keyfile_password == "keystore-secret"
+        assert security.tls.check_hostname is True
+        assert security.sasl is not None
+        assert (security.sasl.username, security.sasl.password) == ("kafka", "kafka-secret")
+        assert security.digest == "ops:ops-secret"
+        assert security.set_acl is True
+
+
+@pytest.mark.unit
+def test_an_existing_secret_supplies_only_the_keys_named(chart: helm.Chart) -> None:
+    docs = render(
+        chart,
+        set_values(
+            "kafka.zookeeper=zk:2182",
+            "kafka.zookeeperClient.ssl.clientEnable=true",
+            "kafka.zookeeperClient.ssl.endpointIdentificationAlgorithm=",
+            "kafka.zookeeperClient.existingSecret=zk-client",
+            "kafka.zookeeperClient.secretKeys.jaasConfig=jaas.conf",
+            "kafka.zookeeperClient.secretKeys.truststore=ca.pem",
+            "kafka.zookeeperClient.secretKeys.authDigest=digest",
+        ),
+    )
+    assert not [d for d in docs if d["kind"] == "Secret"], "the chart makes no Secret of its own"
+    config = find(docs, "ConfigMap", "kh-kafka-health")["data"]
+    zookeeper = {
+        k: v
+        for k, v in config.items()
+        if k.startswith("KAFKA_HEALTH_ZOOKEEPER__") and k != "KAFKA_HEALTH_ZOOKEEPER__CONNECT"
+    }
+    assert zookeeper == {
+        "KAFKA_HEALTH_ZOOKEEPER__SASL_JAAS_CONFIG": f"{ZOOKEEPER_DIR}/jaas.conf",
+        "KAFKA_HEALTH_ZOOKEEPER__SSL_CLIENT_ENABLE": "true",
+        "KAFKA_HEALTH_ZOOKEEPER__SSL_ENDPOINT_IDENTIFICATION_ALGORITHM": "",
+        "KAFKA_HEALTH_ZOOKEEPER__SSL_TRUSTSTORE_LOCATION": f"{ZOOKEEPER_DIR}/truststore.pem",
+        "KAFKA_HEALTH_ZOOKEEPER__SSL_TRUSTSTORE_TYPE": "PEM",
+    }
+    for pod, container in containers(docs):
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "zookeeper"]
+        assert volume["secret"]["secretName"] == "zk-client"
+        assert volume["secret"]["items"] == [
+            {"key": "jaas.conf", "path": "jaas.conf"},
+            {"key": "ca.pem", "path": "truststore.pem"},
+        ]
+        assert {"name": "zookeeper", "mountPath": ZOOKEEPER_DIR, "readOnly": True} in container[
+            "volumeMounts"
+        ]
+        digest = [e for e in container["env"] if e["name"] == "KAFKA_HEALTH_ZOOKEEPER__AUTH_DIGEST"]
+        assert digest == [
+            {
+                "name": "KAFKA_HEALTH_ZOOKEEPER__AUTH_DIGEST",
+                "valueFrom": {"secretKeyRef": {"name": "zk-client", "key": "digest"}},
+            }
+        ]
+
+
+@pytest.mark.unit
+def test_an_open_zookeeper_and_plain_http_by_default(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["default-values.yaml"]
+    config = find(docs, "ConfigMap", "kh-kafka-health")["data"]
+    assert [k for k in config if k.startswith("KAFKA_HEALTH_ZOOKEEPER__")] == [
+        "KAFKA_HEALTH_ZOOKEEPER__CONNECT"
+    ]
+    assert "KAFKA_HEALTH_SERVICE__TLS_CERT" not in config
+    for pod, container in containers(docs):
+        assert not [v for v in pod["volumes"] if v["name"] in ("zookeeper", "tls")]
+        assert not [e for e in container["env"] if "ZOOKEEPER" in e["name"]]
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            if probe in container:
+                assert container[probe]["httpGet"]["scheme"] == "HTTP"
+    test_pod = find(docs, "Pod", "kh-kafka-health-test")
+    assert (
+        '"http://kh-kafka-health.observability.svc:8080"' in test_pod["spec"]["containers"][0]["command"][-1]
+    )
+
+
+@pytest.mark.unit
+def test_the_service_serves_https_from_its_tls_secret(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["secured-zookeeper-values.yaml"]
+    config = find(docs, "ConfigMap", "kh-kafka-health")["data"]
+    assert config["KAFKA_HEALTH_SERVICE__TLS_CERT"] == "/etc/kafka-health/tls/tls.crt"
+    assert config["KAFKA_HEALTH_SERVICE__TLS_KEY"] == "/etc/kafka-health/tls/tls.key"
+    serve = find(docs, "Deployment", "kh-kafka-health")["spec"]["template"]["spec"]
+    (volume,) = [v for v in serve["volumes"] if v["name"] == "tls"]
+    assert volume["secret"]["secretName"] == "kafka-health-tls"
+    (container,) = serve["containers"]
+    assert {"name": "tls", "mountPath": "/etc/kafka-health/tls", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+    (endpoint,) = find(docs, "ServiceMonitor", "kh-kafka-health")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {"serverName": "kh-kafka-health.observability.svc"}
+    test_pod = find(docs, "Pod", "kh-kafka-health-test")["spec"]
+    assert '"https://kh-kafka-health.observability.svc:8080"' in test_pod["containers"][0]["command"][-1]
+    assert test_pod["volumes"][0]["secret"]["secretName"] == "kafka-health-tls"
