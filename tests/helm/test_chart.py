@@ -112,6 +112,14 @@ def test_each_ci_values_file_validates_over_values_yaml(path: Path) -> None:
         ({"kafka": {"zookeeper": "zk1,zk2"}}, "does not match"),
         ({"settings": {"service__port": "1"}}, "does not match"),
         ({"analytics": {"ratedDeviation": 0}}, "less than or equal to the minimum"),
+        ({"kafka": {"zookeeperClient": {"ssl": {"truststore": "/etc/ca.jks"}}}}, "does not match"),
+        ({"kafka": {"zookeeperClient": {"authDigest": "no-colon"}}}, "does not match"),
+        (
+            {"kafka": {"zookeeperClient": {"ssl": {"endpointIdentificationAlgorithm": "none"}}}},
+            "is not one of",
+        ),
+        ({"kafka": {"zookeeperClient": {"secretKeys": {"jaas": "jaas.conf"}}}}, "Additional properties"),
+        ({"serve": {"tls": {"secretName": 1}}}, "is not of type"),
     ],
 )
 def test_the_schema_rejects_values_that_cannot_work(override: dict[str, Any], complaint: str) -> None:
@@ -545,6 +553,11 @@ def test_replicas_use_postgresql_from_the_secret(rendered: dict[str, list[dict[s
             ("kafka.zookeeper=zk:2181", "analytics.transport.type=kafka"),
             helm.HelmRenderError,
             ["needs analytics.transport.kafka.bootstrap"],
+        ),
+        (
+            ("kafka.zookeeper=zk:2181", "kafka.zookeeperClient.ssl.truststore=-----BEGIN CERTIFICATE-----"),
+            helm.HelmRenderError,
+            ["without ssl.clientEnable"],
         ),
     ],
 )

@@ -199,6 +199,10 @@ kafka.zookeeperClient.secretKeys, else the values that are set, under the chart'
 {{- if and .Values.analytics.enabled (not (hasPrefix "local" .Values.analytics.spark.master)) (ne .Values.analytics.transport.type "kafka") }}
 {{- fail "analytics.spark.master is an external Spark master: its executors cannot read the pod's spool directory, so set analytics.transport.type=kafka" }}
 {{- end }}
+{{- $zk := .Values.kafka.zookeeperClient }}
+{{- if and (or $zk.ssl.truststore $zk.ssl.keystore) (not $zk.ssl.clientEnable) (not $zk.properties) (not $zk.existingSecret) }}
+{{- fail "kafka.zookeeperClient.ssl.truststore/keystore without ssl.clientEnable: the stores would be mounted and TLS left off; set kafka.zookeeperClient.ssl.clientEnable=true" }}
+{{- end }}
 {{- if and .Values.analytics.enabled (eq .Values.analytics.transport.type "kafka") (not .Values.analytics.transport.kafka.bootstrap) }}
 {{- fail "analytics.transport.type=kafka needs analytics.transport.kafka.bootstrap (HOST:PORT[,HOST:PORT...])" }}
 {{- end }}
