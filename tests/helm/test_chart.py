@@ -14,6 +14,7 @@ Kubernetes' OpenAPI schemas (``kubernetes-validate``, offline, strict: unknown f
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 import re
@@ -23,13 +24,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import helm_python as helm
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 
 from app.settings import load_settings
+
+if os.environ.get("CI") or importlib.util.find_spec("helm_python") is not None:
+    import helm_python as helm  # CI (Linux x86_64) must have it: a missing engine fails there, never skips
+else:  # the wheel is Linux x86_64 only: elsewhere the dev extra leaves it out
+    pytest.skip("helm-python-sdk has no wheel for this platform (Linux x86_64 only)", allow_module_level=True)
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "kafka-health"
