@@ -1,5 +1,6 @@
 """The job's Spark session (``build_session`` in :mod:`analytics.spark.job`): a local master's driver binds
-and advertises loopback only, unless the user chose its addresses; an external master keeps Spark's."""
+and advertises loopback only, unless the user chose its addresses; an external master keeps Spark's. The
+master and the executors' Python: the settings', else Spark's own configuration's, else the defaults."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from analytics.spark.job import DRIVER_ADDRESS_KEYS, driver_address_conf, is_local_master
+from analytics.config import DEFAULT_MASTER, AnalyticsSettings
+from analytics.spark.job import (
+    DRIVER_ADDRESS_KEYS,
+    choose_master,
+    driver_address_conf,
+    is_local_master,
+    worker_python,
+)
 
 BOTH = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 
@@ -38,6 +46,25 @@ def test_what_the_user_set_wins() -> None:
     }
     assert driver_address_conf("local[2]", set(DRIVER_ADDRESS_KEYS), {}) == {}
     assert driver_address_conf("local[2]", set(), {"SPARK_LOCAL_IP": "10.0.0.5"}) == {}
+
+
+@pytest.mark.unit
+def test_the_master_is_the_settings_then_spark_submits_then_local() -> None:
+    assert AnalyticsSettings().master is None
+    assert choose_master(None, None) == DEFAULT_MASTER == "local[2]"
+    # spark-submit --master spark://... without --master to the job: the cluster, not local mode
+    assert choose_master(None, "spark://m:7077") == "spark://m:7077"
+    assert choose_master("local[4]", "spark://m:7077") == "local[4]"
+    assert choose_master("spark://a:7077", None) == "spark://a:7077"
+
+
+@pytest.mark.unit
+def test_the_executors_python_is_the_configured_one_else_pyspark_python_else_the_drivers() -> None:
+    conf = {"spark.pyspark.python": "/opt/kh/venv/bin/python"}
+    env = {"PYSPARK_PYTHON": "./environment/bin/python"}
+    assert worker_python(conf, env, "/usr/bin/python3") == "/opt/kh/venv/bin/python"
+    assert worker_python({}, env, "/usr/bin/python3") == "./environment/bin/python"
+    assert worker_python({}, {}, "/usr/bin/python3") == "/usr/bin/python3"
 
 
 def _listening_sockets() -> dict[str, str]:
