@@ -20,9 +20,9 @@ class AnalyticsSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     master: str | None = None
-    """Spark master: ``local[N]`` in one process, or ``spark://host:7077`` for a cluster. Unset: the master
-    Spark's own configuration names (``spark-submit --master``, ``spark-defaults.conf``), else
-    ``local[2]`` (:data:`DEFAULT_MASTER`); set, it wins over Spark's."""
+    """Spark master: ``local[N]`` in one process, or ``spark://host:7077`` for a cluster. Unset: under
+    ``spark-submit``, the master it names (its ``--master``, ``spark-defaults.conf``), else ``local[2]``
+    (:data:`DEFAULT_MASTER`); set, it wins over Spark's."""
     source: str = "spool:./kafka-health-data/spool"
     """``spool:DIR`` (the collectors' default sink) or ``kafka:BOOTSTRAP/TOPIC``."""
     create_spool: bool = False

@@ -105,9 +105,17 @@ def driver_address_conf(master: str, configured: Collection[str], env: Mapping[s
 
 def choose_master(configured: str | None, spark_own: str | None) -> str:
     """The job's master: the settings' (``--master``, ``KAFKA_HEALTH_ANALYTICS__MASTER``) when set, else
-    Spark's own (``spark-submit --master``, ``spark-defaults.conf``), else ``local[2]``. Without the
+    Spark's own under ``spark-submit`` (its ``--master``, or ``spark.master`` in ``spark-defaults.conf``),
+    else ``local[2]``. Without the
     middle step ``spark-submit --master spark://…`` would quietly run the job in local mode."""
     return configured or spark_own or DEFAULT_MASTER
+
+
+def under_spark_submit(env: Mapping[str, str]) -> bool:
+    """Whether ``spark-submit`` started this driver (its JVM is there already, and says where in
+    ``PYSPARK_GATEWAY_PORT``). Only then is Spark's ``spark.master`` the user's choice: a JVM that pyspark
+    launches itself has ``local[*]`` there by default."""
+    return "PYSPARK_GATEWAY_PORT" in env
 
 
 PYTHON_CONF: Final = "spark.pyspark.python"
@@ -141,8 +149,9 @@ def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-ana
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    submitted = under_spark_submit(os.environ)
     spark_own = _spark_defaults(("spark.master", *DRIVER_ADDRESS_KEYS))
-    master = choose_master(settings.master, spark_own.get("spark.master"))
+    master = choose_master(settings.master, spark_own.get("spark.master") if submitted else None)
     addresses: dict[str, str] = {}
     if is_local_master(master):
         configured = set(settings.spark_conf) | set(spark_own)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from analytics.spark.job import (
     choose_master,
     driver_address_conf,
     is_local_master,
+    under_spark_submit,
     worker_python,
 )
 
@@ -56,6 +59,35 @@ def test_the_master_is_the_settings_then_spark_submits_then_local() -> None:
     assert choose_master(None, "spark://m:7077") == "spark://m:7077"
     assert choose_master("local[4]", "spark://m:7077") == "local[4]"
     assert choose_master("spark://a:7077", None) == "spark://a:7077"
+
+
+@pytest.mark.unit
+def test_sparks_master_counts_only_under_spark_submit() -> None:
+    assert under_spark_submit({"PYSPARK_GATEWAY_PORT": "40123"})
+    assert not under_spark_submit({})
+
+
+@pytest.mark.spark
+def test_without_a_master_the_job_runs_local_2_not_pysparks_local_star(tmp_path: Path) -> None:
+    """pyspark launches its JVM with ``spark.master=local[*]``: that is no choice of the user's."""
+    script = (
+        "from analytics.config import AnalyticsSettings\n"
+        "from analytics.spark.job import build_session, stop_session\n"
+        "spark = build_session(AnalyticsSettings())\n"
+        "print('master', spark.sparkContext.master)\n"
+        "stop_session(spark)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "master local[2]\n" in done.stdout, done.stderr[-2000:]
 
 
 @pytest.mark.unit
