@@ -12,12 +12,17 @@ from analytics.store.database import check_store_url
 from analytics.store.errors import StoreError
 from collectors.transport import parse_transport
 
+DEFAULT_MASTER = "local[2]"
+"""The master when neither the settings nor Spark's own configuration name one."""
+
 
 class AnalyticsSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    master: str = "local[2]"
-    """Spark master: ``local[N]`` in one process (default), or ``spark://host:7077`` for a cluster."""
+    master: str | None = None
+    """Spark master: ``local[N]`` in one process, or ``spark://host:7077`` for a cluster. Unset: under
+    ``spark-submit``, the master it names (its ``--master``, ``spark-defaults.conf``), else ``local[2]``
+    (:data:`DEFAULT_MASTER`); set, it wins over Spark's."""
     source: str = "spool:./kafka-health-data/spool"
     """``spool:DIR`` (the collectors' default sink) or ``kafka:BOOTSTRAP/TOPIC``."""
     create_spool: bool = False

@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.support.orphans",
     "tests.support.postgres",
     "tests.support.spark",
+    "tests.support.spark_cluster",
     "tests.support.service",
     "tests.support.serve_process",
     "tests.support.prometheus",

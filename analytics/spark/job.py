@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import pandas as pd
 
-from analytics.config import AnalyticsSettings
+from analytics.config import DEFAULT_MASTER, AnalyticsSettings
 from analytics.load_model import LoadModelError, compute_load, load_report_rows
 from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import BatchOutcome, HealthSample, WindowInput, process_batch
@@ -103,32 +103,63 @@ def driver_address_conf(master: str, configured: Collection[str], env: Mapping[s
     return {key: LOOPBACK for key in DRIVER_ADDRESS_KEYS if key not in configured}
 
 
-def _spark_defaults(keys: Collection[str]) -> set[str]:
-    """Which of ``keys`` Spark's own configuration sets (``spark-defaults.conf``, ``--conf`` in
-    ``PYSPARK_SUBMIT_ARGS``): the JVM, launched now if need be, holds them as system properties."""
+def choose_master(configured: str | None, spark_own: str | None) -> str:
+    """The job's master: the settings' (``--master``, ``KAFKA_HEALTH_ANALYTICS__MASTER``) when set, else
+    Spark's own under ``spark-submit`` (its ``--master``, or ``spark.master`` in ``spark-defaults.conf``),
+    else ``local[2]``. Without the
+    middle step ``spark-submit --master spark://…`` would quietly run the job in local mode."""
+    return configured or spark_own or DEFAULT_MASTER
+
+
+def under_spark_submit(env: Mapping[str, str]) -> bool:
+    """Whether ``spark-submit`` started this driver (its JVM is there already, and says where in
+    ``PYSPARK_GATEWAY_PORT``). Only then is Spark's ``spark.master`` the user's choice: a JVM that pyspark
+    launches itself has ``local[*]`` there by default."""
+    return "PYSPARK_GATEWAY_PORT" in env
+
+
+PYTHON_CONF: Final = "spark.pyspark.python"
+
+
+def worker_python(spark_conf: Mapping[str, str], env: Mapping[str, str], driver_python: str) -> str:
+    """The interpreter the executors' Python workers run (pyspark sends the driver's ``PYSPARK_PYTHON``
+    with every Python function): ``spark.pyspark.python`` from the settings, else ``PYSPARK_PYTHON``
+    (which ``spark-submit --conf spark.pyspark.python=…`` sets for the driver), else the driver's own
+    interpreter, right only when the executors run on this machine or one laid out like it."""
+    return spark_conf.get(PYTHON_CONF) or env.get("PYSPARK_PYTHON") or driver_python
+
+
+def _spark_defaults(keys: Collection[str]) -> dict[str, str]:
+    """Which of ``keys`` Spark's own configuration sets (``spark-defaults.conf``, ``spark-submit``'s
+    ``--master`` and ``--conf``, ``--conf`` in ``PYSPARK_SUBMIT_ARGS``), with their values: the JVM,
+    launched now if need be, holds them as system properties."""
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()
     conf = SparkConf()
-    return {key for key in keys if conf.contains(key)}
+    return {key: str(conf.get(key)) for key in keys if conf.contains(key)}
 
 
 def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-analytics") -> Any:
-    """A SparkSession for the job. Python workers run this interpreter, so the executors import the same
-    ``analytics`` package as the driver (on a cluster, ship it with ``--py-files``). A local master's
-    driver listens on loopback only (:func:`driver_address_conf`)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    """A SparkSession for the job, on :func:`choose_master`'s master. The executors' Python workers run
+    :func:`worker_python`; they import our packages from what the job ships (``--py-files``, see
+    docs/analytics.md) or, on this machine, from the driver's installation. A local master's driver
+    listens on loopback only (:func:`driver_address_conf`)."""
+    os.environ["PYSPARK_PYTHON"] = worker_python(settings.spark_conf, os.environ, sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    submitted = under_spark_submit(os.environ)
+    spark_own = _spark_defaults(("spark.master", *DRIVER_ADDRESS_KEYS))
+    master = choose_master(settings.master, spark_own.get("spark.master") if submitted else None)
     addresses: dict[str, str] = {}
-    if is_local_master(settings.master):
-        configured = set(settings.spark_conf) | _spark_defaults(DRIVER_ADDRESS_KEYS)
-        addresses = driver_address_conf(settings.master, configured, os.environ)
+    if is_local_master(master):
+        configured = set(settings.spark_conf) | set(spark_own)
+        addresses = driver_address_conf(master, configured, os.environ)
 
     builder = (
         SparkSession.builder.appName(app_name)
-        .master(settings.master)
+        .master(master)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         # The state is small (a row per broker and open window): Spark's 200 shuffle partitions would
@@ -143,9 +174,24 @@ def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-ana
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    _py_files_for_driver_workers(spark.sparkContext)
     if not log.isEnabledFor(logging.DEBUG):
         _quiet_query_failures(spark)
     return spark
+
+
+def _py_files_for_driver_workers(sc: Any) -> None:
+    """Put ``--py-files`` on the path of the Python workers the driver's JVM starts itself: Spark plans a
+    Python data source (the Kafka source without the connector) in such a worker, which gets Spark's
+    files directory but not the shipped archives in it (found on a standalone cluster: ``No module named
+    'analytics'`` while planning). The executors' workers are unaffected: they add the archives from their
+    own files directory, where these driver paths do not exist."""
+    from pyspark import SparkFiles
+
+    includes = [os.path.join(SparkFiles.getRootDirectory(), name) for name in sc._python_includes]
+    if includes:
+        current = sc.environment.get("PYTHONPATH")
+        sc.environment["PYTHONPATH"] = os.pathsep.join([*includes, *([current] if current else [])])
 
 
 QUERY_LOGGERS: Final = (

@@ -46,7 +46,11 @@ KAFKA_REACH_TIMEOUT_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--master", help="Spark master (default local[2]; spark://HOST:7077 for a cluster)")
+    parser.add_argument(
+        "--master",
+        help="Spark master: local[N], or spark://HOST:7077 for a cluster (default: spark-submit's "
+        "--master, else local[2])",
+    )
     parser.add_argument(
         "--source",
         metavar="spool:DIR|kafka:BOOTSTRAP/TOPIC",
@@ -157,8 +161,9 @@ def run(
         out.write(format_batch(batch_id, outcome) + "\n")
         out.flush()
 
+    master = settings.master or "spark-submit's master (else local[2])"
     out.write(
-        f"analytics: {settings.source} -> {settings.store_url} on {settings.master}, "
+        f"analytics: {settings.source} -> {settings.store_url} on {master}, "
         f"window {settings.window_s:g}s, watermark {settings.watermark_s:g}s, "
         f"trigger {settings.trigger_s:g}s\n"
     )

@@ -1,16 +1,27 @@
 """The job's Spark session (``build_session`` in :mod:`analytics.spark.job`): a local master's driver binds
-and advertises loopback only, unless the user chose its addresses; an external master keeps Spark's."""
+and advertises loopback only, unless the user chose its addresses; an external master keeps Spark's. The
+master and the executors' Python: the settings', else Spark's own configuration's, else the defaults."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from analytics.spark.job import DRIVER_ADDRESS_KEYS, driver_address_conf, is_local_master
+from analytics.config import DEFAULT_MASTER, AnalyticsSettings
+from analytics.spark.job import (
+    DRIVER_ADDRESS_KEYS,
+    choose_master,
+    driver_address_conf,
+    is_local_master,
+    under_spark_submit,
+    worker_python,
+)
 
 BOTH = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 
@@ -38,6 +49,54 @@ def test_what_the_user_set_wins() -> None:
     }
     assert driver_address_conf("local[2]", set(DRIVER_ADDRESS_KEYS), {}) == {}
     assert driver_address_conf("local[2]", set(), {"SPARK_LOCAL_IP": "10.0.0.5"}) == {}
+
+
+@pytest.mark.unit
+def test_the_master_is_the_settings_then_spark_submits_then_local() -> None:
+    assert AnalyticsSettings().master is None
+    assert choose_master(None, None) == DEFAULT_MASTER == "local[2]"
+    # spark-submit --master spark://... without --master to the job: the cluster, not local mode
+    assert choose_master(None, "spark://m:7077") == "spark://m:7077"
+    assert choose_master("local[4]", "spark://m:7077") == "local[4]"
+    assert choose_master("spark://a:7077", None) == "spark://a:7077"
+
+
+@pytest.mark.unit
+def test_sparks_master_counts_only_under_spark_submit() -> None:
+    assert under_spark_submit({"PYSPARK_GATEWAY_PORT": "40123"})
+    assert not under_spark_submit({})
+
+
+@pytest.mark.spark
+def test_without_a_master_the_job_runs_local_2_not_pysparks_local_star(tmp_path: Path) -> None:
+    """pyspark launches its JVM with ``spark.master=local[*]``: that is no choice of the user's."""
+    script = (
+        "from analytics.config import AnalyticsSettings\n"
+        "from analytics.spark.job import build_session, stop_session\n"
+        "spark = build_session(AnalyticsSettings())\n"
+        "print('master', spark.sparkContext.master)\n"
+        "stop_session(spark)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "master local[2]\n" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.unit
+def test_the_executors_python_is_the_configured_one_else_pyspark_python_else_the_drivers() -> None:
+    conf = {"spark.pyspark.python": "/opt/kh/venv/bin/python"}
+    env = {"PYSPARK_PYTHON": "./environment/bin/python"}
+    assert worker_python(conf, env, "/usr/bin/python3") == "/opt/kh/venv/bin/python"
+    assert worker_python({}, env, "/usr/bin/python3") == "./environment/bin/python"
+    assert worker_python({}, {}, "/usr/bin/python3") == "/usr/bin/python3"
 
 
 def _listening_sockets() -> dict[str, str]:
