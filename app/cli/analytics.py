@@ -187,15 +187,9 @@ def _wait(query: Any, stop: threading.Event) -> None:
     """Until stopped, or until the query dies (its exception is raised)."""
     while not stop.wait(0.5):
         if not query.isActive:
-            failure = query.exception()
+            from analytics.spark.job import query_failure
+
+            failure = query_failure(query)
             if failure is not None:
-                raise RuntimeError(describe_failure(failure))
+                raise RuntimeError(failure)
             return
-
-
-def describe_failure(failure: Any) -> str:
-    """A failed query's exception as text (pyspark's can fail to print itself once the JVM is gone)."""
-    try:
-        return str(failure)
-    except Exception:
-        return type(failure).__name__
