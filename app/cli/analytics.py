@@ -2,9 +2,9 @@
 
 Before the banner and before Spark starts, what can be checked is: the settings (a bad flag, variable or
 store URL, a spool directory that does not exist without ``--create-spool``: exit 2), the store (opened
-and migrated: exit 1 when it cannot be) and a Kafka source's bootstrap servers (one of them must accept a
-TCP connection within 10 s: exit 1). A query that fails later is one line too; its Spark plan and
-traceback go to the debug log (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
+and migrated: exit 1 when it cannot be), a Kafka source's bootstrap servers (one of them must answer
+within 10 s) and its topic (it must exist): exit 1. A query that fails later is one line too; its Spark
+plan and traceback go to the debug log (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
 
 Exit codes: 0 stopped, 1 the job failed or a dependency (the store, Kafka) is unreachable, 2 bad input.
 """
@@ -32,7 +32,7 @@ from app.cli.common import (
 )
 from app.settings import Settings, load_settings
 from app.storage import MIGRATIONS
-from collectors.transport import check_spool_directory, parse_transport
+from collectors.transport import check_spool_directory, missing_topic, parse_transport
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,8 @@ def check_dependencies(settings: AnalyticsSettings) -> str | None:
         why = unreachable(spec.bootstrap_servers.split(","), KAFKA_REACH_TIMEOUT_S)
         if why is not None:
             return f"no Kafka broker reachable at {spec.bootstrap_servers} ({why})"
+        assert spec.topic is not None
+        return missing_topic(spec.bootstrap_servers, spec.topic, KAFKA_REACH_TIMEOUT_S)
     return None
 
 
