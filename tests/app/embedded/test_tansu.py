@@ -23,7 +23,6 @@ def test_starts_answers_stops_and_restarts_on_the_same_port(tmp_path: Path) -> N
     try:
         assert unreachable([broker.bootstrap], 2.0) is None
         broker.stop()
-        assert not broker.running
         assert unreachable([broker.bootstrap], 1.0) is not None
         broker.start()
         assert broker.running
