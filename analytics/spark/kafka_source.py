@@ -292,11 +292,25 @@ def _convert(text: str, default: Any, key: str) -> Any:
     raise KafkaSourceError(f"option kafka.{key} cannot be given as text")
 
 
-class KafkaPythonClient:
-    """:class:`KafkaClient` on kafka-python's ``KafkaConsumer``."""
+END_OFFSET_PROBE_MS = 1_000
+"""How long :meth:`KafkaPythonClient.end_offsets` waits for the fetch that confirms a partition's end."""
 
-    def __init__(self, consumer: Any) -> None:
+
+class KafkaPythonClient:
+    """:class:`KafkaClient` on kafka-python's ``KafkaConsumer``.
+
+    ``end_offsets`` does not trust ListOffsets(latest) alone: a broker may answer it with less than the
+    high watermark (Tansu 0.x answers the last record batch's base offset + 1, so every record of that
+    batch but the first would wait for the next batch). It also fetches from the last listed offset with
+    a second consumer (``probe``, made on first use: Spark's workers never ask for end offsets) and takes
+    the highest of the listed offset, the fetch response's high watermark and the last record fetched
+    + 1. On Apache Kafka the three agree; the cost is one small fetch per partition and planning.
+    """
+
+    def __init__(self, consumer: Any, probe: Callable[[], Any] | None = None) -> None:
         self._consumer = consumer
+        self._make_probe = probe
+        self._probe: Any = None
 
     @staticmethod
     def _tp(partition: TopicPartition) -> Any:
@@ -317,7 +331,34 @@ class KafkaPythonClient:
 
     def end_offsets(self, partitions: list[TopicPartition]) -> Mapping[TopicPartition, int]:
         found = self._consumer.end_offsets([self._tp(p) for p in partitions])
-        return {TopicPartition(tp.topic, tp.partition): int(o) for tp, o in found.items()}
+        listed = {TopicPartition(tp.topic, tp.partition): int(o) for tp, o in found.items()}
+        if self._make_probe is None:
+            return listed
+        return self._confirmed(listed)
+
+    def _confirmed(self, listed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """``listed`` raised to what a fetch from each partition's last listed offset shows."""
+        probed = [tp for tp, end in listed.items() if end > 0]
+        if not probed:
+            return listed
+        if self._probe is None and self._make_probe is not None:
+            self._probe = self._make_probe()
+        probe = self._probe
+        probe.assign([self._tp(tp) for tp in probed])
+        for tp in probed:
+            probe.seek(self._tp(tp), listed[tp] - 1)
+        confirmed = dict(listed)
+        waiting = set(probed)
+        deadline = time.monotonic() + END_OFFSET_PROBE_MS / 1000
+        while waiting and time.monotonic() < deadline:
+            for ktp, records in probe.poll(timeout_ms=100).items():
+                tp = TopicPartition(ktp.topic, ktp.partition)
+                if tp not in waiting or not records:
+                    continue
+                waiting.discard(tp)
+                highwater = probe.highwater(ktp)
+                confirmed[tp] = max(confirmed[tp], records[-1].offset + 1, int(highwater or 0))
+        return confirmed
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         self._consumer.assign([self._tp(p) for p in partitions])
@@ -338,7 +379,11 @@ class KafkaPythonClient:
         return int(self._consumer.position(self._tp(partition)))
 
     def close(self) -> None:
-        self._consumer.close(autocommit=False)
+        try:
+            if self._probe is not None:
+                self._probe.close(autocommit=False)
+        finally:
+            self._consumer.close(autocommit=False)
 
 
 def kafka_python_client(options: SourceOptions) -> KafkaClient:
@@ -347,16 +392,19 @@ def kafka_python_client(options: SourceOptions) -> KafkaClient:
     ``kafka.bootstrap.timeout.ms`` (30 s)."""
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer.__new__(KafkaConsumer)
-    try:
-        consumer.__init__(**consumer_config(options))
-    except BaseException:
-        # kafka-python 3 starts its IO thread before it bootstraps and does not stop it when that fails.
-        client = getattr(consumer, "_client", None)
-        if client is not None:
-            client.close()
-        raise
-    return KafkaPythonClient(consumer)
+    def make() -> Any:
+        consumer = KafkaConsumer.__new__(KafkaConsumer)
+        try:
+            consumer.__init__(**consumer_config(options))
+        except BaseException:
+            # kafka-python 3 starts its IO thread before it bootstraps and does not stop it when that fails.
+            client = getattr(consumer, "_client", None)
+            if client is not None:
+                client.close()
+            raise
+        return consumer
+
+    return KafkaPythonClient(make(), probe=make)
 
 
 # --- offsets ---------------------------------------------------------------------------------------------

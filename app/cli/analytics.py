@@ -2,9 +2,9 @@
 
 Before the banner and before Spark starts, what can be checked is: the settings (a bad flag, variable or
 store URL, a spool directory that does not exist without ``--create-spool``: exit 2), the store (opened
-and migrated: exit 1 when it cannot be) and a Kafka source's bootstrap servers (one of them must accept a
-TCP connection within 10 s: exit 1). A query that fails later is one line too; its Spark plan and
-traceback go to the debug log (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
+and migrated: exit 1 when it cannot be), a Kafka source's bootstrap servers (one of them must answer
+within 10 s) and its topic (it must exist): exit 1. A query that fails later is one line too; its Spark
+plan and traceback go to the debug log (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
 
 Exit codes: 0 stopped, 1 the job failed or a dependency (the store, Kafka) is unreachable, 2 bad input.
 """
@@ -32,7 +32,7 @@ from app.cli.common import (
 )
 from app.settings import Settings, load_settings
 from app.storage import MIGRATIONS
-from collectors.transport import check_spool_directory, parse_transport
+from collectors.transport import check_spool_directory, missing_topic, parse_transport
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,8 @@ def check_dependencies(settings: AnalyticsSettings) -> str | None:
         why = unreachable(spec.bootstrap_servers.split(","), KAFKA_REACH_TIMEOUT_S)
         if why is not None:
             return f"no Kafka broker reachable at {spec.bootstrap_servers} ({why})"
+        assert spec.topic is not None
+        return missing_topic(spec.bootstrap_servers, spec.topic, KAFKA_REACH_TIMEOUT_S)
     return None
 
 
@@ -192,15 +194,9 @@ def _wait(query: Any, stop: threading.Event) -> None:
     """Until stopped, or until the query dies (its exception is raised)."""
     while not stop.wait(0.5):
         if not query.isActive:
-            failure = query.exception()
+            from analytics.spark.job import query_failure
+
+            failure = query_failure(query)
             if failure is not None:
-                raise RuntimeError(describe_failure(failure))
+                raise RuntimeError(failure)
             return
-
-
-def describe_failure(failure: Any) -> str:
-    """A failed query's exception as text (pyspark's can fail to print itself once the JVM is gone)."""
-    try:
-        return str(failure)
-    except Exception:
-        return type(failure).__name__

@@ -2,7 +2,8 @@
 
 Bad input (flags, ``KAFKA_HEALTH_*``, a spool directory that does not exist without ``--create-spool``) is
 one line and exit 2 before anything starts; a ZooKeeper or a Kafka sink that does not answer is one line and
-exit 1 (a Kafka sink's bootstrap servers must accept a TCP connection within 10 s).
+exit 1 (a Kafka sink's bootstrap servers must answer within 10 s, and its topic must exist: the
+collector does not create it).
 
 Exit codes: 0 stopped by SIGINT/SIGTERM (or ``--once`` wrote its round), 1 the cluster or the transport
 could not be reached, 2 bad input.
@@ -31,7 +32,7 @@ from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsCollector
 from collectors.sampler import Round, Sampler
 from collectors.samples import SampleNumbering, new_collector_id
-from collectors.transport import check_spool_directory, open_sink, parse_transport
+from collectors.transport import check_spool_directory, missing_topic, open_sink, parse_transport
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
 HELP = "run the collectors and write samples (spool directory or Kafka topic) for the analytics job"
@@ -156,6 +157,11 @@ def run(
         why = unreachable(spec.bootstrap_servers.split(","), KAFKA_REACH_TIMEOUT_S)
         if why is not None:
             err.write(f"error: cannot open the sink {spec}: no Kafka broker reachable ({why})\n")
+            return ExitCode.FAILED
+        assert spec.topic is not None
+        why = missing_topic(spec.bootstrap_servers, spec.topic, KAFKA_REACH_TIMEOUT_S)
+        if why is not None:
+            err.write(f"error: cannot open the sink {spec}: {why}\n")
             return ExitCode.FAILED
     try:
         sink = open_sink(spec, settings.sampler.spool_retention_s, create_spool=settings.sampler.create_spool)

@@ -1,14 +1,15 @@
 """``kafka-health demo``: everything on the embedded default, in one command, with a story.
 
-Starts a real ZooKeeper, a 5-broker reference cluster with traffic, the collectors (samples every 2 s into
-a spool directory), the PySpark analytics job (the load lane, 5 s windows), the service (REST,
-``/metrics``, actions, and the incident lane) and a webhook receiver subscribed through the API, prints
-the URLs and an admin token, then plays a short story through the service's own API: load is skewed onto
-one broker (the Spark job's load alerts open a window or two later, then resolve), a broker crashes
-(the incident lane pages its offline single-replica partition within a second, then the broker down;
-both resolve when it is back), and a preferred replica election (dry run, then executed). Each alert says
-which lane raised it. With ``--once`` it stops after the story; otherwise everything keeps running until
-Ctrl-C, which stops it all cleanly (no JVM or thread left).
+Starts a real ZooKeeper, a 5-broker reference cluster with traffic, the collectors (samples every 2 s into a
+spool directory, or with ``--transport kafka`` into a topic on an embedded Kafka-protocol broker, Tansu),
+the PySpark analytics job (the load lane, 5 s windows), the service (REST, ``/metrics``, actions, and the
+incident lane) and a webhook receiver subscribed through the API, prints the URLs and an admin token, then
+plays a short story through the service's own API: load is skewed onto one broker (the Spark job's load
+alerts open a window or two later, then resolve), a broker crashes (the incident lane pages its offline
+single-replica partition within a second, then the broker down; both resolve when it is back), and a
+preferred replica election (dry run, then executed). Each alert says which lane raised it. With ``--once``
+it stops after the story; otherwise everything keeps running until Ctrl-C, which stops it all cleanly (no
+JVM or thread left).
 
 Exit codes: 0 the story was told (``--once``) or Ctrl-C/SIGTERM stopped it, 1 something did not start or a
 step of the story did not happen in time.
@@ -41,11 +42,13 @@ from app.cli.common import (
     settings_or_error,
     stop_signals,
     tcp_port,
+    unreachable,
 )
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.reference_cluster.routes import reference_router
+from app.embedded.tansu import Tansu, TansuUnavailableError, broker_binary
 from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError, pick_free_port
 from app.incidents.changes import SnapshotChanges
@@ -57,7 +60,7 @@ from app.webhooks.notifier import NotifierSettings
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import SampleNumbering, new_collector_id
-from collectors.transport import SpoolDirectorySink
+from collectors.transport import KafkaTopicSink, SampleSink, SpoolDirectorySink
 from collectors.zookeeper.collector import ZooKeeperCollector
 
 LOOPBACK = ("127.0.0.0/8", "::1/128")
@@ -236,6 +239,22 @@ def story_brokers(text: str) -> int:
     return int(text)
 
 
+DEMO_TOPIC = "kafka-health-samples"
+"""The topic of ``--transport kafka`` (created on the embedded broker before the collectors start)."""
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 2) -> None:
+    """Create ``topic`` (the analytics job reads only a topic that exists; it never creates one)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=[bootstrap])
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--brokers", type=story_brokers, default=5, help="number of brokers, 3-50 (default 5)"
@@ -243,6 +262,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=tcp_port, help="the service's port (default: a free one)")
     parser.add_argument(
         "--once", action="store_true", help="play the story once and exit (instead of running until Ctrl-C)"
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("spool", "kafka"),
+        default="spool",
+        help="how samples reach the Spark job: a spool directory (default) or a Kafka topic on an embedded "
+        "Kafka-protocol broker (Tansu; pip install 'kafka-health[kafka-demo]')",
     )
 
 
@@ -277,9 +303,25 @@ def run(args: argparse.Namespace) -> int:
         except ListenError as exc:
             sys.stderr.write(f"error: {exc}\n")
             return ExitCode.FAILED
+    transport = getattr(args, "transport", "spool")
+    if transport == "kafka":
+        try:
+            broker_binary()
+        except TansuUnavailableError as exc:
+            sys.stderr.write(f"error: --transport kafka: {exc}\n")
+            return ExitCode.FAILED
     workdir = Path(tempfile.mkdtemp(prefix="kafka-health-demo-"))
+    broker: Tansu | None = None
+    if transport == "kafka":
+        try:
+            broker = Tansu(workdir / "tansu.log", unreachable)
+        except TansuUnavailableError as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
+            sys.stderr.write(f"error: --transport kafka: {exc}\n")
+            return ExitCode.FAILED
+    source = f"spool:{workdir / 'spool'}" if broker is None else f"kafka:{broker.bootstrap}/{DEMO_TOPIC}"
     analytics = AnalyticsSettings(
-        source=f"spool:{workdir / 'spool'}",
+        source=source,
         create_spool=True,
         window_s=WINDOW_S,
         watermark_s=1.0,
@@ -291,6 +333,8 @@ def run(args: argparse.Namespace) -> int:
     code = ExitCode.OK
     with stop_signals() as stop, contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        if broker is not None:
+            stack.callback(broker.stop)
         try:
             out.write("starting ZooKeeper, 5 brokers, the collectors, Spark and the service...\n")
             out.flush()
@@ -307,9 +351,16 @@ def run(args: argparse.Namespace) -> int:
             stack.callback(collector.stop)
             metrics = MetricsCollector(urls=urls, timeout_s=2.0)
             stack.callback(metrics.close)
+            sink: SampleSink
+            if broker is None:
+                sink = SpoolDirectorySink(workdir / "spool")
+            else:
+                create_topic(broker.bootstrap, DEMO_TOPIC)
+                sink = KafkaTopicSink(broker.bootstrap, DEMO_TOPIC)
+                stack.callback(sink.close)
             sampler = Sampler(
                 collector,
-                SpoolDirectorySink(workdir / "spool"),
+                sink,
                 SampleNumbering(new_collector_id("demo")),
                 metrics=metrics,
                 settings=SamplerSettings(interval_s=2.0),
@@ -351,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
                 f"  token      {token}   (admin; e.g. curl -H 'Authorization: Bearer {token}' "
                 f"{base}/api/v1/cluster)\n"
                 f"  data       {workdir} (removed on exit)\n"
+                f"  samples    {source}\n"
                 f"  webhooks   {receiver.url} (a receiver subscribed to every alert)\n"
             )
             out.flush()

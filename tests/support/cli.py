@@ -37,7 +37,8 @@ def cli_env() -> dict[str, str]:
 class Cli:
     """``python -m app.cli.main ARGS`` with its output read line by line on background threads."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, new_session: bool = False) -> None:
+        """``new_session``: in a process group of its own, for :meth:`stop_group`."""
         self.args = args
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app.cli.main", *args],
@@ -47,6 +48,7 @@ class Cli:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=new_session,
         )
         self.stdout: list[str] = []
         self.stderr: list[str] = []
@@ -109,6 +111,12 @@ class Cli:
 
     def stop(self, signum: signal.Signals, timeout: float = EXIT_TIMEOUT) -> int:
         self.process.send_signal(signum)
+        return self.wait(timeout)
+
+    def stop_group(self, signum: signal.Signals, timeout: float = EXIT_TIMEOUT) -> int:
+        """``signum`` to the whole process group (as systemd or a terminal sends it): needs
+        ``new_session``."""
+        os.killpg(self.pid, signum)
         return self.wait(timeout)
 
     def kill_everything(self) -> None:

@@ -1,5 +1,6 @@
-"""A file-backed fake Kafka for testing :mod:`analytics.spark.kafka_source` without a broker (none can run
-here).
+"""A file-backed fake Kafka for testing :mod:`analytics.spark.kafka_source` without a broker: retention, gaps,
+stalls and re-created topics that a real broker (Tansu, ``tests.support.tansu``) cannot be made to show on
+demand. ``tests/analytics/spark/test_kafka_contract.py`` runs the same checks on it and on Tansu.
 
 **A test double, not a Kafka client.** :class:`FileBackedKafka` implements the source's narrow
 :class:`analytics.spark.kafka_source.KafkaClient` interface over a JSON file that :class:`FakeKafkaLog` writes

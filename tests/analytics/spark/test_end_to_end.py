@@ -24,7 +24,7 @@ import pytest
 from analytics.config import AnalyticsSettings
 from analytics.model import AlertState
 from analytics.rules import INCIDENT_RULES, LOAD_LANE_SUBJECT, RuleSettings
-from analytics.spark.job import start_query, stop_query
+from analytics.spark.job import query_failure, start_query, stop_query
 from analytics.store import Store
 from app.embedded.reference_cluster.config import TopicSpec
 from app.incidents.changes import SnapshotChanges
@@ -136,7 +136,7 @@ def pipeline(
             unsubscribe()
             lane.stop()
             view.stop()
-    assert query.exception() is None  # a job that wrote an incident rule would have failed here
+    assert query_failure(query) is None  # a job that wrote an incident rule would have failed here
 
 
 def test_faults_raise_the_alerts_that_name_them(pipeline: tuple[Any, Pipeline]) -> None:

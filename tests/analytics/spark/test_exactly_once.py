@@ -6,7 +6,8 @@ The input is a deterministic stream of samples whose load flips in and out of im
 rules (8 and 9, the job's) open and resolve several times; its health flips too, which the job keeps with
 its windows and never evaluates (the incident rules are serve's). The reference run reads it all in one go
 in-process; the interrupted run is the real ``kafka-health analytics`` command in a child process, fed the
-same files window by window, killed with SIGKILL once it has committed some batches, and started again.
+same samples window by window, killed with SIGKILL once it has committed some batches, and started again:
+once on the spool directory, once on a Kafka topic (Tansu, with the collectors' Kafka sink).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +28,16 @@ from analytics.model import AlertEvent
 from analytics.rules import RuleSettings
 from analytics.spark.job import start_query, stop_query
 from collectors.samples import Sample
+from collectors.transport import KafkaTopicSink
 from tests.support.spark import Spool
 from tests.support.store import open_store
+from tests.support.tansu import TansuLog, unique_topic
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.integration,
+    pytest.mark.filterwarnings(r"ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
 
 T0 = 1_800_000_000.0
 WINDOW_S = 2.0
@@ -79,9 +87,9 @@ def window_samples(spool: Spool, w: int) -> list[Sample]:
     return samples
 
 
-def settings_for(spool: Spool, root: Path) -> AnalyticsSettings:
+def settings_for(source: str, root: Path) -> AnalyticsSettings:
     return AnalyticsSettings(
-        source=f"spool:{spool.directory}",
+        source=source,
         window_s=WINDOW_S,
         watermark_s=0.0,
         trigger_s=0.5,
@@ -131,37 +139,64 @@ def wait_until(predicate: Any, timeout: float, message: str, log: Path) -> None:
         time.sleep(0.2)
 
 
-def test_a_killed_and_restarted_job_neither_loses_nor_duplicates_an_alert_event(
-    tmp_path: Path, spark_session: Any
-) -> None:
-    # the reference: everything at once, never interrupted
-    ref_spool = Spool(tmp_path / "ref-spool")
+@pytest.fixture(scope="module")
+def expected(tmp_path_factory: pytest.TempPathFactory, spark_session: Any) -> list[tuple[Any, ...]]:
+    """The reference: every window at once from a spool directory, never interrupted."""
+    root = tmp_path_factory.mktemp("reference")
+    ref_spool = Spool(root / "spool")
     for w in range(WINDOWS + 1):  # the last window only moves the watermark
         ref_spool.write(window_samples(ref_spool, w))
-    reference = settings_for(ref_spool, tmp_path / "ref")
+    reference = settings_for(f"spool:{ref_spool.directory}", root)
     with open_store(reference.store_url) as store:
         query = start_query(spark_session, reference, store)
         try:
             query.processAllAvailable()
         finally:
             stop_query(query)
-    expected = events(reference.store_url)
-    assert len({e[0] for e in expected}) >= 4, "the input should open several alerts"
+    found = events(reference.store_url)
+    assert len({e[0] for e in found}) >= 4, "the input should open several alerts"
     with open_store(reference.store_url) as store:
         assert {a.rule for a in store.alerts(limit=1000)} == {8, 9}  # the load lane's rules only
-    assert sum(1 for e in expected if e[2] == "resolved") >= 4
+    assert sum(1 for e in found if e[2] == "resolved") >= 4
+    return found
 
-    # the interrupted run: the same files, fed window by window to the real command
-    spool = Spool(tmp_path / "spool")
-    settings = settings_for(spool, tmp_path / "run")
+
+Write = Callable[[Sequence[Sample]], None]
+
+
+@pytest.fixture(params=["spool", "kafka"])
+def transport(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Write]]:
+    """Where the interrupted run reads (``--source``) and how a window's samples get there."""
+    if request.param == "spool":
+        spool = Spool(tmp_path / "spool")
+        yield f"spool:{spool.directory}", spool.write
+        return
+    bootstrap: str = request.getfixturevalue("kafka_broker")
+    topic = unique_topic("eo")
+    log = TansuLog(bootstrap)
+    log.create_topic(topic, 2)
+    log.close()
+    sink = KafkaTopicSink(bootstrap, topic)
+    try:
+        yield f"kafka:{bootstrap}/{topic}", sink.write
+    finally:
+        sink.close()
+
+
+def test_a_killed_and_restarted_job_neither_loses_nor_duplicates_an_alert_event(
+    tmp_path: Path, expected: list[tuple[Any, ...]], transport: tuple[str, Write]
+) -> None:
+    source, write = transport
+    numbering = Spool(tmp_path / "numbering")  # the same samples as the reference's, numbered the same
+    settings = settings_for(source, tmp_path / "run")
     (tmp_path / "run").mkdir()
     log = tmp_path / "job.log"
-    batches = [window_samples(spool, w) for w in range(WINDOWS + 1)]
+    batches = [window_samples(numbering, w) for w in range(WINDOWS + 1)]
     job = start_job(settings, log)
     try:
         fed = 0
         for batch in batches[: WINDOWS // 2]:
-            spool.write(batch)
+            write(batch)
             fed += 1
             time.sleep(0.1)
         wait_until(
@@ -180,7 +215,7 @@ def test_a_killed_and_restarted_job_neither_loses_nor_duplicates_an_alert_event(
 
         job = start_job(settings, log)
         for batch in batches[fed:]:
-            spool.write(batch)
+            write(batch)
             time.sleep(0.05)
         final = T0 + WINDOWS * WINDOW_S
         wait_until(lambda: last_window(settings.store_url) >= final, 180, "the last window", log)

@@ -20,7 +20,9 @@ from analytics.load_model import compute_load
 from analytics.pipeline import BatchOutcome
 from analytics.rules import RuleSettings
 from analytics.spark.job import (
+    STOP_REQUESTED,
     BatchHandler,
+    StopRequested,
     read_samples,
     sample_rows,
     start_query,
@@ -232,6 +234,25 @@ def test_the_batch_handler_skips_a_batch_committed_before(spool: Spool, tmp_path
 
         handler(Untouchable(), 7)
         assert calls == []
+
+
+def test_after_a_stop_request_the_handler_refuses_the_next_batch_untouched(
+    spool: Spool, tmp_path: Path
+) -> None:
+    settings = settings_for(spool, tmp_path)
+    with Store.open(settings.store_url) as store:
+        handler = BatchHandler(settings, store)
+        assert handler.idle
+        handler.request_stop()
+
+        class Untouchable:
+            def __getattr__(self, name: str) -> Any:
+                raise AssertionError(f"a batch after the stop request was read ({name})")
+
+        with pytest.raises(StopRequested, match=f"{STOP_REQUESTED} before batch 3"):
+            handler(Untouchable(), 3)
+        assert handler.idle
+        assert not store.batch_committed(settings.query_name, 3)  # it runs again at the next start
 
 
 def test_the_query_plan_is_streaming_with_a_watermark(

@@ -1,7 +1,7 @@
 """analytics.spark.kafka_source: options, offset planning and reading against the file-backed fake Kafka
-(tests.support.kafka_fake; no broker can run here), and the Python streaming data source on local Spark:
-order per partition across micro-batches, parsing identical to the JSON file source, restarts from the
-checkpoint without a record lost or read twice."""
+(tests.support.kafka_fake; test_kafka_contract.py holds it to a real broker's behaviour), and the Python
+streaming data source on local Spark: order per partition across micro-batches, parsing identical to the
+JSON file source, restarts from the checkpoint without a record lost or read twice."""
 
 from __future__ import annotations
 
