@@ -122,7 +122,13 @@ def test_a_broker_crash_is_paged_within_two_seconds_by_serve_alone(
     cluster.start_broker(broker)
     wait_for(lambda: received(receiver, 1, "resolved"), timeout=60, message="rule 1 resolved")
     per_alert = assert_each_event_once_and_gapless(receiver)
-    assert list(per_alert.values()) == [[1, 2]]
+    assert len(per_alert) == 1, per_alert
+    # opened ... resolved; an update between them is right when the lane saw the restarted broker
+    # registered before the controller had elected it (the partitions became electable: a new summary)
+    kinds = [b["kind"] for b in sorted(receiver.accepted().values(), key=lambda b: b["sequence"])]
+    assert kinds[0] == "opened"
+    assert kinds[-1] == "resolved"
+    assert set(kinds[1:-1]) <= {"updated"}, kinds
     print(f"\nbroker crash -> rule 1 opened at the receiver: {latency * 1000:.0f} ms")
 
 
