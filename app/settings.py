@@ -9,7 +9,9 @@ module receives its own section and never reads the environment itself.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,7 +31,13 @@ from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.metrics import MetricsSettings
 from collectors.sampler import SamplerSettings
 
-NO_ZOOKEEPER = "no ZooKeeper: give --zookeeper HOST:PORT[/chroot] or KAFKA_HEALTH_ZOOKEEPER__CONNECT"
+NO_ZOOKEEPER = (
+    "no ZooKeeper: give --zookeeper HOST:PORT[/chroot] or KAFKA_HEALTH_ZOOKEEPER__CONNECT "
+    "(or --cluster NAME=HOST:PORT[/chroot] per cluster)"
+)
+CLUSTER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$")
+"""A watched cluster's name: it is a URL path segment, a Prometheus label value and the store's key."""
+CLUSTER_NAME_RULE = "1-63 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit"
 
 
 class ZooKeeperSettings(BaseModel):
@@ -106,6 +114,38 @@ _SECURITY_FIELDS = (
 )
 
 
+class ClusterSettings(BaseModel):
+    """One cluster of a deployment that watches several (``[clusters.NAME]``,
+    ``KAFKA_HEALTH_CLUSTERS__NAME__ZOOKEEPER__CONNECT``, ``--cluster NAME=ZK[,TEMPLATE]``). Its ZooKeeper
+    fields override the top-level ``[zookeeper]`` section's (credentials, timeouts), and its ``metrics``
+    replaces the top-level ``[metrics]`` when given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
+    metrics: MetricsSettings | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedCluster:
+    """A cluster the deployment watches, with its settings resolved."""
+
+    name: str | None
+    """Its name (``--cluster NAME=...``); None: the one cluster of a single-cluster deployment, which is
+    known by its cluster id (``/cluster/id``)."""
+    zookeeper: ZooKeeperSettings
+    metrics: MetricsSettings | None
+
+    @property
+    def connect(self) -> str:
+        assert self.zookeeper.connect is not None
+        return self.zookeeper.connect
+
+    def label(self) -> str:
+        """How messages name it: its name, else its connect string."""
+        return self.name if self.name is not None else self.connect
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="KAFKA_HEALTH_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -118,6 +158,45 @@ class Settings(BaseSettings):
     sampler: SamplerSettings = Field(default_factory=SamplerSettings)
     analytics: AnalyticsSettings = Field(default_factory=AnalyticsSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
+    clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
+    """Several clusters watched by one deployment, by name; empty: the one cluster of ``zookeeper``."""
+
+    @model_validator(mode="after")
+    def _clusters_are_usable(self) -> Settings:
+        if not self.clusters:
+            return self
+        if self.zookeeper.connect is not None:
+            raise ValueError(
+                "zookeeper.connect and clusters are both set: give one cluster's ZooKeeper "
+                "(--zookeeper) or several named clusters (--cluster NAME=ZK), not both"
+            )
+        for name in self.clusters:
+            if not CLUSTER_NAME.match(name):
+                raise ValueError(f"clusters.{name}: not a cluster name ({CLUSTER_NAME_RULE})")
+        self.watched()  # each cluster's merged ZooKeeper section is valid
+        return self
+
+    def watched(self) -> list[WatchedCluster]:
+        """The clusters this deployment watches: each named one (sorted by name), else the one of
+        ``zookeeper`` (whose ``connect`` may still be None: the command checks it). Raises ValueError."""
+        if not self.clusters:
+            return [WatchedCluster(None, self.zookeeper, self.metrics)]
+        shared = self.zookeeper.model_dump(exclude={"connect"}, exclude_none=True)
+        watched = []
+        for name, cluster in sorted(self.clusters.items()):
+            own = cluster.zookeeper.model_dump(include=set(cluster.zookeeper.model_fields_set))
+            try:
+                zookeeper = ZooKeeperSettings.model_validate(shared | own)
+            except ValueError as exc:
+                raise ValueError(f"clusters.{name}.zookeeper: {exc}") from None
+            if zookeeper.connect is None:
+                raise ValueError(
+                    f"clusters.{name}: no ZooKeeper (--cluster {name}=HOST:PORT[/chroot] or "
+                    f"KAFKA_HEALTH_CLUSTERS__{name.upper()}__ZOOKEEPER__CONNECT)"
+                )
+            metrics = cluster.metrics if cluster.metrics is not None else self.metrics
+            watched.append(WatchedCluster(name, zookeeper, metrics))
+        return watched
 
     @classmethod
     def settings_customise_sources(
@@ -148,3 +227,48 @@ def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment with ``overrides`` (from flags) on top; raises pydantic's
     ValidationError, whose message names each bad field."""
     return Settings(**overrides)
+
+
+def parse_cluster_flag(text: str) -> tuple[str, str, str | None]:
+    """``NAME=ZK_CONNECT[,METRICS_URL_TEMPLATE]`` (``--cluster``) as ``(name, connect, template)``; raises
+    ValueError. The connect string may list several hosts separated by commas; the template is what
+    follows the first comma whose remainder has ``://`` (``prod=zk1:2181,zk2:2181/kafka,http://{host}:7071/metrics``)."""
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not rest.strip():
+        raise ValueError(f"--cluster {text!r}: expected NAME=HOST:PORT[/chroot][,METRICS_URL_TEMPLATE]")
+    if not CLUSTER_NAME.match(name):
+        raise ValueError(f"--cluster {text!r}: {name!r} is not a cluster name ({CLUSTER_NAME_RULE})")
+    parts = rest.split(",")
+    at = next((i for i, part in enumerate(parts) if "://" in part), None)
+    if at is None:
+        return name, rest.strip(), None
+    connect = ",".join(parts[:at]).strip()
+    template = ",".join(parts[at:]).strip()
+    if not connect:
+        raise ValueError(f"--cluster {text!r}: no ZooKeeper before the metrics URL template")
+    return name, connect, template
+
+
+def cluster_overrides(base: Settings, flags: list[str] | None) -> dict[str, Any]:
+    """The ``clusters`` section the repeated ``--cluster`` flags make over the settings' own (a flag's
+    ZooKeeper and template win over the same cluster's settings; other clusters of the settings stay),
+    with ``zookeeper.connect`` cleared: empty without the flag. Raises ValueError."""
+    if not flags:
+        return {}
+    clusters = {name: cluster.model_dump(exclude_unset=True) for name, cluster in base.clusters.items()}
+    seen: set[str] = set()
+    for flag in flags:
+        name, connect, template = parse_cluster_flag(flag)
+        if name in seen:
+            raise ValueError(f"--cluster {name}: given twice")
+        seen.add(name)
+        section = clusters.setdefault(name, {})
+        section["zookeeper"] = dict(section.get("zookeeper") or {}) | {"connect": connect}
+        if template is not None:
+            metrics = dict(section.get("metrics") or {})
+            metrics.pop("urls", None)
+            section["metrics"] = metrics | {"url_template": template}
+    zookeeper = base.zookeeper.model_dump(exclude_unset=True)
+    zookeeper.pop("connect", None)
+    return {"clusters": clusters, "zookeeper": zookeeper}
