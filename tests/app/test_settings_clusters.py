@@ -93,8 +93,9 @@ def test_flags_add_and_override_clusters_and_clear_the_single_connect(
         ("prod", "zk8:2181/prod", 7.0),
         ("stage", "zk2:2181", 7.0),
     ]
-    assert settings.watched()[1].metrics is not None
-    assert settings.watched()[1].metrics.url_template == "http://{host}:1/metrics"
+    stage = settings.watched()[1].metrics
+    assert stage is not None
+    assert stage.url_template == "http://{host}:1/metrics"
     with pytest.raises(ValueError, match="given twice"):
         cluster_overrides(base, ["a=zk:1", "a=zk:2"])
 
