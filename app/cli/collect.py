@@ -280,9 +280,8 @@ def run(
         unreadable = [w for w in watches if w.collector is None]
         if not readable:
             if several:
-                for watch in unreadable:
-                    err.write(f"warning: {watch.cannot_read()}\n")
-                err.write(f"error: none of the {len(watches)} clusters can be read\n")
+                each = "; ".join(w.cannot_read() for w in watches)
+                err.write(f"error: none of the {len(watches)} clusters can be read: {each}\n")
             else:
                 err.write(f"error: {watches[0].cannot_read()}\n")
             return ExitCode.FAILED
