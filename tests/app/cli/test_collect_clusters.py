@@ -28,6 +28,7 @@ from app.cli.main import build_parser
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec
 from app.embedded.zookeeper import EmbeddedZooKeeper, pick_free_port
+from app.settings import CONFIG_ENV
 from tests.support.reference_cluster import ClusterFactory, small_settings, wait_for
 
 pytestmark = pytest.mark.integration
@@ -288,3 +289,35 @@ def test_bad_cluster_flags_exit_2_with_one_line(argv: list[str], message: str, t
     assert err.getvalue().count("\n") == 1
     assert message in err.getvalue()
     assert out.getvalue() == ""
+
+
+def test_clusters_of_the_config_file_keep_the_shared_zookeeper_section_under_the_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "kafka-health.toml"
+    config.write_text(
+        "[zookeeper]\nsession_timeout_s = 9\n"
+        '[clusters.prod.zookeeper]\nconnect = "zk1:2181/prod"\nconnections = 2\n'
+        '[clusters.stage.zookeeper]\nconnect = "zk2:2181/stage"\n'
+    )
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    args = build_parser().parse_args(
+        ["collect", "--cluster", "test=zk3:2181,http://{host}:9404/metrics", "--sink", f"spool:{tmp_path}"]
+    )
+    watched = collect_command.settings_from_args(args).watched()
+    assert [(w.name, w.connect, w.zookeeper.connections, w.zookeeper.session_timeout_s) for w in watched] == [
+        ("prod", "zk1:2181/prod", 2, 9.0),
+        ("stage", "zk2:2181/stage", 4, 9.0),
+        ("test", "zk3:2181", 4, 9.0),
+    ]
+    assert [None if w.metrics is None else w.metrics.url_template for w in watched] == [
+        None,
+        None,
+        "http://{host}:9404/metrics",
+    ]
+    without_flags = build_parser().parse_args(["collect", "--sink", f"spool:{tmp_path}", "--interval", "5"])
+    watched = collect_command.settings_from_args(without_flags).watched()
+    assert [(w.name, w.zookeeper.connections, w.zookeeper.session_timeout_s) for w in watched] == [
+        ("prod", 2, 9.0),
+        ("stage", 4, 9.0),
+    ]
