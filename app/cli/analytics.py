@@ -80,7 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--store-url", metavar="URL", help="sqlite:///FILE (default) or postgresql+psycopg://..."
     )
     parser.add_argument("--rated-deviation", type=float, metavar="R", help="r of the load model (0.10)")
-    add_cluster_argument(parser)
+    add_cluster_argument(
+        parser,
+        text="a cluster of the deployment (repeat for several, as given to collect; or [clusters.NAME] "
+        "in the config file): only these clusters' samples are evaluated, others are dropped with a "
+        "warning",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> tuple[AnalyticsSettings, tuple[str, ...]]:

@@ -265,7 +265,7 @@ def add_zk_config_argument(parser: argparse.ArgumentParser) -> None:
 # --- several clusters ------------------------------------------------------------------------------------
 
 
-def add_cluster_argument(parser: argparse.ArgumentParser) -> None:
+def add_cluster_argument(parser: argparse.ArgumentParser, text: str | None = None) -> None:
     """``--cluster NAME=HOST:PORT[/chroot][,METRICS_URL_TEMPLATE]``, repeatable: one deployment watching
     several clusters, each known by its name (``[clusters.NAME]`` in the config file does the same)."""
     parser.add_argument(
@@ -273,7 +273,8 @@ def add_cluster_argument(parser: argparse.ArgumentParser) -> None:
         action="append",
         dest="clusters",
         metavar="NAME=HOST:PORT[/chroot][,TEMPLATE]",
-        help="a cluster to watch, known by NAME (repeat for several; or [clusters.NAME] in the config "
+        help=text
+        or "a cluster to watch, known by NAME (repeat for several; or [clusters.NAME] in the config "
         "file, KAFKA_HEALTH_CLUSTERS__NAME__ZOOKEEPER__CONNECT); TEMPLATE: its brokers' metrics URL "
         "template; not with --zookeeper",
     )
