@@ -278,9 +278,9 @@ def test_invalid_bodies_are_422_naming_each_problem(service: Service, receiver: 
         "body.clusters.4",
         "body.clusters.5",
     ]
-    for bad in ([], [f"c{n}" for n in range(101)], "prod"):
-        refused = service.call("PATCH", f"/api/v1/webhooks/{created['id']}", json={"clusters": bad})
-        assert refused.status_code == 422, bad
+    for value in ([], [f"c{n}" for n in range(101)], "prod"):
+        refused = service.call("PATCH", f"/api/v1/webhooks/{created['id']}", json={"clusters": value})
+        assert refused.status_code == 422, value
         assert [p["location"] for p in refused.json()["problems"]] == ["body.clusters"]
     assert service.call("GET", f"/api/v1/webhooks/{created['id']}").json()["clusters"] is None
     listing = service.call("GET", f"/api/v1/webhooks/{created['id']}/deliveries", params={"state": "lost"})
