@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from analytics.store import Store
-from app.actions.state import AuditEntry
+from app.actions.state import ActionRecord, ActionState, AuditEntry
 from app.storage import MIGRATIONS, Storage, open_database
 from tests.app.fixtures.store_75789e8.generate import NOW, plain, table_rows
 from tests.support.store import BACKENDS, POSTGRESQL, SQLITE, TABLES, full_batch, sqlite_url
@@ -149,6 +149,21 @@ def test_the_old_database_takes_new_writes(old_database: tuple[str, dict[str, An
         storage.actions.audit(AuditEntry(NOW + 500, "root", "admin", "ack", False, "accepted"))
         (newest,) = storage.actions.audit_entries(limit=1)
         assert newest.sequence == max(row["sequence"] for row in tables["audit_log"]) + 1
+        prod = storage.actions_for("prod")
+        prod.create(ActionRecord("prod-1", "reassignment", ActionState.PENDING, "oncall", NOW + 500, {}))
+        prod.audit(AuditEntry(NOW + 501, "oncall", "operator", "reassignment", False, "accepted", "prod-1"))
+        assert [r.id for r in prod.unfinished()] == ["prod-1"]
+        assert "prod-1" not in {r.id for r in storage.actions.records(limit=1000)}  # the old rows' log
+        assert storage.actions.audit_entries(limit=1) == [newest]
+        only_prod = storage.webhooks.create_webhook(
+            name="prod",
+            url="http://127.0.0.1:9/x",
+            format="generic",
+            clusters=["prod"],
+            created_by="root",
+            now=NOW + 500,
+        )
+        assert storage.webhooks.deliveries(only_prod.id, limit=1000) == []  # the old events are c1's and c2's
     with Store.open(url, migrations=MIGRATIONS) as store:  # the analytics store alone, on the same file
         fingerprints = {a.fingerprint for a in store.alerts(limit=1000)}
     assert fingerprints == {row["fingerprint"] for row in tables["alerts"]} | {
