@@ -111,7 +111,8 @@ class ClusterParts:
     incidents: IncidentLane | None
     """The incident lane (None without a store, or when disabled)."""
     leadership: Leadership | None
-    """Who runs the cluster's actions and writes its incident alerts (None: this process, no store)."""
+    """Who writes the cluster's incident alerts (and runs its actions when they are in the store); None
+    without a store."""
 
 
 class ClusterComponents:
@@ -368,7 +369,7 @@ def service_components(
             notifier,
             retention,
             leadership if notifier is not None else None,
-            actions if actions is not None else (None if storage is None else storage.actions),
+            actions if actions is not None else (None if storage is None or several else storage.actions),
         )
 
 
@@ -507,7 +508,11 @@ def _cluster_parts(
         )
         leadership.start()
         stack.callback(leadership.stop)
-    actions = _action_log(storage, shared.actions, served.name)
+    actions = _action_log(storage, shared.actions, served.name, shared.several)
+    # one executor per action: the leader of the service's replicas (the cluster's leadership); without a
+    # store, or with the cluster's actions in this process's memory, this process runs them
+    in_memory = storage is None or (shared.several and shared.actions is None)
+    runner_leadership = None if in_memory or notifier is None else leadership
 
     def stalled_actions() -> list[StalledAction]:
         return [
@@ -546,15 +551,12 @@ def _cluster_parts(
         return state.snapshot, state.report
 
     reader = None if scraper is None else PartitionMetricsReader(scraper, lambda: view.state.snapshot)
-    runner_leadership = leadership if notifier is not None else None
     runner = ActionRunner(
         actions,
         admin,
         cluster,
         latest_load=None if store is None else store.latest_load,
         settings=settings.actions,
-        # one executor per action: the leader of the service's replicas (the cluster's leadership);
-        # without a store the actions live in this process's memory, and it runs them
         leadership=runner_leadership,
         identity=getattr(runner_leadership, "identity", None),
         scrape=None if scraper is None else (lambda: view.state.scrape),
@@ -564,16 +566,22 @@ def _cluster_parts(
     runner.start()
     stack.callback(runner.shutdown)
     throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
-    return ClusterParts(view, actions, runner, throttles, lane, runner_leadership)
+    return ClusterParts(view, actions, runner, throttles, lane, leadership if notifier is not None else None)
 
 
-def _action_log(storage: Storage | None, given: ActionLog | None, cluster: str | None) -> ActionLog:
+def _action_log(
+    storage: Storage | None, given: ActionLog | None, cluster: str | None, several: bool
+) -> ActionLog:
     """``given``, else the store's (what a previous run left unfinished is adopted), else one in memory."""
     if given is not None:
         return given
     if storage is None:
         return MemoryActionLog()
-    # TODO(mc-store): storage.actions_for(cluster) (None: the single unnamed cluster) scopes the action log
-    # per cluster; until it is merged every cluster's runner shares the one log
-    del cluster
+    if several:
+        # TODO(mc-store): return storage.actions_for(cluster) (None: the single unnamed cluster), the log
+        # scoped to the cluster. The store's one log cannot be shared by several clusters' runners: each
+        # runs every unfinished action of its log, so one cluster's runner would run another's action on
+        # its own ZooKeeper. Until then each cluster's actions live in this process's memory.
+        del cluster
+        return MemoryActionLog()
     return storage.actions
