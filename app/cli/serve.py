@@ -53,7 +53,7 @@ from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollecto
 log = logging.getLogger(__name__)
 
 HELP = "the REST service: cluster state, load, alerts, /metrics and runbook actions"
-DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start, 2 bad input."
+DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start (with several clusters: none can be read), 2 bad input."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

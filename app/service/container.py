@@ -451,8 +451,10 @@ class _Retrier:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop retrying (an attempt under way is not waited for long: its collector is stopped when it
+        ends) and stop the components of the clusters read meanwhile."""
         self._stop.set()
-        self._thread.join(timeout=120)
+        self._thread.join(timeout=5)
         with self._lock:
             self._stack.close()
 
