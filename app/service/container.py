@@ -205,7 +205,7 @@ class ServiceContainer:
     leadership: Leadership | None = None
     """The shared parts' leadership (the notifier's and the pruner's)."""
     audit_log: ActionLog | None = None
-    """The audit trail of every cluster (the store's); None: each cluster's own log (in memory)."""
+    """One log every cluster shares (a test's); None: each cluster's own (the store's, else in memory)."""
 
     def install(self, app: Starlette) -> None:
         app.state.container = self
@@ -243,7 +243,7 @@ class ServiceContainer:
             if cluster.parts is not None
             for entry in cluster.parts.actions.audit_entries(limit=offset + limit)
         ]
-        merged.sort(key=lambda e: e.at, reverse=True)
+        merged.sort(key=lambda e: (e.at, e.sequence), reverse=True)
         return merged[offset : offset + limit]
 
     @property
@@ -369,7 +369,7 @@ def service_components(
             notifier,
             retention,
             leadership if notifier is not None else None,
-            actions if actions is not None else (None if storage is None or several else storage.actions),
+            actions,
         )
 
 
@@ -510,11 +510,10 @@ def _cluster_parts(
         )
         leadership.start()
         stack.callback(leadership.stop)
-    actions = _action_log(storage, shared.actions, served.name, shared.several)
+    actions = _action_log(storage, shared.actions, served.name)
     # one executor per action: the leader of the service's replicas (the cluster's leadership); without a
-    # store, or with the cluster's actions in this process's memory, this process runs them
-    in_memory = storage is None or (shared.several and shared.actions is None)
-    runner_leadership = None if in_memory or notifier is None else leadership
+    # store the actions live in this process's memory, and it runs them
+    runner_leadership = leadership if notifier is not None else None
 
     def stalled_actions() -> list[StalledAction]:
         return [
@@ -571,19 +570,12 @@ def _cluster_parts(
     return ClusterParts(view, actions, runner, throttles, lane, leadership if notifier is not None else None)
 
 
-def _action_log(
-    storage: Storage | None, given: ActionLog | None, cluster: str | None, several: bool
-) -> ActionLog:
-    """``given``, else the store's (what a previous run left unfinished is adopted), else one in memory."""
+def _action_log(storage: Storage | None, given: ActionLog | None, cluster: str | None) -> ActionLog:
+    """``given``, else the cluster's log in the store (what a previous run left unfinished is adopted;
+    each cluster's runner sees only its own cluster's actions), else one in memory. ``cluster``: a named
+    cluster's name, None for the single unnamed cluster."""
     if given is not None:
         return given
     if storage is None:
-        return MemoryActionLog()
-    if several:
-        # TODO(mc-store): return storage.actions_for(cluster) (None: the single unnamed cluster), the log
-        # scoped to the cluster. The store's one log cannot be shared by several clusters' runners: each
-        # runs every unfinished action of its log, so one cluster's runner would run another's action on
-        # its own ZooKeeper. Until then each cluster's actions live in this process's memory.
-        del cluster
-        return MemoryActionLog()
-    return storage.actions
+        return MemoryActionLog(cluster)
+    return storage.actions_for(cluster)

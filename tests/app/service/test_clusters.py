@@ -221,7 +221,7 @@ def test_an_election_posted_for_b_runs_on_b_only(two: Two) -> None:
         return body if body["state"] not in ("PENDING", "RUNNING") else None
 
     action = wait_for(done, timeout=60, message="b's election finished")
-    assert action["state"] == "SUCCEEDED", action
+    assert (action["state"], action["cluster"]) == ("SUCCEEDED", "b"), action
     assert action["result"]["elected"] == len(moved)
     assert _non_preferred(two, "b") == []
     assert _partition_states(two.zk_a) == a_before  # not one of a's partition states written
@@ -229,7 +229,7 @@ def test_an_election_posted_for_b_runs_on_b_only(two: Two) -> None:
     assert [a["id"] for a in two.get("/api/v1/clusters/b/actions").json()] == [action_id]
     assert two.get("/api/v1/clusters/a/actions").json() == []
     audit = two.get("/api/v1/audit", headers=ADMIN).json()
-    assert audit[0]["action_id"] == action_id
+    assert (audit[0]["action_id"], audit[0]["cluster"]) == (action_id, "b")
 
 
 def _timed(two: Two, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
