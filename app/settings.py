@@ -35,9 +35,12 @@ NO_ZOOKEEPER = (
     "no ZooKeeper: give --zookeeper HOST:PORT[/chroot] or KAFKA_HEALTH_ZOOKEEPER__CONNECT "
     "(or --cluster NAME=HOST:PORT[/chroot] per cluster)"
 )
-CLUSTER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$")
+CLUSTER_NAME = re.compile(r"^(?!.*__)[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$")
 """A watched cluster's name: it is a URL path segment, a Prometheus label value and the store's key."""
-CLUSTER_NAME_RULE = "1-63 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit"
+CLUSTER_NAME_RULE = (
+    "1-63 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit, no '__' "
+    "(it separates the levels of KAFKA_HEALTH_CLUSTERS__NAME__...)"
+)
 
 
 class ZooKeeperSettings(BaseModel):

@@ -2,8 +2,8 @@
 one :class:`~analytics.store.Database`.
 
 Each subsystem owns its tables, queries and migration: the analytics tables are versions 1 and 5
-(:mod:`analytics.store.tables`), the webhooks' version 2 (:mod:`app.webhooks.tables`), the runbook
-actions' versions 3 and 4 (:mod:`app.actions.store`). A database records the versions applied
+(:mod:`analytics.store.tables`), the webhooks' versions 2 and 7 (:mod:`app.webhooks.tables`), the
+runbook actions' versions 3, 4 and 6 (:mod:`app.actions.store`). A database records the versions applied
 (``schema_version``), so the numbers and descriptions never change; a new migration takes the next
 number, whichever subsystem it belongs to, and :data:`MIGRATIONS` sorts them by version. The composition
 roots (the service, ``kafka-health analytics``, the demo) open the database with this list, so that
@@ -33,7 +33,8 @@ MIGRATIONS: Final[tuple[Migration, ...]] = tuple(
     sorted((*ANALYTICS_MIGRATIONS, *WEBHOOK_MIGRATIONS, *ACTION_MIGRATIONS), key=lambda m: m.version)
 )
 """Every schema version, in order: 1 the analytics tables, 2 the webhooks, 3 and 4 the actions and audit
-log, 5 the analytics' hourly rollups and the retention indexes."""
+log, 5 the analytics' hourly rollups and the retention indexes, 6 the actions' and audit entries'
+cluster, 7 the webhooks' clusters."""
 
 METADATA: Final[tuple[sa.MetaData, ...]] = (
     schema_version_metadata,
@@ -52,12 +53,23 @@ def open_database(url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Da
 
 @dataclass(frozen=True, slots=True)
 class Storage:
-    """One open database and each subsystem's store on it; :meth:`close` (or ``with``) closes the database."""
+    """One open database and each subsystem's store on it; :meth:`close` (or ``with``) closes the database.
+
+    ``actions`` is the action log of the single unnamed cluster (a deployment without named clusters);
+    :meth:`actions_for` gives each named cluster's.
+    """
 
     database: Database
     analytics: Store
     webhooks: WebhookStore
     actions: StoreActionLog
+
+    def actions_for(self, cluster: str | None) -> StoreActionLog:
+        """The action log of one cluster: its actions and audit entries only (:class:`StoreActionLog`).
+        ``cluster`` is a named cluster's name (``[clusters.NAME]``), or None for the single unnamed cluster
+        (the rows written before clusters had names). ValueError for an empty name or one with
+        whitespace."""
+        return self.actions if cluster is None else StoreActionLog(self.database, cluster)
 
     @classmethod
     def open(cls, url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Storage:

@@ -104,6 +104,9 @@ class ActionRecord:
     """The service instance executing it (None: none yet); a new leader takes it over."""
     parent: str | None = None
     """The action this one rolls back (a rollback's link to what it undoes)."""
+    cluster: str | None = None
+    """The named cluster it acts on (the key of ``[clusters.NAME]``); None: the single unnamed cluster of a
+    deployment without named clusters. The log it is created in sets it (:meth:`ActionLog.create`)."""
 
     def moved_to(self, state: ActionState, **changes: Any) -> ActionRecord:
         if state not in TRANSITIONS[self.state]:
@@ -133,6 +136,9 @@ class AuditEntry:
     detail: Mapping[str, Any] = field(default_factory=dict)
     """The request, why it was refused, before/after summaries."""
     sequence: int = 0
+    cluster: str | None = None
+    """The named cluster the entry is about (None: the single unnamed cluster); the log it is appended to
+    sets it."""
 
 
 AUDIT_LISTED = 100
@@ -189,10 +195,16 @@ def _bounded(value: Any) -> Any:
 
 
 class ActionLog(Protocol):
-    """Where actions and the audit trail are kept (the store in the service; memory in unit tests)."""
+    """Where actions and the audit trail are kept (the store in the service; memory in unit tests).
+
+    A log is one cluster's: it creates, reads, lists and adopts only that cluster's actions and audit
+    entries, and writes its cluster on the ones it creates (``record.cluster`` / ``entry.cluster`` are
+    set to the log's). An action of another cluster is, to this log, an action that does not exist.
+    """
 
     def create(self, record: ActionRecord) -> ActionRecord:
-        """Insert a new action (ValueError if its id exists); returns it as stored (version 1)."""
+        """Insert a new action of the log's cluster (ValueError if its id exists, in any cluster); returns
+        it as stored (version 1, ``cluster`` the log's)."""
 
     def update(self, record: ActionRecord) -> ActionRecord:
         """Replace the stored action if its version is still ``record.version``; returns it with the next
@@ -216,9 +228,11 @@ def new_action_id() -> str:
 
 
 class MemoryActionLog:
-    """An :class:`ActionLog` in memory (tests, or a service without a store)."""
+    """An :class:`ActionLog` in memory (tests, or a service without a store): one cluster's (``cluster``,
+    None: the single unnamed cluster), as each instance keeps its own actions."""
 
-    def __init__(self) -> None:
+    def __init__(self, cluster: str | None = None) -> None:
+        self.cluster = cluster
         self._lock = threading.Lock()
         self._actions: dict[str, ActionRecord] = {}
         self._audit: list[AuditEntry] = []
@@ -228,7 +242,7 @@ class MemoryActionLog:
         with self._lock:
             if record.id in self._actions:
                 raise ValueError(f"action {record.id} exists already")
-            stored = replace(record, version=1)
+            stored = replace(record, version=1, cluster=self.cluster)
             self._actions[record.id] = stored
             return stored
 
@@ -237,7 +251,7 @@ class MemoryActionLog:
             current = self._actions.get(record.id)
             if current is None or current.version != record.version:
                 raise StaleRecordError(record.id, current)
-            stored = replace(record, version=record.version + 1)
+            stored = replace(record, version=record.version + 1, cluster=self.cluster)
             self._actions[record.id] = stored
             return stored
 
@@ -260,7 +274,9 @@ class MemoryActionLog:
     def audit(self, entry: AuditEntry) -> None:
         detail = bounded_detail(entry.detail)
         with self._lock:
-            self._audit.append(replace(entry, detail=detail, sequence=next(self._sequence)))
+            self._audit.append(
+                replace(entry, detail=detail, sequence=next(self._sequence), cluster=self.cluster)
+            )
 
     def audit_entries(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
         with self._lock:

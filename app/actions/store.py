@@ -1,7 +1,11 @@
 """The runbook actions' data: the ``actions`` table (one row per action: its request, plan, progress, result
-and state) and the append-only ``audit_log``, their migrations (versions 3 and 4), and
+and state) and the append-only ``audit_log``, their migrations (versions 3, 4 and 6), and
 :class:`StoreActionLog`, the :class:`~app.actions.state.ActionLog` the service keeps them in, so that they
 survive restarts and every instance of the service on one database shares them.
+
+Both tables are per cluster (migration 6): a row's ``cluster`` is the named cluster it belongs to, NULL for
+the single unnamed cluster of a deployment without named clusters (every row written before migration 6).
+A :class:`StoreActionLog` is one cluster's and sees only that cluster's rows.
 """
 
 from __future__ import annotations
@@ -23,13 +27,23 @@ from app.actions.state import (
     bounded_detail,
 )
 
-__all__ = ["ACTION_MIGRATIONS", "StoreActionLog", "actions_table", "audit_log_table", "metadata"]
+__all__ = [
+    "ACTION_MIGRATIONS",
+    "MAX_CLUSTER",
+    "StoreActionLog",
+    "actions_table",
+    "audit_log_table",
+    "metadata",
+]
+
+MAX_CLUSTER: Final = 255
+"""The longest cluster name an action log is scoped to."""
 
 
 # --- the tables ------------------------------------------------------------------------------------------
 #
-# Migrations 3 and 4 below are the DDL of record; these tables describe the schema they leave behind and are
-# what the queries are built from (tests/app/test_storage.py checks that the two agree).
+# Migrations 3, 4 and 6 below are the DDL of record; these tables describe the schema they leave behind and
+# are what the queries are built from (tests/app/test_storage.py checks that the two agree).
 
 metadata = sa.MetaData()
 """The action tables, as :data:`ACTION_MIGRATIONS` create them (for queries, not for creating them)."""
@@ -53,8 +67,10 @@ actions_table = sa.Table(
     sa.Column("version", sa.BigInteger, nullable=False),
     sa.Column("owner", sa.Text),
     sa.Column("parent", sa.Text),
+    sa.Column("cluster", sa.Text),
     sa.Index("ix_actions_requested_at", "requested_at"),
     sa.Index("ix_actions_state", "state"),
+    sa.Index("ix_actions_cluster_state", "cluster", "state"),
 )
 
 audit_log_table = sa.Table(
@@ -69,7 +85,9 @@ audit_log_table = sa.Table(
     sa.Column("outcome", sa.Text, nullable=False),
     sa.Column("action_id", sa.Text),
     sa.Column("detail", JSON_TYPE, nullable=False),
+    sa.Column("cluster", sa.Text),
     sa.Index("ix_audit_log_at", "at"),
+    sa.Index("ix_audit_log_cluster", "cluster", "sequence"),
 )
 
 
@@ -171,11 +189,24 @@ def _resumable_actions(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX ix_actions_state ON actions (state)")
 
 
+# --- migration 6 --------------------------------------------------------------------------------------
+
+_V6_CLUSTERS: Final = (
+    "ALTER TABLE actions ADD COLUMN cluster TEXT",
+    "CREATE INDEX ix_actions_cluster_state ON actions (cluster, state)",
+    "ALTER TABLE audit_log ADD COLUMN cluster TEXT",
+    "CREATE INDEX ix_audit_log_cluster ON audit_log (cluster, sequence)",
+)
+"""Migration 6: the named cluster of each action and audit entry (NULL: the single unnamed cluster, so that
+the rows written before it stay that cluster's). Adding a nullable column is the same on both databases."""
+
+
 ACTION_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(3, "runbook actions and the audit log", (_create_action_tables,)),
     Migration(4, "resumable actions: STALLED, versions, owners, rollbacks", (_resumable_actions,)),
+    Migration(6, "actions and audit entries per cluster", _V6_CLUSTERS),
 )
-"""The action tables' migrations (versions 3 and 4)."""
+"""The action tables' migrations (versions 3, 4 and 6)."""
 
 
 # --- the log ---------------------------------------------------------------------------------------------
@@ -185,16 +216,40 @@ class StoreActionLog:
     """An :class:`~app.actions.state.ActionLog` in the ``actions`` and ``audit_log`` tables, on a
     :class:`Database` the caller opened with :data:`ACTION_MIGRATIONS` (and closes).
 
+    The log of one cluster, ``cluster`` (its name; None: the single unnamed cluster, whose rows have a NULL
+    ``cluster``): it reads, lists, adopts and updates only that cluster's actions and audit entries, and
+    writes its cluster on those it creates. Two logs of different clusters on one database never see each
+    other's rows.
+
     Thread-safe, like the database: every call is one transaction. Errors are
     :class:`~analytics.store.StoreError`.
     """
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, cluster: str | None = None) -> None:
+        if cluster is not None and (
+            not isinstance(cluster, str)
+            or not 0 < len(cluster) <= MAX_CLUSTER
+            or any(c.isspace() for c in cluster)
+        ):
+            raise ValueError(
+                f"an action log's cluster must be None or a cluster name (1-{MAX_CLUSTER} characters,"
+                f" no whitespace), got {cluster!r}"
+            )
         self._db = database
+        self.cluster = cluster
+
+    def _actions_of_cluster(self) -> sa.ColumnElement[bool]:
+        column = actions_table.c.cluster
+        return column.is_(None) if self.cluster is None else column == self.cluster
+
+    def _audit_of_cluster(self) -> sa.ColumnElement[bool]:
+        column = audit_log_table.c.cluster
+        return column.is_(None) if self.cluster is None else column == self.cluster
 
     def create(self, record: ActionRecord) -> ActionRecord:
-        """Insert a new action (version 1); ValueError if the id exists."""
-        stored = replace(record, version=1)
+        """Insert a new action of the log's cluster (version 1); ValueError if the id exists (in any
+        cluster: ids are unique in the database)."""
+        stored = replace(record, version=1, cluster=self.cluster)
         exists = sa.select(actions_table.c.id).where(actions_table.c.id == record.id)
         with self._db.errors(f"create action {record.id}"), self._db.write() as conn:
             if conn.execute(exists).first() is not None:
@@ -205,11 +260,15 @@ class StoreActionLog:
     def update(self, record: ActionRecord) -> ActionRecord:
         """Compare-and-set on ``version``: :class:`StaleRecordError` with the stored record when another
         writer updated it since ``record`` was read."""
-        stored = replace(record, version=record.version + 1)
-        values = {k: v for k, v in _action_values(stored).items() if k != "id"}
+        stored = replace(record, version=record.version + 1, cluster=self.cluster)
+        values = {k: v for k, v in _action_values(stored).items() if k not in ("id", "cluster")}
         statement = (
             sa.update(actions_table)
-            .where(actions_table.c.id == record.id, actions_table.c.version == record.version)
+            .where(
+                actions_table.c.id == record.id,
+                actions_table.c.version == record.version,
+                self._actions_of_cluster(),
+            )
             .values(values)
         )
         with self._db.errors(f"update action {record.id}"), self._db.write() as conn:
@@ -219,25 +278,26 @@ class StoreActionLog:
         return stored
 
     def unfinished(self) -> list[ActionRecord]:
-        """PENDING, RUNNING and STALLED actions, oldest first."""
+        """The cluster's PENDING, RUNNING and STALLED actions, oldest first."""
         query = (
             sa.select(actions_table)
-            .where(actions_table.c.state.in_([s.value for s in UNFINISHED]))
+            .where(actions_table.c.state.in_([s.value for s in UNFINISHED]), self._actions_of_cluster())
             .order_by(actions_table.c.requested_at, actions_table.c.id)
         )
         with self._db.errors("read the unfinished actions"), self._db.read() as conn:
             return [_action_record(row) for row in conn.execute(query)]
 
     def get(self, action_id: str) -> ActionRecord | None:
-        query = sa.select(actions_table).where(actions_table.c.id == action_id)
+        """The cluster's action ``action_id``, or None (also when it is another cluster's)."""
+        query = sa.select(actions_table).where(actions_table.c.id == action_id, self._actions_of_cluster())
         with self._db.errors(f"read action {action_id}"), self._db.read() as conn:
             row = conn.execute(query).first()
         return None if row is None else _action_record(row)
 
     def records(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[ActionRecord]:
-        """Newest first."""
+        """The cluster's actions, newest first."""
         check_page(limit, offset)
-        query = sa.select(actions_table)
+        query = sa.select(actions_table).where(self._actions_of_cluster())
         if state is not None:
             query = query.where(actions_table.c.state == state)
         query = (
@@ -249,18 +309,23 @@ class StoreActionLog:
             return [_action_record(row) for row in conn.execute(query)]
 
     def audit(self, entry: AuditEntry) -> None:
-        """Append the entry, its detail bounded (:func:`~app.actions.state.bounded_detail`); the database
-        numbers it (``sequence``, ignoring the entry's)."""
-        bounded = replace(entry, detail=bounded_detail(entry.detail))
+        """Append the entry to the cluster's trail, its detail bounded
+        (:func:`~app.actions.state.bounded_detail`); the database numbers it (``sequence``, ignoring the
+        entry's), the log sets its ``cluster``."""
+        bounded = replace(entry, detail=bounded_detail(entry.detail), cluster=self.cluster)
         statement = sa.insert(audit_log_table).values(_audit_values(bounded))
         with self._db.errors("append to the audit log"), self._db.write() as conn:
             conn.execute(statement)
 
     def audit_entries(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
-        """Newest first."""
+        """The cluster's audit entries, newest first."""
         check_page(limit, offset)
         query = (
-            sa.select(audit_log_table).order_by(audit_log_table.c.sequence.desc()).limit(limit).offset(offset)
+            sa.select(audit_log_table)
+            .where(self._audit_of_cluster())
+            .order_by(audit_log_table.c.sequence.desc())
+            .limit(limit)
+            .offset(offset)
         )
         with self._db.errors("read the audit log"), self._db.read() as conn:
             return [_audit_entry(row) for row in conn.execute(query)]
@@ -287,6 +352,7 @@ def _action_values(record: ActionRecord) -> dict[str, Any]:
         "version": record.version,
         "owner": record.owner,
         "parent": record.parent,
+        "cluster": record.cluster,
     }
 
 
@@ -308,6 +374,7 @@ def _action_record(row: sa.Row[Any]) -> ActionRecord:
         version=int(row.version),
         owner=None if row.owner is None else str(row.owner),
         parent=None if row.parent is None else str(row.parent),
+        cluster=None if row.cluster is None else str(row.cluster),
     )
 
 
@@ -321,6 +388,7 @@ def _audit_values(entry: AuditEntry) -> dict[str, Any]:
         "outcome": entry.outcome,
         "action_id": entry.action_id,
         "detail": dict(entry.detail),
+        "cluster": entry.cluster,
     }
 
 
@@ -335,4 +403,5 @@ def _audit_entry(row: sa.Row[Any]) -> AuditEntry:
         action_id=None if row.action_id is None else str(row.action_id),
         detail=row.detail or {},
         sequence=int(row.sequence),
+        cluster=None if row.cluster is None else str(row.cluster),
     )

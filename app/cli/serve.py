@@ -1,10 +1,15 @@
-"""``kafka-health serve``: the REST service, ``/metrics`` and runbook actions for one cluster.
+"""``kafka-health serve``: the REST service, ``/metrics`` and runbook actions for one cluster, or for several
+(``--cluster NAME=ZK[,TEMPLATE]``, repeated, or ``[clusters.NAME]`` sections: each cluster's routes under
+``/api/v1/clusters/NAME/...``).
 
 Everything that can fail is tried before the banner, each failure one line: the settings (flags,
 ``KAFKA_HEALTH_*``, the tokens, the TLS files, the store URL: exit 2), the listen address (a host that
 is not an address of this machine: exit 2; a port in use: exit 1, bound here and handed to uvicorn, so it
 cannot be taken in between), the cluster (the first full scan: exit 1) and the store (opened and
-migrated: exit 1; after the cluster, so that a ZooKeeper typo leaves no SQLite file behind). A failure of
+migrated: exit 1; after the cluster, so that a ZooKeeper typo leaves no SQLite file behind). With several
+clusters their first scans run in parallel; a cluster that cannot be read is a one-line warning and is
+retried in the background (its routes answer 503 until it is read), and the start-up fails (exit 1) only
+when no cluster can be read. A failure of
 uvicorn's start-up after that is one line too; its traceback goes to the debug log
 (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
 
@@ -20,7 +25,8 @@ import logging
 import socket
 import ssl
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
 from analytics.store import StoreError
@@ -38,7 +44,7 @@ from app.cli.common import (
 from app.incidents.changes import SnapshotChanges
 from app.service.auth import hash_token
 from app.service.config import ServiceSettings
-from app.settings import NO_ZOOKEEPER, Settings, load_settings
+from app.settings import NO_ZOOKEEPER, Settings, WatchedCluster, cluster_overrides, load_settings
 from app.storage import Storage
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import missing_listener
@@ -47,11 +53,19 @@ from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollecto
 log = logging.getLogger(__name__)
 
 HELP = "the REST service: cluster state, load, alerts, /metrics and runbook actions"
-DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start, 2 bad input."
+DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start (with several clusters: none can be read), 2 bad input."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper")
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        metavar="NAME=HOST:PORT[/chroot][,TEMPLATE]",
+        help="a cluster to watch, by name, with its ZooKeeper and optionally its brokers' metrics URL "
+        "template; repeat it for several (each served under /api/v1/clusters/NAME/...; not with "
+        "--zookeeper)",
+    )
     add_zk_config_argument(parser)
     parser.add_argument(
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
@@ -77,7 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    base = load_settings().model_dump()
+    flags: list[str] | None = getattr(args, "cluster", None)
+    if flags and args.zookeeper is not None:
+        raise ValueError(
+            "--cluster and --zookeeper: give one cluster's ZooKeeper or named clusters, not both"
+        )
+    loaded = load_settings()
+    base = loaded.model_dump()
+    base |= cluster_overrides(loaded, flags)
     if args.zookeeper is not None:
         base["zookeeper"]["connect"] = args.zookeeper
     if args.zk_config is not None:
@@ -89,9 +110,15 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if getattr(args, flag) is not None:
             base["service"][flag] = getattr(args, flag)
     settings = Settings.model_validate(base)
-    if settings.zookeeper.connect is None:
-        raise ValueError(NO_ZOOKEEPER)
-    parse_connect_string(settings.zookeeper.connect)
+    for watched in settings.watched():
+        if watched.zookeeper.connect is None:
+            raise ValueError(NO_ZOOKEEPER)
+        try:
+            parse_connect_string(watched.connect)
+        except ValueError as exc:
+            if watched.name is None:
+                raise
+            raise ValueError(f"cluster {watched.name}: {exc}") from None
     return settings
 
 
@@ -188,33 +215,90 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return _serve(settings, sock, out, err)
 
 
-def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) -> int:
-    from app.service.app import create_app
-
-    store_url = settings.analytics.store_url
-    zk = settings.zookeeper
-    connect = zk.connect or ""
-    # Read the cluster before listening: an unreachable ZooKeeper is a clear error, not a traceback.
+def _start(watched: WatchedCluster) -> tuple[ZooKeeperCollector, SnapshotChanges]:
+    zk = watched.zookeeper
     changes = SnapshotChanges()
-    security = zk.security()
     collector = ZooKeeperCollector(
-        connect,
+        watched.connect,
         connections=zk.connections,
         session_timeout_s=zk.session_timeout_s,
         on_change=changes,
-        security=security,
+        security=zk.security(),
     )
+    collector.start(timeout=zk.start_timeout_s)
+    return collector, changes
+
+
+def _first_scans(
+    watched: list[WatchedCluster],
+) -> list[tuple[ZooKeeperCollector, SnapshotChanges] | ZooKeeperCollectorError]:
+    """Each cluster's first full scan, in parallel: its started collector, or why it failed."""
+    if len(watched) == 1:
+        try:
+            return [_start(watched[0])]
+        except ZooKeeperCollectorError as exc:
+            return [exc]
+    results: list[tuple[ZooKeeperCollector, SnapshotChanges] | ZooKeeperCollectorError] = []
+    with ThreadPoolExecutor(len(watched), thread_name_prefix="first-scan") as pool:
+        for future in [pool.submit(_start, w) for w in watched]:
+            try:
+                results.append(future.result())
+            except ZooKeeperCollectorError as exc:
+                results.append(exc)
+    return results
+
+
+def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) -> int:
+    from app.service.app import create_app
+    from app.service.container import ServedCluster, public_connect
+
+    store_url = settings.analytics.store_url
+    watched = settings.watched()
+    # Read the clusters before listening: an unreachable ZooKeeper is a clear error, not a traceback.
+    scans = _first_scans(watched)
+    started = [scan for scan in scans if not isinstance(scan, ZooKeeperCollectorError)]
     try:
-        collector.start(timeout=zk.start_timeout_s)
-    except ZooKeeperCollectorError as exc:
-        err.write(f"error: cannot read the cluster at {connect}: {exc}\n")
-        return ExitCode.FAILED
-    try:
-        listener = None if settings.metrics is None else settings.metrics.listener
-        absent = missing_listener(collector.snapshot.brokers, listener)
-        if absent is not None:
-            err.write(f"error: metrics.listener {listener}: {absent}\n")
-            return ExitCode.BAD_INPUT
+        if not started:
+            if len(watched) == 1:
+                err.write(f"error: cannot read the cluster at {watched[0].connect}: {scans[0]}\n")
+            else:
+                reasons = "; ".join(f"{w.label()}: {r}" for w, r in zip(watched, scans, strict=True))
+                err.write(f"error: cannot read any cluster: {reasons}\n")
+            return ExitCode.FAILED
+        served = []
+        for cluster, scan in zip(watched, scans, strict=True):
+            zk = cluster.zookeeper
+            if isinstance(scan, ZooKeeperCollectorError):
+                err.write(
+                    f"warning: cluster {cluster.label()}: cannot read its ZooKeeper at "
+                    f"{public_connect(cluster.connect)}: {scan} (retried in the background)\n"
+                )
+                err.flush()
+                collector_factory = None
+                changes = None
+            else:
+                collector, changes = scan
+                listener = None if cluster.metrics is None else cluster.metrics.listener
+                absent = missing_listener(collector.snapshot.brokers, listener)
+                if absent is not None:
+                    where = "" if cluster.name is None else f"cluster {cluster.name}: "
+                    err.write(f"error: {where}metrics.listener {listener}: {absent}\n")
+                    return ExitCode.BAD_INPUT
+                collector_factory = _given(collector)
+            served.append(
+                ServedCluster(
+                    cluster.connect,
+                    name=cluster.name,
+                    metrics=cluster.metrics,
+                    security=zk.security(),
+                    connections=zk.connections,
+                    session_timeout_s=zk.session_timeout_s,
+                    start_timeout_s=zk.start_timeout_s,
+                    collector_factory=collector_factory,
+                    changes=changes,
+                    deferred=collector_factory is None,
+                )
+            )
         try:  # the lifespan opens it again; a failure here is one line rather than uvicorn's traceback
             Storage.open(store_url).close()
         except StoreError as exc:
@@ -223,14 +307,10 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
             return ExitCode.FAILED
         app = create_app(
             settings.service,
-            zookeeper=connect,
-            metrics=settings.metrics,
+            clusters=served,
             store_url=store_url,
-            collector_factory=lambda _: collector,
-            changes=changes,
             rules=settings.analytics.rules,
             load_window_s=settings.analytics.window_s,
-            zk_security=security,
         )
         import uvicorn
 
@@ -248,7 +328,11 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
         held = StartupErrors(server)
         uvicorn_log = logging.getLogger("uvicorn.error")
         uvicorn_log.addFilter(held)
-        out.write(f"kafka-health serving {connect} on {service.scheme}://{host}:{port}\n")
+        if len(watched) == 1 and watched[0].name is None:
+            what = watched[0].connect
+        else:
+            what = ", ".join(f"{w.name} ({public_connect(w.connect)})" for w in watched)
+        out.write(f"kafka-health serving {what} on {service.scheme}://{host}:{port}\n")
         out.flush()
         try:
             server.run(sockets=[sock])
@@ -263,4 +347,10 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
             return ExitCode.FAILED
         return ExitCode.OK
     finally:
-        collector.stop()
+        for scan in started:
+            scan[0].stop()
+
+
+def _given(collector: ZooKeeperCollector) -> Callable[[str], ZooKeeperCollector]:
+    """The factory that hands the service the collector ``serve`` started (and stops)."""
+    return lambda _: collector

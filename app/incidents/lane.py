@@ -104,10 +104,13 @@ class IncidentStats:
 class IncidentLane:
     """Evaluates and writes the incident alerts of the cluster ``view`` shows; :meth:`start`, :meth:`stop`.
 
-    ``leadership`` is shared with the notifier, which starts and stops it. ``webhooks`` and ``render``
-    write the outbox rows of each event in the transaction that writes it (none without them); ``wake``
-    tells the notifier that events were committed. ``rules`` are the rules' settings (thresholds, ``for``
-    and resolve durations), ``load_window_s`` the load lane's window (rule 11's silence check).
+    ``leadership`` is shared with the notifier, which starts and stops it (with several clusters, the
+    cluster's own, which the service starts). ``webhooks`` and ``render`` write the outbox rows of each
+    event in the transaction that writes it (none without them); ``wake`` tells the notifier that events
+    were committed. ``cluster`` is the cluster's name in the store: a named cluster's name, else (None) its
+    cluster id (:func:`~app.incidents.observe.cluster_name`). ``rules`` are the rules' settings
+    (thresholds, ``for`` and resolve durations), ``load_window_s`` the load lane's window (rule 11's
+    silence check).
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class IncidentLane:
         identity: str | None = None,
         clock: Callable[[], float] = time.time,
         stalled_actions: Callable[[], Sequence[StalledAction]] | None = None,
+        cluster: str | None = None,
     ) -> None:
         self.view = view
         self._stalled_actions = stalled_actions
@@ -139,7 +143,7 @@ class IncidentLane:
         self._silent_after_s = self.settings.load_silence_windows * load_window_s
         self._webhook_horizon_s = webhook_horizon_s
         self._clock = clock
-        self._observer = HealthObserver(identity or f"serve-{uuid.uuid4().hex[:8]}")
+        self._observer = HealthObserver(identity or f"serve-{uuid.uuid4().hex[:8]}", cluster)
         self._history = ControllerHistory(self.rules.controller_flap_window_s)
         self._cluster: str | None = None
         self._states: dict[str, AlertState] | None = None

@@ -61,8 +61,10 @@ def cluster_name(snapshot: ClusterSnapshot) -> str:
 class HealthObserver:
     """Builds the cluster's :class:`HealthState` from the live state, once per snapshot version and scrape."""
 
-    def __init__(self, collector_id: str) -> None:
+    def __init__(self, collector_id: str, cluster: str | None = None) -> None:
         self.collector_id = collector_id
+        self.cluster = cluster
+        """The cluster's name in the store (a named cluster); None: its cluster id (:func:`cluster_name`)."""
         """Who observed (the replica's identity): the evidence of rule 11, never a subject."""
         self._key: tuple[int, MetricsScrape | None] | None = None
         self._built: HealthState | None = None
@@ -74,7 +76,10 @@ class HealthObserver:
         if built is None or self._key is None or self._key[0] != key[0] or self._key[1] is not key[1]:
             doc = health_document(snapshot, state.report, scrape=state.scrape)
             built = HealthState.from_json(
-                doc, cluster=cluster_name(snapshot), collector_id=self.collector_id, timestamp=now
+                doc,
+                cluster=self.cluster if self.cluster is not None else cluster_name(snapshot),
+                collector_id=self.collector_id,
+                timestamp=now,
             )
             self._key, self._built = key, built
         good = state.last_good_at

@@ -1,11 +1,15 @@
 """The FastAPI application: lifespan, error bodies, routers.
 
-``create_app(settings)`` builds it; ``kafka-health serve`` runs it under uvicorn. The lifespan starts the
-service's components (:func:`~app.service.container.service_components`) and installs them on
-``app.state.container``. Every error is a JSON body ``{"detail": ..., "problems": [...]}`` with a 4xx/5xx
-status: bad JSON and invalid parameters are 422 naming each problem, unknown things 404, conflicts 409,
-missing tokens 401, too low a role 403, a body over ``service.max_body_bytes`` 413 (before it is read:
-:mod:`app.service.limits`); the action runner's refusals map the same way. At most 100 problems are listed,
+``create_app(settings, clusters=[...])`` (or ``zookeeper=`` for one cluster) builds it; ``kafka-health
+serve`` runs it under uvicorn. The lifespan starts the service's components
+(:func:`~app.service.container.service_components`: one set per watched cluster, and the shared ones) and
+installs them on ``app.state.container``. Every error is a JSON body ``{"detail": ..., "problems":
+[...]}`` with a 4xx/5xx status: bad JSON and invalid parameters are 422 naming each problem, unknown
+things 404, conflicts 409, missing tokens 401, too low a role 403, a body over
+``service.max_body_bytes`` 413 (before it is read: :mod:`app.service.limits`); the action runner's
+refusals map the same way. A cluster's routes at an unscoped path answer 409 when several clusters are
+watched (the problems name them), 404 at ``/api/v1/clusters/{cluster}/...`` for an unknown name, and 503
+while that cluster's ZooKeeper has not been read yet. At most 100 problems are listed,
 ``problems_total`` counting them all when there are more. The OpenAPI document says so per operation
 (:mod:`app.service.openapi`).
 
@@ -31,7 +35,8 @@ from app.actions.state import ActionLog
 from app.incidents.changes import SnapshotChanges
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
-from app.service.container import service_components
+from app.service.container import ServedCluster, service_components
+from app.service.deps import ProblemsError
 from app.service.limits import (
     MAX_PROBLEMS,
     MAX_PROBLEMS_IN_DETAIL,
@@ -98,7 +103,8 @@ def token_store(settings: ServiceSettings) -> TokenStore:
 def create_app(
     settings: ServiceSettings,
     *,
-    zookeeper: str,
+    zookeeper: str | None = None,
+    clusters: Sequence[ServedCluster] = (),
     metrics: MetricsSettings | None = None,
     store_url: str | None = None,
     collector_factory: Callable[[str], SnapshotCollector] | None = None,
@@ -112,31 +118,45 @@ def create_app(
     load_window_s: float = 30.0,
     zk_security: ZooKeeperSecurity | None = None,
 ) -> FastAPI:
-    """The service for the cluster at ``zookeeper``; the lifespan starts the ZooKeeper collector (first full
-    scan), the metrics scraper, the store, the notifier and the incident lane, and stops them in reverse
-    order. A ``collector_factory``'s collector tells ``changes`` of each new snapshot (its ``on_change``),
-    so that the incident lane evaluates at once (else on its timer); ``rules`` and ``load_window_s`` are
-    the analytics settings it judges with. ``zk_security`` holds the ZooKeeper credentials (digest, SASL,
+    """The service for ``clusters`` (several, each with its own ZooKeeper, metrics and credentials), or for
+    the one cluster at ``zookeeper`` (with ``metrics``, ``collector_factory``, ``connections``,
+    ``session_timeout_s``, ``start_timeout_s``, ``changes`` and ``zk_security``, which are that cluster's).
+    The lifespan starts each cluster's ZooKeeper collector (first full scan), metrics scraper, incident
+    lane and action runner, and the store and the notifier, and stops them in reverse order. A
+    ``collector_factory``'s collector tells ``changes`` of each new snapshot (its ``on_change``), so that
+    the incident lane evaluates at once (else on its timer); ``rules`` and ``load_window_s`` are the
+    analytics settings it judges with. ``zk_security`` holds the ZooKeeper credentials (digest, SASL,
     TLS) for every session the service opens: the collector, the actions' writer, the leadership."""
     tokens = token_store(settings)  # validated now: a bad token definition fails at start-up
+    if clusters and zookeeper is not None:
+        raise ValueError("create_app: give zookeeper (one cluster) or clusters, not both")
+    if not clusters:
+        if zookeeper is None:
+            raise ValueError("create_app: no cluster (zookeeper or clusters)")
+        clusters = [
+            ServedCluster(
+                zookeeper,
+                metrics=metrics,
+                security=zk_security,
+                connections=connections,
+                session_timeout_s=session_timeout_s,
+                start_timeout_s=start_timeout_s,
+                collector_factory=collector_factory,
+                changes=changes,
+            )
+        ]
+    served = list(clusters)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         with service_components(
             settings,
             tokens,
-            zookeeper=zookeeper,
-            metrics=metrics,
+            served,
             store_url=store_url,
-            collector_factory=collector_factory,
-            connections=connections,
-            session_timeout_s=session_timeout_s,
-            start_timeout_s=start_timeout_s,
             actions=actions,
-            changes=changes,
             rules=rules,
             load_window_s=load_window_s,
-            zk_security=zk_security,
         ) as container:
             container.install(app)
             yield
@@ -162,7 +182,8 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        response = _problem(exc.status_code, str(exc.detail))
+        problems = exc.problems if isinstance(exc, ProblemsError) else None
+        response = _problem(exc.status_code, str(exc.detail), problems)
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
         return response

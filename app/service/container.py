@@ -1,18 +1,33 @@
 """The service's components, built and started together, stopped in reverse order.
 
-:func:`service_components` is what ``create_app``'s lifespan runs: the ZooKeeper collector (first full
-scan), the metrics scraper, the :class:`~app.service.state.ClusterView`, the analytics store, the webhook
-notifier, the store's retention pruner, the ZooKeeper admin session of the runbook actions, the action
-log, the :class:`~app.actions.runner.ActionRunner` and the :class:`~app.actions.throttles.ThrottleCleaner`.
-It yields them as one frozen :class:`ServiceContainer`, installed as the one attribute
+:func:`service_components` is what ``create_app``'s lifespan runs. The service watches one cluster or
+several (:class:`ServedCluster`, one per cluster); each has components of its own, a
+:class:`ClusterComponents`: its ZooKeeper collector (first full scan), its metrics scraper, its
+:class:`~app.service.state.ClusterView`, its incident lane, the ZooKeeper admin session of its runbook
+actions, its :class:`~app.actions.runner.ActionRunner` and :class:`~app.actions.throttles.ThrottleCleaner`,
+and its own leadership (elected through its own ZooKeeper) for the lane and the runner. The store, the
+token store, the webhook notifier and the store's retention pruner are shared; with several clusters they
+lead through the first cluster whose ZooKeeper answers
+(:func:`~app.webhooks.notifier.shared_leadership`), with one cluster through that cluster's leadership,
+as before.
+
+The clusters' first scans run in parallel. With one cluster, a cluster that cannot be read fails the
+start-up (as before); with several, a cluster that cannot be read is a warning and is retried in the
+background (its routes answer 503 until it is read), and only no cluster read at all fails the start-up.
+
+Everything is yielded as one frozen :class:`ServiceContainer`, installed as the one attribute
 ``app.state.container`` that :mod:`app.service.deps` reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from starlette.applications import Starlette
 
@@ -20,45 +35,177 @@ from analytics.rules import RuleSettings, StalledAction
 from analytics.store import Store
 from app.actions.measure import PartitionMetricsReader
 from app.actions.runner import ActionRunner
-from app.actions.state import ActionLog, ActionState, MemoryActionLog
+from app.actions.state import ActionLog, ActionState, AuditEntry, MemoryActionLog
 from app.actions.throttles import ThrottleCleaner
 from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
+from app.incidents.observe import cluster_name
 from app.retention.pruner import RetentionPruner
 from app.service.auth import TokenStore
 from app.service.config import ServiceSettings
 from app.service.state import ClusterView, SnapshotCollector
 from app.storage import Storage
-from app.webhooks.notifier import Notifier, service_leadership, service_notifier
+from app.webhooks.notifier import (
+    Leadership,
+    Notifier,
+    service_leadership,
+    service_notifier,
+    shared_leadership,
+)
 from app.webhooks.store import WebhookStore
 from collectors.health import HealthReport
 from collectors.kafka.admin import KazooAdmin
 from collectors.kafka.model import ClusterSnapshot
 from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.metrics import MetricsCollector, MetricsSettings
-from collectors.zookeeper.collector import ZooKeeperCollector
+from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
+
+log = logging.getLogger(__name__)
+
+RETRY_INTERVAL_S = 5.0
+"""How long a cluster that could not be read waits before it is tried again."""
+
+
+def public_connect(connect: str) -> str:
+    """The connect string as the API shows it: any ``user:password@`` before a host is dropped (the
+    credentials live in the ZooKeeper settings, never in the answers)."""
+    hosts, slash, chroot = connect.partition("/")
+    hosts = ",".join(re.sub(r"^.*@", "", host) for host in hosts.split(","))
+    return hosts + slash + chroot
+
+
+@dataclass(frozen=True, slots=True)
+class ServedCluster:
+    """A cluster the service watches, as ``create_app`` is given it."""
+
+    zookeeper: str
+    """Its ZooKeeper's connect string."""
+    name: str | None = None
+    """Its name (``--cluster NAME=...``); None: the one cluster of a single-cluster service, known by its
+    cluster id."""
+    metrics: MetricsSettings | None = None
+    security: ZooKeeperSecurity | None = None
+    """The credentials (digest, SASL, TLS) for every session the service opens on its ZooKeeper."""
+    connections: int = 4
+    session_timeout_s: float = 18.0
+    start_timeout_s: float = 60.0
+    collector_factory: Callable[[str], SnapshotCollector] | None = None
+    """Makes a started collector instead of a ZooKeeper collector of the service's own (tests; ``serve``,
+    which started it to fail early)."""
+    changes: SnapshotChanges | None = None
+    """The hub that collector calls on every new snapshot (wakes the incident lane)."""
+    deferred: bool = False
+    """Not read at start-up (``serve`` tried and failed already): retried in the background at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterParts:
+    """A cluster's started components."""
+
+    view: ClusterView
+    """The live snapshot, its health report and the brokers' scrape."""
+    actions: ActionLog
+    runner: ActionRunner
+    throttles: ThrottleCleaner
+    """The replication throttles' inventory and cleanup."""
+    incidents: IncidentLane | None
+    """The incident lane (None without a store, or when disabled)."""
+    leadership: Leadership | None
+    """Who writes the cluster's incident alerts (and runs its actions when they are in the store); None
+    without a store."""
+
+
+class ClusterComponents:
+    """One watched cluster: its name and ZooKeeper, and its components once its ZooKeeper was read
+    (:attr:`parts`; None while it is retried, :attr:`error` saying why)."""
+
+    def __init__(self, served: ServedCluster) -> None:
+        self.served = served
+        self.name = served.name
+        self.zookeeper = public_connect(served.zookeeper)
+        self._parts: ClusterParts | None = None
+        self.error: str | None = None
+        self._key: str | None = served.name
+
+    @property
+    def parts(self) -> ClusterParts | None:
+        return self._parts
+
+    def ready(self, parts: ClusterParts) -> None:
+        if self._key is None:
+            self._key = cluster_name(parts.view.state.snapshot)
+        self._parts = parts
+        self.error = None
+
+    @property
+    def key(self) -> str:
+        """How the cluster is known everywhere (the store's ``cluster`` column, the ``cluster`` label, the
+        ``{cluster}`` of the scoped routes): its name, else its cluster id (``unknown`` without one)."""
+        if self._key is None:
+            return "unknown"
+        return self._key
+
+    @property
+    def label(self) -> str:
+        """How messages name it: its name, else its ZooKeeper."""
+        return self.name if self.name is not None else self.zookeeper
+
+    # the started parts (AttributeError-free access for the single-cluster call sites and tests)
+    def _started(self) -> ClusterParts:
+        if self._parts is None:
+            raise ClusterNotReadyError(self)
+        return self._parts
+
+    @property
+    def view(self) -> ClusterView:
+        return self._started().view
+
+    @property
+    def actions(self) -> ActionLog:
+        return self._started().actions
+
+    @property
+    def runner(self) -> ActionRunner:
+        return self._started().runner
+
+    @property
+    def throttles(self) -> ThrottleCleaner:
+        return self._started().throttles
+
+    @property
+    def incidents(self) -> IncidentLane | None:
+        return self._started().incidents
+
+
+class ClusterNotReadyError(Exception):
+    """A cluster whose ZooKeeper has not been read yet (a 503)."""
+
+    def __init__(self, cluster: ClusterComponents) -> None:
+        why = f": {cluster.error}" if cluster.error else ""
+        super().__init__(
+            f"cluster {cluster.label}: ZooKeeper not reachable yet ({cluster.zookeeper}{why}); retried "
+            f"every {RETRY_INTERVAL_S:g} s"
+        )
+        self.cluster = cluster
 
 
 @dataclass(frozen=True, slots=True)
 class ServiceContainer:
-    view: ClusterView
-    """The live snapshot, its health report and the brokers' scrape."""
+    clusters: dict[str, ClusterComponents]
+    """The watched clusters by name (the single unnamed one by its cluster id), in name order."""
     tokens: TokenStore
     store: Store | None
     """The analytics store (load, alerts); None when the service runs without one."""
     webhooks: WebhookStore | None
     """The webhooks and their outbox, on the same database; None without a store."""
-    actions: ActionLog
-    """Actions and the audit trail: in the store, else in memory."""
-    runner: ActionRunner
-    throttles: ThrottleCleaner
-    """The replication throttles' inventory and cleanup."""
     notifier: Notifier | None
     """The webhook notifier (None without a store)."""
-    incidents: IncidentLane | None = None
-    """The incident lane (None without a store, or when disabled)."""
     retention: RetentionPruner | None = None
     """The store's retention pruner (None without a store); it prunes while this instance leads."""
+    leadership: Leadership | None = None
+    """The shared parts' leadership (the notifier's and the pruner's)."""
+    audit_log: ActionLog | None = None
+    """One log every cluster shares (a test's); None: each cluster's own (the store's, else in memory)."""
 
     def install(self, app: Starlette) -> None:
         app.state.container = self
@@ -69,128 +216,366 @@ class ServiceContainer:
         container: ServiceContainer = app.state.container
         return container
 
+    @property
+    def named(self) -> bool:
+        """Whether the clusters are named ones (``--cluster``), not the one cluster of ``--zookeeper``."""
+        return any(c.name is not None for c in self.clusters.values())
+
+    def cluster(self, name: str | None = None) -> ClusterComponents:
+        """The cluster called ``name`` (its key; None: the only one). Raises :class:`UnknownClusterError`,
+        :class:`SeveralClustersError`."""
+        if name is None:
+            if len(self.clusters) != 1:
+                raise SeveralClustersError(list(self.clusters))
+            return next(iter(self.clusters.values()))
+        found = self.clusters.get(name)
+        if found is None:
+            raise UnknownClusterError(name, list(self.clusters))
+        return found
+
+    def audit_entries(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
+        """The audit trail, newest first, of every cluster."""
+        if self.audit_log is not None:
+            return self.audit_log.audit_entries(limit=limit, offset=offset)
+        merged = [
+            entry
+            for cluster in self.clusters.values()
+            if cluster.parts is not None
+            for entry in cluster.parts.actions.audit_entries(limit=offset + limit)
+        ]
+        merged.sort(key=lambda e: (e.at, e.sequence), reverse=True)
+        return merged[offset : offset + limit]
+
+    @property
+    def only(self) -> ClusterComponents:
+        """The one cluster (single-cluster call sites); SeveralClustersError with several."""
+        return self.cluster(None)
+
+    # the one cluster's parts, as before several clusters were watched
+    @property
+    def view(self) -> ClusterView:
+        return self.only.view
+
+    @property
+    def actions(self) -> ActionLog:
+        return self.only.actions
+
+    @property
+    def runner(self) -> ActionRunner:
+        return self.only.runner
+
+    @property
+    def throttles(self) -> ThrottleCleaner:
+        return self.only.throttles
+
+    @property
+    def incidents(self) -> IncidentLane | None:
+        return self.only.incidents
+
+
+class UnknownClusterError(LookupError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(f"no cluster named {name}; known: {', '.join(known)}")
+        self.known = known
+
+
+class SeveralClustersError(LookupError):
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"{len(names)} clusters are watched: use /api/v1/clusters/{{name}}/...")
+        self.names = names
+
+
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What every cluster's components use."""
+
+    settings: ServiceSettings
+    storage: Storage | None
+    notifier: Notifier | None
+    leadership: Leadership | None
+    """The shared leadership, which is also the cluster's with one cluster."""
+    several: bool
+    actions: ActionLog | None
+    rules: RuleSettings | None
+    load_window_s: float
+
 
 @contextmanager
 def service_components(
     settings: ServiceSettings,
     tokens: TokenStore,
+    clusters: Sequence[ServedCluster],
     *,
-    zookeeper: str,
-    metrics: MetricsSettings | None = None,
     store_url: str | None = None,
-    collector_factory: Callable[[str], SnapshotCollector] | None = None,
-    connections: int = 4,
-    session_timeout_s: float = 18.0,
-    start_timeout_s: float = 60.0,
     actions: ActionLog | None = None,
-    changes: SnapshotChanges | None = None,
     rules: RuleSettings | None = None,
     load_window_s: float = 30.0,
-    zk_security: ZooKeeperSecurity | None = None,
 ) -> Iterator[ServiceContainer]:
-    """Start every component for the cluster at ``zookeeper`` (``collector_factory`` instead of a
-    ZooKeeper collector of its own: tests, ``serve`` which started it to fail early; ``changes``, the hub
-    that collector calls on every new snapshot, wakes the incident lane); stop them in reverse order when
-    the block ends. ``rules`` and ``load_window_s`` are the analytics settings the incident lane judges
-    with (the rules' thresholds and durations, the load lane's window)."""
+    """Start every component for ``clusters`` (one or several), stop them in reverse order when the block
+    ends. ``rules`` and ``load_window_s`` are the analytics settings the incident lanes judge with (the
+    rules' thresholds and durations, the load lane's window). Raises ZooKeeperCollectorError when no
+    cluster can be read (with one cluster: when it cannot)."""
+    if not clusters:
+        raise ValueError("no cluster to serve")
+    several = len(clusters) > 1
+    clusters = [
+        replace(c, changes=SnapshotChanges()) if c.collector_factory is None and c.changes is None else c
+        for c in clusters
+    ]
     with ExitStack() as stack:
-        if collector_factory is not None:
-            collector = collector_factory(zookeeper)
-        else:
-            changes = changes or SnapshotChanges()
-            zk = ZooKeeperCollector(
-                zookeeper,
-                connections=connections,
-                session_timeout_s=session_timeout_s,
-                on_change=changes,
-                security=zk_security,
-            )
-            zk.start(timeout=start_timeout_s)
-            stack.callback(zk.stop)
-            collector = zk
-        scraper = MetricsCollector(metrics) if metrics is not None else None
-        if scraper is not None:
-            stack.callback(scraper.close)
-        view = ClusterView(collector, scraper, settings.view)
-        view.start()
-        stack.callback(view.stop)
+        collectors = _first_scans(clusters, several)
+        for collector in collectors:
+            if isinstance(collector, SnapshotCollectorHandle):
+                stack.callback(collector.stop)
         storage = Storage.open(store_url) if store_url is not None else None
         if storage is not None:
             stack.callback(storage.close)
-        store = None if storage is None else storage.analytics
         webhooks = None if storage is None else storage.webhooks
-        leadership = service_leadership(zookeeper, settings.webhooks, security=zk_security)
-        notifier = stack.enter_context(service_notifier(webhooks, zookeeper, settings.webhooks, leadership))
-        actions = _action_log(storage, actions)
-
-        def stalled_actions() -> list[StalledAction]:
-            return [
-                StalledAction(
-                    r.id, r.kind, str((r.progress.get("stalled") or {}).get("reason", "")), r.started_at
-                )
-                for r in actions.unfinished()
-                if r.state is ActionState.STALLED
-            ]
-
-        lane = None
-        if store is not None and notifier is not None and settings.incidents.enabled:
-            lane = IncidentLane(
-                view,
-                store,
-                leadership,
-                webhooks=webhooks,
-                render=notifier.render,
-                wake=notifier.wake,
-                settings=settings.incidents,
-                rules=rules,
-                load_window_s=load_window_s,
-                webhook_horizon_s=settings.webhooks.horizon_s,
-                stalled_actions=stalled_actions,
+        if several:
+            leadership = shared_leadership([(c.zookeeper, c.security) for c in clusters], settings.webhooks)
+        else:
+            leadership = service_leadership(
+                clusters[0].zookeeper, settings.webhooks, security=clusters[0].security
             )
-            if changes is not None:
-                stack.callback(changes.subscribe(lane.changed))
-            lane.start()
-            stack.callback(lane.stop)
+        notifier = stack.enter_context(
+            service_notifier(webhooks, clusters[0].zookeeper, settings.webhooks, leadership)
+        )
+        shared = _Shared(settings, storage, notifier, leadership, several, actions, rules, load_window_s)
+        entries: dict[str, ClusterComponents] = {}
+        pending: list[ClusterComponents] = []
+        for served, collector in zip(clusters, collectors, strict=True):
+            entry = ClusterComponents(served)
+            if isinstance(collector, BaseException):
+                entry.error = str(collector)
+                pending.append(entry)
+            else:
+                entry.ready(_cluster_parts(stack, shared, served, collector.collector))
+            entries[entry.key] = entry
         retention = None
         if storage is not None and notifier is not None:
             # the notifier started the shared leadership: one replica prunes the shared database
             retention = RetentionPruner(storage.database, settings.retention, leadership)
             retention.start()
             stack.callback(retention.stop)
-        admin = KazooAdmin(zookeeper, security=zk_security)
-        stack.callback(admin.close)
-
-        def cluster() -> tuple[ClusterSnapshot, HealthReport]:
-            state = view.state
-            return state.snapshot, state.report
-
-        reader = None if scraper is None else PartitionMetricsReader(scraper, lambda: view.state.snapshot)
-        runner = ActionRunner(
-            actions,
-            admin,
-            cluster,
-            latest_load=None if store is None else store.latest_load,
-            settings=settings.actions,
-            # one executor per action: the leader of the service's replicas (the notifier's leadership);
-            # without a store the actions live in this process's memory, and it runs them
-            leadership=leadership if notifier is not None else None,
-            identity=getattr(leadership, "identity", None),
-            scrape=None if scraper is None else (lambda: view.state.scrape),
-            log_sizes=None if reader is None else reader.log_sizes,
-            produce_rates=None if reader is None else reader.produce_rates,
-        )
-        runner.start()
-        stack.callback(runner.shutdown)
-        throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
+        if pending:
+            retrier = _Retrier(pending, shared)
+            retrier.start()
+            stack.callback(retrier.stop)
         yield ServiceContainer(
-            view, tokens, store, webhooks, actions, runner, throttles, notifier, lane, retention
+            dict(sorted(entries.items())) if several else entries,
+            tokens,
+            None if storage is None else storage.analytics,
+            webhooks,
+            notifier,
+            retention,
+            leadership if notifier is not None else None,
+            actions,
         )
 
 
-def _action_log(storage: Storage | None, given: ActionLog | None) -> ActionLog:
-    """``given``, else the store's (what a previous run left unfinished is adopted), else one in memory."""
+@dataclass(frozen=True, slots=True)
+class SnapshotCollectorHandle:
+    """A collector the service started itself (it stops it), or one it was given (``stop`` is a no-op)."""
+
+    collector: SnapshotCollector
+    own: bool
+
+    def stop(self) -> None:
+        if self.own and isinstance(self.collector, ZooKeeperCollector):
+            self.collector.stop()
+
+
+def _start_collector(served: ServedCluster) -> SnapshotCollectorHandle:
+    if served.collector_factory is not None:
+        return SnapshotCollectorHandle(served.collector_factory(served.zookeeper), own=False)
+    zk = ZooKeeperCollector(
+        served.zookeeper,
+        connections=served.connections,
+        session_timeout_s=served.session_timeout_s,
+        on_change=served.changes,
+        security=served.security,
+    )
+    zk.start(timeout=served.start_timeout_s)
+    return SnapshotCollectorHandle(zk, own=True)
+
+
+def _first_scans(
+    clusters: Sequence[ServedCluster], several: bool
+) -> list[SnapshotCollectorHandle | ZooKeeperCollectorError]:
+    """Each cluster's first full scan, in parallel. With one cluster its failure is raised; with several,
+    each failure is logged in one line and returned in the cluster's place, and raised only when every
+    cluster failed."""
+    if not several:
+        return [_start_collector(clusters[0])]
+    results: list[SnapshotCollectorHandle | ZooKeeperCollectorError] = []
+    with ThreadPoolExecutor(len(clusters), thread_name_prefix="first-scan") as pool:
+        futures = [None if served.deferred else pool.submit(_start_collector, served) for served in clusters]
+        for served, future in zip(clusters, futures, strict=True):
+            if future is None:
+                results.append(ZooKeeperCollectorError(f"{served.zookeeper} could not be read at start-up"))
+                continue
+            try:
+                results.append(future.result())
+            except ZooKeeperCollectorError as exc:
+                log.warning(
+                    "cluster %s: cannot read its ZooKeeper at %s (retried in the background): %s",
+                    served.name,
+                    public_connect(served.zookeeper),
+                    exc,
+                )
+                results.append(exc)
+    if all(isinstance(r, BaseException) for r in results):
+        for r in results:
+            if isinstance(r, SnapshotCollectorHandle):
+                r.stop()
+        raise ZooKeeperCollectorError(
+            "no cluster can be read: "
+            + "; ".join(f"{s.name}: {r}" for s, r in zip(clusters, results, strict=True))
+        )
+    return results
+
+
+class _Retrier:
+    """Reads the clusters that could not be read at start-up again, every :data:`RETRY_INTERVAL_S`, and
+    starts each one's components once it is read; :meth:`stop` stops those too."""
+
+    def __init__(self, pending: list[ClusterComponents], shared: _Shared) -> None:
+        self._pending = list(pending)
+        self._shared = shared
+        self._stop = threading.Event()
+        self._stack = ExitStack()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="cluster-retry", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop retrying (an attempt under way is not waited for long: its collector is stopped when it
+        ends) and stop the components of the clusters read meanwhile."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        with self._lock:
+            self._stack.close()
+
+    def _run(self) -> None:
+        first = True
+        while self._pending and not self._stop.wait(0 if first else RETRY_INTERVAL_S):
+            first = False
+            for entry in list(self._pending):
+                if self._stop.is_set():
+                    return
+                try:
+                    handle = _start_collector(entry.served)
+                except ZooKeeperCollectorError as exc:
+                    entry.error = str(exc)
+                    log.debug("cluster %s: still not readable: %s", entry.label, exc)
+                    continue
+                with self._lock:
+                    if self._stop.is_set():
+                        handle.stop()
+                        return
+                    self._stack.callback(handle.stop)
+                    try:
+                        entry.ready(_cluster_parts(self._stack, self._shared, entry.served, handle.collector))
+                    except Exception as exc:  # logged, retried: a start-up failure must not end the loop
+                        log.warning("cluster %s: its components did not start: %s", entry.label, exc)
+                        entry.error = str(exc)
+                        continue
+                log.warning("cluster %s: its ZooKeeper is read now; the cluster is served", entry.label)
+                self._pending.remove(entry)
+
+
+def _cluster_parts(
+    stack: ExitStack, shared: _Shared, served: ServedCluster, collector: SnapshotCollector
+) -> ClusterParts:
+    """Start one cluster's components on its started ``collector``; ``stack`` stops them."""
+    settings = shared.settings
+    scraper = MetricsCollector(served.metrics) if served.metrics is not None else None
+    if scraper is not None:
+        stack.callback(scraper.close)
+    view = ClusterView(collector, scraper, settings.view)
+    view.start()
+    stack.callback(view.stop)
+    storage = shared.storage
+    store = None if storage is None else storage.analytics
+    webhooks = None if storage is None else storage.webhooks
+    notifier = shared.notifier
+    leadership: Leadership | None = shared.leadership
+    if shared.several and notifier is not None:
+        # a leadership of its own, through its own ZooKeeper: its lane and its runner go on while another
+        # cluster's ZooKeeper is down (the notifier starts and stops the shared one)
+        leadership = service_leadership(
+            served.zookeeper, settings.webhooks, security=served.security, cluster=served.name
+        )
+        leadership.start()
+        stack.callback(leadership.stop)
+    actions = _action_log(storage, shared.actions, served.name)
+    # one executor per action: the leader of the service's replicas (the cluster's leadership); without a
+    # store the actions live in this process's memory, and it runs them
+    runner_leadership = leadership if notifier is not None else None
+
+    def stalled_actions() -> list[StalledAction]:
+        return [
+            StalledAction(
+                r.id, r.kind, str((r.progress.get("stalled") or {}).get("reason", "")), r.started_at
+            )
+            for r in actions.unfinished()
+            if r.state is ActionState.STALLED
+        ]
+
+    lane = None
+    if store is not None and notifier is not None and leadership is not None and settings.incidents.enabled:
+        lane = IncidentLane(
+            view,
+            store,
+            leadership,
+            webhooks=webhooks,
+            render=notifier.render,
+            wake=notifier.wake,
+            settings=settings.incidents,
+            rules=shared.rules,
+            load_window_s=shared.load_window_s,
+            webhook_horizon_s=settings.webhooks.horizon_s,
+            stalled_actions=stalled_actions,
+            cluster=served.name,
+        )
+        if served.changes is not None:
+            stack.callback(served.changes.subscribe(lane.changed))
+        lane.start()
+        stack.callback(lane.stop)
+    admin = KazooAdmin(served.zookeeper, security=served.security)
+    stack.callback(admin.close)
+
+    def cluster() -> tuple[ClusterSnapshot, HealthReport]:
+        state = view.state
+        return state.snapshot, state.report
+
+    reader = None if scraper is None else PartitionMetricsReader(scraper, lambda: view.state.snapshot)
+    runner = ActionRunner(
+        actions,
+        admin,
+        cluster,
+        latest_load=None if store is None else store.latest_load,
+        settings=settings.actions,
+        leadership=runner_leadership,
+        identity=getattr(runner_leadership, "identity", None),
+        scrape=None if scraper is None else (lambda: view.state.scrape),
+        log_sizes=None if reader is None else reader.log_sizes,
+        produce_rates=None if reader is None else reader.produce_rates,
+    )
+    runner.start()
+    stack.callback(runner.shutdown)
+    throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
+    return ClusterParts(view, actions, runner, throttles, lane, leadership if notifier is not None else None)
+
+
+def _action_log(storage: Storage | None, given: ActionLog | None, cluster: str | None) -> ActionLog:
+    """``given``, else the cluster's log in the store (what a previous run left unfinished is adopted;
+    each cluster's runner sees only its own cluster's actions), else one in memory. ``cluster``: a named
+    cluster's name, None for the single unnamed cluster."""
     if given is not None:
         return given
     if storage is None:
-        return MemoryActionLog()
-    return storage.actions
+        return MemoryActionLog(cluster)
+    return storage.actions_for(cluster)

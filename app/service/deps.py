@@ -2,6 +2,12 @@
 service's components (``View``, ``StoreDep``, ``WebhooksDep``, ``Runner``, ``Throttles``, ...), all read
 from the one :class:`~app.service.container.ServiceContainer` the lifespan installed.
 
+A cluster's components (``ClusterDep``, ``View``, ``Runner``, ``Actions``, ``Throttles``) are those of the
+cluster the path names (``/api/v1/clusters/{cluster}/...``: 404 for a name the service does not watch),
+and at the unscoped paths those of the only cluster (409 naming the clusters when it watches several);
+503 while that cluster's ZooKeeper has not been read yet. Each route takes its role check before any of
+these, so that a caller without a token learns nothing of the clusters.
+
 Every dependency reads the request only (no header, query or body parameter of its own), so none of them
 shows in the OpenAPI document as a parameter; the role checks declare the bearer security scheme
 (:data:`BEARER_SCHEME`), and :mod:`app.service.openapi` documents each operation's error statuses from
@@ -12,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from analytics.store import Store
@@ -20,7 +26,13 @@ from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog
 from app.actions.throttles import ThrottleCleaner
 from app.service.auth import Principal, Role
-from app.service.container import ServiceContainer
+from app.service.container import (
+    ClusterComponents,
+    ClusterNotReadyError,
+    ServiceContainer,
+    SeveralClustersError,
+    UnknownClusterError,
+)
 from app.service.state import ClusterView
 from app.webhooks.notifier import Notifier
 from app.webhooks.store import WebhookStore
@@ -91,8 +103,47 @@ Operator = Annotated[Principal, Depends(require(Role.operator))]
 Admin = Annotated[Principal, Depends(require(Role.admin))]
 
 
-def view_of(container: Container) -> ClusterView:
-    return container.view
+class ProblemsError(HTTPException):
+    """An HTTP error whose body lists ``problems`` too (the app's handler writes them)."""
+
+    def __init__(self, status_code: int, detail: str, problems: list[dict[str, object]]) -> None:
+        super().__init__(status_code, detail)
+        self.problems = problems
+
+
+def cluster_of(request: Request) -> ClusterComponents:
+    """The cluster the request is about: the path's ``{cluster}``, else the only one watched."""
+    container = container_of(request)
+    name = request.path_params.get("cluster")
+    try:
+        cluster = container.cluster(name)
+    except UnknownClusterError as exc:
+        raise HTTPException(404, str(exc)) from None
+    except SeveralClustersError as exc:
+        raise ProblemsError(409, str(exc), [{"cluster": n} for n in exc.names]) from None
+    if cluster.parts is None:
+        raise HTTPException(503, str(ClusterNotReadyError(cluster)))
+    return cluster
+
+
+ClusterDep = Annotated[ClusterComponents, Depends(cluster_of)]
+
+
+def cluster_path(
+    cluster: Annotated[
+        str,
+        Path(
+            description="The cluster's name (`--cluster NAME=...`); a single unnamed cluster's is its "
+            "cluster id. `GET /api/v1/clusters` lists them."
+        ),
+    ],
+) -> str:
+    """Declares the scoped routes' ``{cluster}`` (:func:`cluster_of` reads it)."""
+    return cluster
+
+
+def view_of(cluster: ClusterDep) -> ClusterView:
+    return cluster.view
 
 
 def store_of(container: Container) -> Store:
@@ -113,16 +164,16 @@ def optional_store_of(container: Container) -> Store | None:
     return container.store
 
 
-def actions_of(container: Container) -> ActionLog:
-    return container.actions
+def actions_of(cluster: ClusterDep) -> ActionLog:
+    return cluster.actions
 
 
-def runner_of(container: Container) -> ActionRunner:
-    return container.runner
+def runner_of(cluster: ClusterDep) -> ActionRunner:
+    return cluster.runner
 
 
-def throttles_of(container: Container) -> ThrottleCleaner:
-    return container.throttles
+def throttles_of(cluster: ClusterDep) -> ThrottleCleaner:
+    return cluster.throttles
 
 
 def notifier_of(container: Container) -> Notifier | None:

@@ -1,9 +1,14 @@
 """``/metrics``: kafka-health's own view of the cluster for Prometheus and Grafana, ``kafka_health_*``.
 
 A custom prometheus_client collector renders the live state at scrape time (no background bookkeeping).
-Every series carries a ``cluster`` label (the cluster id) so that one Prometheus can watch several
-clusters. Per-topic and per-broker problem counts come from the partitions that have a problem only (one
-pass over them), so a healthy 200k-partition cluster costs little more than a small one.
+Every series carries a ``cluster`` label, the cluster's key (a named cluster's name, else its cluster id),
+so that one Prometheus can watch several clusters; a service that watches several renders each family
+once, with one set of series per cluster. The shared parts' series (webhook deliveries, retention) are the
+deployment's, not a cluster's: they are repeated under each cluster's label with the same value (do not sum
+them across clusters); the open alerts carry the cluster of each alert.
+
+Per-topic and per-broker problem counts come from the partitions that have a problem only (one pass over
+them), so a healthy 200k-partition cluster costs little more than a small one.
 
 Per-broker problem counts (``kafka_health_broker_*_partitions``) count the partitions with a replica on
 the broker; ``kafka_health_broker_led_under_replicated_partitions`` counts, like Kafka's own
@@ -14,7 +19,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -87,27 +93,66 @@ def _migration_metrics(snapshot: ClusterSnapshot, cluster: str) -> Iterator[Metr
             yield gauge
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterMetrics:
+    """One watched cluster's parts, as ``/metrics`` reads them."""
+
+    key: str
+    """Its ``cluster`` label: its name, else its cluster id."""
+    view: ClusterView
+    actions: ActionLog | None = None
+    incidents: IncidentLane | None = None
+
+
 class KafkaHealthCollector(Collector):
+    """``kafka_health_*`` of every cluster in ``clusters`` (each family once, a set of series per cluster)
+    and of the shared ``store``, ``webhooks`` and ``retention``."""
+
     def __init__(
         self,
-        view: ClusterView,
+        clusters: Sequence[ClusterMetrics],
         store: Store | None = None,
         webhooks: WebhookStore | None = None,
-        actions: ActionLog | None = None,
-        incidents: IncidentLane | None = None,
         retention: RetentionPruner | None = None,
     ) -> None:
-        self.view = view
+        self.clusters = tuple(clusters)
         self.store = store
         self.webhooks = webhooks
-        self.actions = actions
-        self.incidents = incidents
         self.retention = retention
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        for cluster in self.clusters:
+            for family in _OneCluster(cluster, self.store).collect():
+                known = families.get(family.name)
+                if known is None:
+                    families[family.name] = family
+                else:
+                    known.samples.extend(family.samples)
+        yield from families.values()
+        keys = [c.key for c in self.clusters]
+        if self.store is not None:
+            yield _open_alerts(self.store)
+        if self.webhooks is not None:
+            yield _deliveries(self.webhooks, keys)
+        if self.retention is not None:
+            yield from _retention(self.retention, keys)
+
+
+class _OneCluster:
+    """The series of one cluster."""
+
+    def __init__(self, cluster: ClusterMetrics, store: Store | None) -> None:
+        self.key = cluster.key
+        self.view = cluster.view
+        self.actions = cluster.actions
+        self.incidents = cluster.incidents
+        self.store = store
 
     def collect(self) -> Iterator[Metric]:
         state = self.view.state
         snapshot, report = state.snapshot, state.report
-        cluster = snapshot.cluster_id or "unknown"
+        cluster = self.key
 
         alive = _gauge("brokers_alive", "Brokers registered in /brokers/ids.")
         alive.add_metric([cluster], len(snapshot.brokers))
@@ -185,16 +230,12 @@ class KafkaHealthCollector(Collector):
         yield from _throttles(cluster, snapshot, self.actions)
         yield from self._freshness(cluster)
         if self.store is not None:
-            yield from self._from_store(cluster)
-        if self.webhooks is not None:
-            yield self._deliveries(cluster)
+            yield from self._load(cluster)
         if self.actions is not None:
             yield self._actions(cluster)
             yield from self._running_actions(cluster)
         if self.incidents is not None:
             yield from self._incidents(cluster)
-        if self.retention is not None:
-            yield from self._retention(cluster)
 
     def _safe_to_stop(self, cluster: str) -> Metric:
         """One series per known broker, from the answers the safe-to-stop routes give (computed once per
@@ -238,30 +279,6 @@ class KafkaHealthCollector(Collector):
             counter = _counter(name, doc)
             counter.add_metric([cluster], value)
             yield counter
-
-    def _retention(self, cluster: str) -> Iterator[Metric]:
-        assert self.retention is not None
-        stats = self.retention.stats()
-        pruned = _counter("retention_pruned_rows", "Rows the retention pruner deleted, by table.", "table")
-        for table, count in stats.pruned_total.items():
-            pruned.add_metric([cluster, table], count)
-        yield pruned
-        rolled = _counter("retention_rolled_up_windows", "Load windows folded into hourly rollups.")
-        rolled.add_metric([cluster], stats.rolled_up_windows_total)
-        yield rolled
-        for name, value, doc in (
-            ("retention_passes", stats.passes, "Retention passes run (by this replica, while it led)."),
-            ("retention_errors", stats.errors, "Retention passes that failed (logged)."),
-        ):
-            counter = _counter(name, doc)
-            counter.add_metric([cluster], value)
-            yield counter
-        last = _gauge("retention_last_pass_timestamp_seconds", "When the last retention pass started.")
-        took = _gauge("retention_last_pass_duration_seconds", "How long the last retention pass took.")
-        if stats.last_pass_at is not None and stats.last_pass_duration_s is not None:
-            last.add_metric([cluster], stats.last_pass_at)
-            took.add_metric([cluster], stats.last_pass_duration_s)
-        yield from (last, took)
 
     def _actions(self, cluster: str) -> Metric:
         assert self.actions is not None
@@ -345,9 +362,13 @@ class KafkaHealthCollector(Collector):
                     dialect.add_metric([cluster, str(broker), scraped.dialect], 1)
         yield dialect
 
-    def _from_store(self, cluster: str) -> Iterator[Metric]:
+    def _load(self, cluster: str) -> Iterator[Metric]:
+        """The cluster's latest load window (a single unnamed cluster: the store's latest of any cluster
+        when there is none under its id, as before several clusters were watched)."""
         assert self.store is not None
-        latest = self.store.latest_load(cluster) or self.store.latest_load()
+        latest = self.store.latest_load(cluster)
+        if latest is None and not _named(self.view, cluster):
+            latest = self.store.latest_load()
         load = _gauge("broker_normalized_load", "Db: the broker's share of the cluster load.", "broker")
         deviation = _gauge("broker_deviation_rate", "r_n = (Db - 1/N) / (1/N).", "broker")
         stddev = _gauge("load_stddev", "σ of the brokers' normalised loads.")
@@ -362,27 +383,57 @@ class KafkaHealthCollector(Collector):
             threshold.add_metric([name], latest.stddev_threshold)
             rated.add_metric([name], latest.rated_deviation)
         yield from (load, deviation, stddev, threshold, rated)
-        alerts = _gauge("alerts_open", "Open alerts by rule and severity.", "rule", "severity")
-        counts: Counter[tuple[str, int, str]] = Counter(
-            (a.cluster, a.rule, a.severity) for a in self.store.alerts(state="open", limit=100_000)
-        )
-        for (name, rule, severity), count in sorted(counts.items()):
-            alerts.add_metric([name, str(rule), severity], count)
-        yield alerts
 
-    def _deliveries(self, cluster: str) -> Metric:
-        assert self.webhooks is not None
-        deliveries = _gauge(
-            "webhook_deliveries",
-            "Webhook deliveries in the outbox by state (finished rows are pruned by retention).",
-            "state",
-        )
-        totals: Counter[str] = Counter()
-        for per_state in self.webhooks.delivery_stats().values():
-            totals.update(per_state)
+
+def _named(view: ClusterView, key: str) -> bool:
+    """Whether ``key`` is a name given to the cluster rather than its cluster id."""
+    return key != (view.state.snapshot.cluster_id or "unknown")
+
+
+def _open_alerts(store: Store) -> Metric:
+    """Open alerts by cluster (each alert's own), rule and severity."""
+    alerts = _gauge("alerts_open", "Open alerts by rule and severity.", "rule", "severity")
+    counts: Counter[tuple[str, int, str]] = Counter(
+        (a.cluster, a.rule, a.severity) for a in store.alerts(state="open", limit=100_000)
+    )
+    for (name, rule, severity), count in sorted(counts.items()):
+        alerts.add_metric([name, str(rule), severity], count)
+    return alerts
+
+
+def _deliveries(webhooks: WebhookStore, keys: Sequence[str]) -> Metric:
+    deliveries = _gauge(
+        "webhook_deliveries",
+        "Webhook deliveries in the outbox by state (finished rows are pruned by retention).",
+        "state",
+    )
+    totals: Counter[str] = Counter()
+    for per_state in webhooks.delivery_stats().values():
+        totals.update(per_state)
+    for cluster in keys:
         for state in DELIVERY_STATES:
             deliveries.add_metric([cluster, state], totals[state])
-        return deliveries
+    return deliveries
+
+
+def _retention(retention: RetentionPruner, keys: Sequence[str]) -> Iterator[Metric]:
+    stats = retention.stats()
+    pruned = _counter("retention_pruned_rows", "Rows the retention pruner deleted, by table.", "table")
+    rolled = _counter("retention_rolled_up_windows", "Load windows folded into hourly rollups.")
+    passes = _counter("retention_passes", "Retention passes run (by this replica, while it led).")
+    errors = _counter("retention_errors", "Retention passes that failed (logged).")
+    last = _gauge("retention_last_pass_timestamp_seconds", "When the last retention pass started.")
+    took = _gauge("retention_last_pass_duration_seconds", "How long the last retention pass took.")
+    for cluster in keys:
+        for table, count in stats.pruned_total.items():
+            pruned.add_metric([cluster, table], count)
+        rolled.add_metric([cluster], stats.rolled_up_windows_total)
+        passes.add_metric([cluster], stats.passes)
+        errors.add_metric([cluster], stats.errors)
+        if stats.last_pass_at is not None and stats.last_pass_duration_s is not None:
+            last.add_metric([cluster], stats.last_pass_at)
+            took.add_metric([cluster], stats.last_pass_duration_s)
+    yield from (pruned, rolled, passes, errors, last, took)
 
 
 def _throttles(cluster: str, snapshot: ClusterSnapshot, actions: ActionLog | None) -> Iterator[Metric]:
@@ -414,13 +465,11 @@ def _throttles(cluster: str, snapshot: ClusterSnapshot, actions: ActionLog | Non
 
 
 def render(
-    view: ClusterView,
+    clusters: Sequence[ClusterMetrics],
     store: Store | None,
     webhooks: WebhookStore | None = None,
-    actions: ActionLog | None = None,
-    incidents: IncidentLane | None = None,
     retention: RetentionPruner | None = None,
 ) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(KafkaHealthCollector(view, store, webhooks, actions, incidents, retention))
+    registry.register(KafkaHealthCollector(clusters, store, webhooks, retention))
     return generate_latest(registry)

@@ -13,7 +13,10 @@ itself rather than listed by hand:
 - **400** (a body that cannot be read, e.g. not UTF-8) and **413** (over the request body limit) where it
   takes a body;
 - **503** where it needs the store (:func:`~app.service.deps.store_of`,
-  :func:`~app.service.deps.webhooks_of`);
+  :func:`~app.service.deps.webhooks_of`) or a cluster (:func:`~app.service.deps.cluster_of`: its
+  ZooKeeper not read yet);
+- where it needs a cluster, **404** at ``/api/v1/clusters/{cluster}/...`` (no cluster of that name) and
+  **409** at the unscoped path (the service watches several clusters: the path must name one);
 - **404**, **409** and any other status the route declares in ``responses=`` (a lookup of a path id, a
   state conflict), given the problem body unless the route names another model (``/readyz``'s 503).
 
@@ -34,7 +37,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
 from app.service.auth import Role
-from app.service.deps import RoleCheck, store_of, webhooks_of
+from app.service.deps import RoleCheck, cluster_of, store_of, webhooks_of
 from app.service.schemas.common import Problem
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
@@ -44,11 +47,13 @@ DESCRIPTIONS = {
     400: "The body could not be read (not UTF-8, or not the declared content type).",
     401: "No bearer token, a malformed Authorization header, or an unknown or revoked token.",
     403: "The token's role is below the one this operation needs.",
-    404: "Nothing with that id or name.",
-    409: "The thing is not in a state that allows this (see detail).",
+    404: "Nothing with that id or name (on a cluster's path: or no watched cluster of that name).",
+    409: "The thing is not in a state that allows this (see detail); on an unscoped cluster route: "
+    "several clusters are watched, use /api/v1/clusters/{name}/... (problems name them).",
     413: "The request body is larger than the service's limit.",
     422: "Invalid input: each problem named in `problems` (location, message, type).",
-    503: "No store is configured, or the live view cannot be trusted now (see detail).",
+    503: "No store is configured, the cluster's ZooKeeper has not been read yet, or the live view cannot "
+    "be trusted now (see detail).",
 }
 WWW_AUTHENTICATE = {
     "WWW-Authenticate": {
@@ -93,6 +98,8 @@ def error_statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
         statuses |= {400, 413}
     if any(call in STORE_DEPENDENCIES for call in calls):
         statuses.add(503)
+    if cluster_of in calls:
+        statuses |= {503, 404 if "{cluster}" in route.path_format else 409}
     return statuses
 
 

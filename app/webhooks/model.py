@@ -7,7 +7,7 @@ The tables and queries are in :mod:`app.webhooks.store`; which event goes to whi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
@@ -16,6 +16,8 @@ from analytics.store import StoreError
 
 __all__ = [
     "DELIVERY_STATES",
+    "MAX_CLUSTER_KEY",
+    "MAX_WEBHOOK_CLUSTERS",
     "WEBHOOK_FIELDS",
     "WEBHOOK_FORMATS",
     "AlertNotice",
@@ -26,14 +28,21 @@ __all__ = [
     "WebhookRenderer",
     "checked_fields",
     "idempotency_key",
+    "is_cluster_key",
 ]
 
 WebhookFormat = Literal["generic", "alertmanager", "slack"]
 DeliveryState = Literal["pending", "delivered", "dead", "skipped"]
 WEBHOOK_FORMATS: Final[tuple[WebhookFormat, ...]] = ("generic", "alertmanager", "slack")
 DELIVERY_STATES: Final[tuple[DeliveryState, ...]] = ("pending", "delivered", "dead", "skipped")
-WEBHOOK_FIELDS: Final = frozenset({"name", "url", "format", "rules", "severities", "secret", "enabled"})
+WEBHOOK_FIELDS: Final = frozenset(
+    {"name", "url", "format", "rules", "severities", "clusters", "secret", "enabled"}
+)
 """The fields of a subscription that can be set (and changed)."""
+MAX_CLUSTER_KEY: Final = 255
+"""The longest cluster key a webhook's ``clusters`` holds (a cluster name is at most 63, a cluster id 22)."""
+MAX_WEBHOOK_CLUSTERS: Final = 100
+"""The most clusters one webhook lists."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,14 @@ class Webhook:
     created_at: float
     created_by: str
     updated_at: float
+    clusters: tuple[str, ...] | None = None
+    """The clusters whose alerts' events the webhook gets, by their key (a named cluster's name, else the
+    cluster id of the single unnamed cluster); None: every cluster. The events of the other clusters never
+    enter its outbox."""
+
+    def watches(self, cluster: str) -> bool:
+        """Whether the events of ``cluster``'s alerts go to this webhook (its outbox)."""
+        return self.clusters is None or cluster in self.clusters
 
     def mismatch(self, rule: int, severity: str) -> str | None:
         """Why an event of ``rule`` at ``severity`` is filtered out, or None when it matches."""
@@ -165,6 +182,29 @@ def _severities(value: Any, where: str) -> list[str] | None:
     return None if value is None else sorted(set(value), key=lambda s: -SEVERITY_ORDER[s])
 
 
+def _clusters(value: Any, where: str) -> list[str] | None:
+    if value is not None and (
+        isinstance(value, str)
+        or not isinstance(value, Collection)
+        or not value
+        or len(value) > MAX_WEBHOOK_CLUSTERS
+        or any(not is_cluster_key(c) for c in value)
+    ):
+        raise StoreError(
+            f"{where} must be None (every cluster) or 1-{MAX_WEBHOOK_CLUSTERS} cluster names or ids"
+            f" (1-{MAX_CLUSTER_KEY} characters, no whitespace), got {value!r}"
+        )
+    return None if value is None else sorted(set(value))
+
+
+def is_cluster_key(value: Any) -> bool:
+    """A cluster's key as the store knows it: a named cluster's name or a cluster id (any 1-255 characters
+    without whitespace)."""
+    return (
+        isinstance(value, str) and 0 < len(value) <= MAX_CLUSTER_KEY and not any(c.isspace() for c in value)
+    )
+
+
 def _secret(value: Any, where: str) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
         raise StoreError("webhook secret must be None (unsigned) or a non-empty string")
@@ -183,6 +223,7 @@ _FIELD_CHECKS: Final[Mapping[str, Callable[[Any, str], Any]]] = {
     "format": _format,
     "rules": _rules,
     "severities": _severities,
+    "clusters": _clusters,
     "secret": _secret,
     "enabled": _enabled,
 }

@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -62,8 +62,10 @@ from collectors.kafka.zkclient import ZooKeeperSecurity, kazoo_client
 
 __all__ = [
     "DEFAULT_LOCK_PATH",
+    "SHARED_LOCK_SUFFIX",
     "AlwaysLeader",
     "AttemptResult",
+    "FirstAnswering",
     "Leadership",
     "Notifier",
     "NotifierSettings",
@@ -76,11 +78,15 @@ __all__ = [
     "post",
     "service_leadership",
     "service_notifier",
+    "shared_leadership",
 ]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_PATH: Final = "/kafka-health/notifier-lock"
+SHARED_LOCK_SUFFIX: Final = "-shared"
+"""With several clusters, the shared parts' (notifier, retention pruner) election znode is ``lock_path``
+with this suffix on a cluster's ZooKeeper, beside that cluster's own election at ``lock_path``."""
 USER_AGENT: Final = "kafka-health-webhooks/0.1"
 ERROR_LOG_EVERY_S: Final = 60.0
 _DRAIN_BYTES: Final = 4096
@@ -269,6 +275,29 @@ class ZooKeeperLeadership:
     def is_leader(self) -> bool:
         return self.standing() == "leader"
 
+    @property
+    def connected(self) -> bool:
+        """Whether its session answers now (started and CONNECTED)."""
+        return self._started and self._client.state == KazooState.CONNECTED
+
+    def release(self) -> None:
+        """Give the leadership up (delete the znode when this session owns it) and keep the session: another
+        instance, or this one through another ZooKeeper, takes over."""
+        with self._mutex:
+            self._was_leader = False
+            if not self._started or self._client.state != KazooState.CONNECTED:
+                return
+            self._release()
+
+    def _release(self) -> None:
+        try:
+            session = self._client.client_id
+            stat = self._client.exists(self.path)
+            if stat is not None and session is not None and stat.owner_session_id == session[0]:
+                self._client.delete(self.path, version=stat.version)
+        except (NoNodeError, KazooException, self._client.handler.timeout_exception) as exc:
+            log.debug("could not release %s (the session's end will): %s", self.path, exc)
+
     def standing(self) -> Standing:
         with self._mutex:
             if not self._started:
@@ -308,15 +337,61 @@ class ZooKeeperLeadership:
             self._was_leader = False
             try:
                 if self._client.state == KazooState.CONNECTED:
-                    session = self._client.client_id
-                    stat = self._client.exists(self.path)
-                    if stat is not None and session is not None and stat.owner_session_id == session[0]:
-                        self._client.delete(self.path, version=stat.version)
-            except (NoNodeError, KazooException, self._client.handler.timeout_exception) as exc:
-                log.debug("could not release %s (the session's end will): %s", self.path, exc)
+                    self._release()
             finally:
                 self._client.stop()
                 self._client.close()
+
+
+class FirstAnswering:
+    """Leadership through the first of several ZooKeepers (in the given order) whose session answers now:
+    the shared parts of a service that watches several clusters (the notifier, the retention pruner) lead
+    through the first cluster's ZooKeeper, and through the next one while that one is down, so that one
+    cluster's ZooKeeper down does not stop webhook deliveries.
+
+    Every candidate's session is kept open; :meth:`standing` asks the first connected candidate, and gives
+    up what this instance holds through a candidate other than that one (another instance may be leading
+    through the answering ZooKeeper now). With no candidate connected, the last leader stays
+    ``last-leader``, as with one ZooKeeper."""
+
+    def __init__(self, candidates: Sequence[ZooKeeperLeadership]) -> None:
+        if not candidates:
+            raise ValueError("FirstAnswering needs at least one ZooKeeper")
+        self.candidates = tuple(candidates)
+        self.identity = self.candidates[0].identity
+        self._mutex = threading.Lock()
+        self._through: int | None = None
+        """The candidate this instance last led through."""
+        self._was_leader = False
+
+    def start(self) -> None:
+        for candidate in self.candidates:
+            candidate.start()
+
+    def is_leader(self) -> bool:
+        return self.standing() == "leader"
+
+    def standing(self) -> Standing:
+        with self._mutex:
+            for index, candidate in enumerate(self.candidates):
+                if not candidate.connected:
+                    continue
+                standing = candidate.standing()
+                if self._through is not None and self._through != index:
+                    self.candidates[self._through].release()
+                self._through = index if standing != "follower" else None
+                self._was_leader = standing != "follower"
+                return standing
+            return "last-leader" if self._was_leader else "follower"
+
+    @property
+    def answering(self) -> int | None:
+        """The index of the candidate whose ZooKeeper answers first, or None."""
+        return next((i for i, c in enumerate(self.candidates) if c.connected), None)
+
+    def stop(self) -> None:
+        for candidate in self.candidates:
+            candidate.stop()
 
 
 # --- one attempt -----------------------------------------------------------------------------------------
@@ -711,21 +786,66 @@ def ping(
 
 
 def service_leadership(
-    zookeeper: str, settings: NotifierSettings | None = None, *, security: ZooKeeperSecurity | None = None
+    zookeeper: str,
+    settings: NotifierSettings | None = None,
+    *,
+    security: ZooKeeperSecurity | None = None,
+    cluster: str | None = None,
 ) -> Leadership:
     """The service's one leadership (its notifier's and its incident lane's), not started: elected through
     the cluster's ZooKeeper (``settings.zookeeper`` to use another) unless ``settings.election`` is
     ``none``. ``security`` (the cluster's ZooKeeper credentials) applies to the cluster's ZooKeeper only,
-    not to another one named by ``settings.zookeeper``."""
+    not to another one named by ``settings.zookeeper``. ``cluster``: a named cluster of a service that
+    watches several (its incident lane's and its runner's leadership); on a dedicated election ZooKeeper
+    its znode is ``lock_path-cluster-NAME``, so that each cluster elects on its own."""
     settings = settings or NotifierSettings()
     if settings.election == "zookeeper":
+        path = settings.lock_path
+        if settings.zookeeper and cluster is not None:
+            path = f"{path}-cluster-{cluster}"
         return ZooKeeperLeadership(
             settings.zookeeper or zookeeper,
-            settings.lock_path,
+            path,
             session_timeout_s=settings.session_timeout_s,
             security=None if settings.zookeeper else security,
         )
     return AlwaysLeader()
+
+
+def shared_leadership(
+    zookeepers: Sequence[tuple[str, ZooKeeperSecurity | None]],
+    settings: NotifierSettings | None = None,
+    *,
+    identity: str | None = None,
+) -> Leadership:
+    """The leadership of the shared parts (notifier, retention pruner) of a service that watches several
+    clusters, not started: on ``settings.zookeeper`` at ``lock_path`` when it is set; else
+    :class:`FirstAnswering` over the clusters' ``zookeepers`` (connect string, credentials; in the
+    clusters' name order) at ``lock_path`` + :data:`SHARED_LOCK_SUFFIX`; :class:`AlwaysLeader` when
+    ``settings.election`` is ``none``."""
+    settings = settings or NotifierSettings()
+    if settings.election != "zookeeper":
+        return AlwaysLeader()
+    if settings.zookeeper:
+        return ZooKeeperLeadership(
+            settings.zookeeper,
+            settings.lock_path,
+            identity=identity,
+            session_timeout_s=settings.session_timeout_s,
+        )
+    identity = identity or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return FirstAnswering(
+        [
+            ZooKeeperLeadership(
+                connect,
+                settings.lock_path + SHARED_LOCK_SUFFIX,
+                identity=identity,
+                session_timeout_s=settings.session_timeout_s,
+                security=security,
+            )
+            for connect, security in zookeepers
+        ]
+    )
 
 
 @contextlib.contextmanager

@@ -64,13 +64,15 @@ class WebhookStore:
         format: WebhookFormat,
         rules: Collection[int] | None = None,
         severities: Collection[str] | None = None,
+        clusters: Collection[str] | None = None,
         secret: str | None = None,
         enabled: bool = True,
         created_by: str,
         now: float,
     ) -> Webhook:
         """Add a subscription; it receives the events recorded from now on (those already in the store are
-        entered in its outbox as ``skipped``, so that a new webhook is not flooded with history)."""
+        entered in its outbox as ``skipped``, so that a new webhook is not flooded with history), of the
+        alerts of ``clusters`` (cluster keys; None: every cluster)."""
         values = checked_fields(
             {
                 "name": name,
@@ -78,6 +80,7 @@ class WebhookStore:
                 "format": format,
                 "rules": rules,
                 "severities": severities,
+                "clusters": clusters,
                 "secret": secret,
                 "enabled": enabled,
             }
@@ -94,7 +97,13 @@ class WebhookStore:
                 ).scalar_one()
             )
             if values["enabled"]:
-                self._skip_recorded_events(conn, webhook_id, now, "recorded before the webhook was created")
+                self._skip_recorded_events(
+                    conn,
+                    webhook_id,
+                    now,
+                    "recorded before the webhook was created",
+                    _of_clusters(values["clusters"]),
+                )
             return _webhook(conn.execute(_select_webhook(webhook_id)).one())
 
     def webhooks(self, *, enabled: bool | None = None) -> list[Webhook]:
@@ -112,12 +121,15 @@ class WebhookStore:
         return None if row is None else _webhook(row)
 
     def update_webhook(self, webhook_id: int, changes: Mapping[str, Any], now: float) -> Webhook | None:
-        """Change some of ``name``, ``url``, ``format``, ``rules``, ``severities``, ``secret``, ``enabled``;
-        None when there is no such webhook.
+        """Change some of ``name``, ``url``, ``format``, ``rules``, ``severities``, ``clusters``,
+        ``secret``, ``enabled``; None when there is no such webhook.
 
         Rows already in the outbox keep their payload (rendered in the format of the time) but are sent to
         the current URL with the current secret. Re-enabling a webhook enters the events recorded while it
         was disabled as ``skipped``; its pending deliveries, held while it was disabled, go out again.
+        Widening ``clusters`` enters the events already recorded of the clusters it adds as ``skipped``
+        (the webhook gets their events from now on, not their history); narrowing it leaves the rows
+        already in the outbox as they are (pending ones are still sent).
         """
         unknown = sorted(set(changes) - WEBHOOK_FIELDS)
         if unknown:
@@ -133,9 +145,22 @@ class WebhookStore:
                 .where(webhooks_table.c.id == webhook_id)
                 .values(**values, updated_at=now)
             )
-            if values.get("enabled") and not before.enabled:
-                self._skip_recorded_events(conn, webhook_id, now, "recorded while the webhook was disabled")
-            return _webhook(conn.execute(_select_webhook(webhook_id)).one())
+            after = _webhook(conn.execute(_select_webhook(webhook_id)).one())
+            if after.enabled and not before.enabled:
+                self._skip_recorded_events(
+                    conn,
+                    webhook_id,
+                    now,
+                    "recorded while the webhook was disabled",
+                    _of_clusters(after.clusters),
+                )
+            elif after.enabled and "clusters" in values:
+                added = _added_clusters(_webhook(before).clusters, after.clusters)
+                if added is not None:
+                    self._skip_recorded_events(
+                        conn, webhook_id, now, "recorded before the webhook watched its cluster", added
+                    )
+            return after
 
     def delete_webhook(self, webhook_id: int) -> bool:
         """Delete the webhook and its outbox rows; False when there is no such webhook."""
@@ -330,8 +355,16 @@ class WebhookStore:
         with self._db.errors("prune webhook deliveries"), self._db.write() as conn:
             return int(conn.execute(statement).rowcount)
 
-    def _skip_recorded_events(self, conn: Connection, webhook_id: int, now: float, reason: str) -> None:
-        """Enter every recorded event that has no outbox row for the webhook as ``skipped``."""
+    def _skip_recorded_events(
+        self,
+        conn: Connection,
+        webhook_id: int,
+        now: float,
+        reason: str,
+        clusters: sa.ColumnElement[bool] | None,
+    ) -> None:
+        """Enter every recorded event that has no outbox row for the webhook as ``skipped`` (only those of
+        the alerts ``clusters`` selects, a condition on ``alerts.cluster``, when given)."""
         e, d = alert_events_table.c, webhook_deliveries_table.c
         recorded = sa.exists().where(
             d.webhook_id == webhook_id, d.fingerprint == e.fingerprint, d.sequence == e.sequence
@@ -348,6 +381,10 @@ class WebhookStore:
             sa.literal(f"not sent: {reason}", sa.Text),
             sa.literal(now, sa.Double),
         ).where(~recorded)
+        if clusters is not None:
+            events = events.join_from(
+                alert_events_table, alerts_table, alerts_table.c.fingerprint == e.fingerprint
+            ).where(clusters)
         conn.execute(
             sa.insert(webhook_deliveries_table).from_select(
                 [
@@ -396,7 +433,8 @@ class _Candidates:
     def read(
         conn: Connection, since: float, limit: int | None, fingerprints: list[str] | None = None
     ) -> _Candidates:
-        rows: list[sa.Row[Any]] = list(conn.execute(_candidates_query(since, limit, fingerprints)))
+        query = _candidates_query(conn.dialect.name, since, limit, fingerprints)
+        rows: list[sa.Row[Any]] = list(conn.execute(query))
         if not rows:
             return _Candidates([], {}, {}, {})
         hook_ids = sorted({int(r.webhook_id) for r in rows})
@@ -431,6 +469,8 @@ class _Candidates:
         outbox: list[dict[str, Any]] = []
         for candidate in self.rows:
             hook = self.hooks[int(candidate.webhook_id)]
+            if not hook.watches(str(candidate.cluster)):
+                continue  # its clusters changed since the candidates were read
             event = read_alert_event(candidate)
             run_start, opened_at = run_of(self.openings.get(event.fingerprint, []), event.sequence)
             notice = AlertNotice(
@@ -469,10 +509,10 @@ class _Candidates:
 
 
 def _candidates_query(
-    since: float, limit: int | None, fingerprints: list[str] | None = None
+    dialect: str, since: float, limit: int | None, fingerprints: list[str] | None = None
 ) -> sa.Select[Any]:
     """Events at or after ``since`` (of the alerts ``fingerprints``, when given) that have no outbox row
-    for an enabled webhook, with their alerts."""
+    for an enabled webhook that watches their alert's cluster, with their alerts."""
     w, e, a = webhooks_table.c, alert_events_table.c, alerts_table.c
     d = webhook_deliveries_table.c
     recorded = sa.exists().where(
@@ -498,12 +538,44 @@ def _candidates_query(
                 alerts_table, a.fingerprint == e.fingerprint
             )
         )
-        .where(w.enabled, e.at >= since, ~recorded)
+        .where(w.enabled, e.at >= since, ~recorded, _watched(dialect))
         .order_by(w.id, e.fingerprint, e.sequence)
     )
     if fingerprints is not None:
         query = query.where(e.fingerprint.in_(fingerprints))
     return query if limit is None else query.limit(limit)
+
+
+def _watched(dialect: str) -> sa.ColumnElement[bool]:
+    """The webhook (``webhooks``) watches the alert's cluster (``alerts.cluster``): its ``clusters`` is NULL
+    (every cluster) or holds it. The JSON array is read in SQL (SQLite's ``json_each``, PostgreSQL's
+    ``json_array_elements_text``), so that the events of a cluster a webhook does not watch are never
+    candidates, whatever ``limit``."""
+    w, a = webhooks_table.c, alerts_table.c
+    elements = (
+        sa.func.json_array_elements_text(w.clusters)
+        if dialect == "postgresql"
+        else sa.func.json_each(w.clusters)
+    )
+    member = elements.table_valued("value").alias("watched_cluster")
+    return sa.or_(w.clusters.is_(None), sa.exists().select_from(member).where(member.c.value == a.cluster))
+
+
+def _of_clusters(clusters: Collection[str] | None) -> sa.ColumnElement[bool] | None:
+    """The alerts of ``clusters`` (None: of every cluster, no condition)."""
+    return None if clusters is None else alerts_table.c.cluster.in_(sorted(clusters))
+
+
+def _added_clusters(
+    before: Collection[str] | None, after: Collection[str] | None
+) -> sa.ColumnElement[bool] | None:
+    """The alerts of the clusters ``after`` watches and ``before`` did not (None: there are none)."""
+    if before is None:
+        return None
+    if after is None:
+        return alerts_table.c.cluster.not_in(sorted(before))
+    added = sorted(set(after) - set(before))
+    return alerts_table.c.cluster.in_(added) if added else None
 
 
 # --- reading rows back ------------------------------------------------------------------------------------
@@ -521,6 +593,7 @@ def _webhook(row: sa.Row[Any]) -> Webhook:
         format=cast(WebhookFormat, row.format),
         rules=None if row.rules is None else tuple(int(r) for r in row.rules),
         severities=None if row.severities is None else tuple(cast(Severity, s) for s in row.severities),
+        clusters=None if row.clusters is None else tuple(str(c) for c in row.clusters),
         secret=None if row.secret is None else str(row.secret),
         enabled=bool(row.enabled),
         created_at=float(row.created_at),

@@ -1,5 +1,5 @@
 """The webhook tables: ``webhooks`` (the subscriptions) and ``webhook_deliveries`` (the outbox), with the
-migration that creates them (version 2).
+migration that creates them (version 2) and the one that gives a webhook its clusters (version 7).
 
 The outbox references the analytics tables' alert events (an outbox row is one alert event for one webhook,
 and goes when its event is deleted), so migration 2 comes after the analytics tables' migration 1 in the
@@ -22,8 +22,8 @@ __all__ = ["WEBHOOK_MIGRATIONS", "metadata", "webhook_deliveries_table", "webhoo
 
 # --- the tables ------------------------------------------------------------------------------------------
 #
-# Migration 2 below is the DDL of record; these tables describe the schema it leaves behind and are what the
-# queries are built from (tests/app/test_storage.py checks that the two agree).
+# Migrations 2 and 7 below are the DDL of record; these tables describe the schema they leave behind and
+# are what the queries are built from (tests/app/test_storage.py checks that the two agree).
 
 metadata = sa.MetaData()
 """The webhook tables, as :data:`WEBHOOK_MIGRATIONS` create them (for queries, not for creating them)."""
@@ -42,6 +42,7 @@ webhooks_table = sa.Table(
     sa.Column("created_at", TIME_TYPE, nullable=False),
     sa.Column("created_by", sa.Text, nullable=False),
     sa.Column("updated_at", TIME_TYPE, nullable=False),
+    sa.Column("clusters", JSON_TYPE),
 )
 
 webhook_deliveries_table = sa.Table(
@@ -137,7 +138,16 @@ def _create_webhook_tables(conn: Connection) -> None:
         conn.exec_driver_sql(statement.replace("{id}", ids["id"]).replace("{big_id}", ids["big_id"]))
 
 
+# --- migration 7 --------------------------------------------------------------------------------------
+
+_V7_CLUSTERS: Final = ("ALTER TABLE webhooks ADD COLUMN clusters JSON",)
+"""Migration 7: the clusters a webhook gets the events of (a JSON array of cluster keys; NULL: every cluster,
+which is what the webhooks created before it keep)."""
+
+
 WEBHOOK_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(2, "webhooks and their delivery outbox", (_create_webhook_tables,)),
+    Migration(7, "webhooks per cluster", _V7_CLUSTERS),
 )
-"""The webhook tables' migration (version 2: after the analytics tables', whose events it references)."""
+"""The webhook tables' migrations (version 2: after the analytics tables', whose events it references; 7:
+a webhook's clusters)."""

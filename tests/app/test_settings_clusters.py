@@ -43,6 +43,7 @@ def test_a_cluster_flag_splits_at_the_template(flag: str, expected: tuple[str, s
         ("prod=", "expected NAME=HOST:PORT"),
         ("Prod=zk1:2181", "not a cluster name"),
         ("-prod=zk1:2181", "not a cluster name"),
+        ("eu__west=zk1:2181", "not a cluster name"),
         ("prod=http://{host}:7071/metrics", "no ZooKeeper before the metrics URL template"),
     ],
 )

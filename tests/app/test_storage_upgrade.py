@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from analytics.store import Store
-from app.actions.state import AuditEntry
+from app.actions.state import ActionRecord, ActionState, AuditEntry
 from app.storage import MIGRATIONS, Storage, open_database
 from tests.app.fixtures.store_75789e8.generate import NOW, plain, table_rows
 from tests.support.store import BACKENDS, POSTGRESQL, SQLITE, TABLES, full_batch, sqlite_url
@@ -72,8 +72,13 @@ def test_the_fixtures_have_rows_in_every_table() -> None:
         assert all(tables[name] for name in OLD_TABLES), backend
 
 
-ACTION_COLUMNS_SINCE: Final = {"version": 1, "owner": None, "parent": None}
-"""What migration 4 gives the actions written before it: a first version, no owner, no rollback link."""
+ACTION_COLUMNS_SINCE: Final = {"version": 1, "owner": None, "parent": None, "cluster": None}
+"""What migrations 4 and 6 give the actions written before them: a first version, no owner, no rollback
+link, no cluster name (they are the single unnamed cluster's)."""
+AUDIT_COLUMNS_SINCE: Final = {"cluster": None}
+"""What migration 6 gives the audit entries written before it: the single unnamed cluster's."""
+WEBHOOK_COLUMNS_SINCE: Final = {"clusters": None}
+"""What migration 7 gives the webhooks created before it: every cluster's events."""
 
 
 def upgraded(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -81,6 +86,8 @@ def upgraded(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str
     aside (the new migrations' rows carry their own time)."""
     rows = {name: [dict(row) for row in table] for name, table in tables.items() if name != "schema_version"}
     rows["actions"] = [row | ACTION_COLUMNS_SINCE for row in rows["actions"]]
+    rows["audit_log"] = [row | AUDIT_COLUMNS_SINCE for row in rows["audit_log"]]
+    rows["webhooks"] = [row | WEBHOOK_COLUMNS_SINCE for row in rows["webhooks"]]
     return rows | {name: [] for name in NEW_TABLES}
 
 
@@ -110,10 +117,19 @@ def test_the_new_stores_read_the_old_rows(old_database: tuple[str, dict[str, Any
         assert plain(analytics.acknowledgements(fingerprints)) == reads["acknowledgements"]
         latest = {"any": analytics.latest_load(), "c1": analytics.latest_load("c1")}
         assert plain(latest) == reads["latest_load"]
-        assert plain(webhooks.webhooks()) == reads["webhooks"]
+        assert plain(webhooks.webhooks()) == [w | WEBHOOK_COLUMNS_SINCE for w in reads["webhooks"]]
         assert plain(webhooks.deliveries(limit=1000)) == reads["deliveries"]
         assert plain(actions.records(limit=1000)) == [r | ACTION_COLUMNS_SINCE for r in reads["records"]]
-        assert plain(actions.audit_entries(limit=1000)) == reads["audit_entries"]
+        assert plain(actions.audit_entries(limit=1000)) == [
+            e | AUDIT_COLUMNS_SINCE for e in reads["audit_entries"]
+        ]
+        assert storage.actions_for(None) is actions  # the old rows are the single unnamed cluster's
+        named = storage.actions_for("prod")
+        assert (named.records(limit=1000), named.audit_entries(limit=1000), named.unfinished()) == (
+            [],
+            [],
+            [],
+        )
 
 
 def test_the_old_database_takes_new_writes(old_database: tuple[str, dict[str, Any]]) -> None:
@@ -133,6 +149,21 @@ def test_the_old_database_takes_new_writes(old_database: tuple[str, dict[str, An
         storage.actions.audit(AuditEntry(NOW + 500, "root", "admin", "ack", False, "accepted"))
         (newest,) = storage.actions.audit_entries(limit=1)
         assert newest.sequence == max(row["sequence"] for row in tables["audit_log"]) + 1
+        prod = storage.actions_for("prod")
+        prod.create(ActionRecord("prod-1", "reassignment", ActionState.PENDING, "oncall", NOW + 500, {}))
+        prod.audit(AuditEntry(NOW + 501, "oncall", "operator", "reassignment", False, "accepted", "prod-1"))
+        assert [r.id for r in prod.unfinished()] == ["prod-1"]
+        assert "prod-1" not in {r.id for r in storage.actions.records(limit=1000)}  # the old rows' log
+        assert storage.actions.audit_entries(limit=1) == [newest]
+        only_prod = storage.webhooks.create_webhook(
+            name="prod",
+            url="http://127.0.0.1:9/x",
+            format="generic",
+            clusters=["prod"],
+            created_by="root",
+            now=NOW + 500,
+        )
+        assert storage.webhooks.deliveries(only_prod.id, limit=1000) == []  # the old events are c1's and c2's
     with Store.open(url, migrations=MIGRATIONS) as store:  # the analytics store alone, on the same file
         fingerprints = {a.fingerprint for a in store.alerts(limit=1000)}
     assert fingerprints == {row["fingerprint"] for row in tables["alerts"]} | {

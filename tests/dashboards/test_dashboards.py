@@ -1,7 +1,7 @@
 """The Grafana dashboards, their provisioning files and the Prometheus rules file, read as files: stable
-uids, the ${datasource} and cluster variables, a sane layout, every query filtered by cluster and using
-only the series and labels docs/api.md documents, and every rule's runbook link an operation of the
-service's OpenAPI."""
+uids, the ${datasource} and cluster variables (several clusters at once), a sane layout, every query
+filtered by the clusters chosen, kept apart by cluster and using only the series and labels docs/api.md
+documents, and every rule's runbook link an operation of the service's OpenAPI."""
 
 from __future__ import annotations
 
@@ -48,6 +48,15 @@ SERVICE_URL = "http://kafka-health:8080"
 _METRIC = re.compile(r"\b(kafka_health_\w+|ALERTS|scrape_duration_seconds)\b(\s*\{[^}]*\})?")
 _LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
 _LEGEND_LABEL = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+_AGGREGATION = re.compile(
+    r"\b(sum|max|min|count|avg|group|stddev|stdvar|topk|bottomk|quantile)\s*(by\s*\(([^)]*)\))?\s*\("
+)
+CLUSTER_MATCHER = 'cluster=~"$cluster"'
+"""What every query selects its series with: $cluster is multi-valued, Grafana gives it as a regular
+expression (each value escaped, several joined with |)."""
+PER_INSTANCE = {("kafka-health-collector", "kafka-health instances reporting", "B")}
+"""(dashboard uid, panel title, refId) of the queries whose one value per line is a kafka-health instance
+(which serves every cluster it watches), not a cluster."""
 
 
 def documented_metrics() -> dict[str, set[str]]:
@@ -99,8 +108,10 @@ def test_template_variables_are_datasource_and_cluster(name: str) -> None:
     assert cluster["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
     assert cluster["definition"] == "label_values(kafka_health_brokers_alive, cluster)"
     assert cluster["query"]["query"] == cluster["definition"]
-    assert cluster["multi"] is False, 'queries use cluster="$cluster"'
-    assert cluster["includeAll"] is False
+    assert cluster["multi"] is True, "several clusters at once"
+    assert cluster["includeAll"] is True
+    assert cluster.get("allValue") is None, "All is every value offered, escaped, not a free regex"
+    assert cluster["current"]["value"] == ["$__all"], "a new visit shows every cluster"
 
 
 @pytest.mark.parametrize("name", sorted(UIDS))
@@ -146,7 +157,53 @@ def test_every_series_in_a_query_is_documented_and_filtered_by_cluster() -> None
         for metric, selector in found:
             assert metric in KNOWN_SERIES, f"{query.name}: {metric} is not in docs/api.md's /metrics table"
             if metric.startswith("kafka_health_") or metric == "ALERTS":
-                assert 'cluster="$cluster"' in selector, f"{query.name}: {metric} is not filtered by cluster"
+                assert CLUSTER_MATCHER in selector, (
+                    f"{query.name}: {metric} is not filtered by {CLUSTER_MATCHER}"
+                )
+        assert 'cluster="$cluster"' not in query.expr, (
+            f"{query.name}: = takes one cluster, $cluster is several"
+        )
+
+
+def test_several_clusters_are_never_added_up_into_one_value() -> None:
+    """Every aggregation keeps the cluster label (``by (cluster, ...)``), so with several clusters chosen
+    each one gets its own value, and each line or value is named by its cluster (``{{cluster}}`` in the
+    legend, a column of a table, or one panel per cluster through a repeat)."""
+    checked = 0
+    for board in DASHBOARDS.values():
+        panels = {p["title"]: p for p in iter_panels(board)}
+        for query in panel_queries(board):
+            key = (query.dashboard, query.panel, query.ref_id)
+            aggregations = _AGGREGATION.findall(query.expr)
+            for operator, _by, labels in aggregations:
+                grouped = {label.strip() for label in labels.split(",")}
+                wanted = "instance" if key in PER_INSTANCE else "cluster"
+                assert wanted in grouped, f"{query.name}: {operator} without by ({wanted}, ...)"
+                checked += 1
+            panel = panels[query.panel]
+            if key in PER_INSTANCE or panel.get("repeat") == "cluster":
+                continue
+            if panel["type"] == "table":  # the cluster is a column, or part of the rows' names
+                steps = panel.get("transformations", [])
+                hidden = {
+                    label
+                    for step in steps
+                    if step["id"] == "organize"
+                    for label, excluded in step["options"].get("excludeByName", {}).items()
+                    if excluded
+                }
+                assert "cluster" not in hidden, f"{query.name}: the table hides the cluster"
+                for step in steps:
+                    if step["id"] == "groupingToMatrix":
+                        row = step["options"]["rowField"]
+                        assert row.startswith("cluster_"), f"{query.name}: rows {row!r} mix the clusters"
+                        assert f'"{row}", " / ", "cluster"' in query.expr, query.name
+            else:
+                assert "{{cluster}}" in query.legend, f"{query.name}: its legend does not name the cluster"
+    assert checked > 50, "the scan finds the aggregations"
+    pies = [p for b in DASHBOARDS.values() for p in iter_panels(b) if p["type"] == "piechart"]
+    assert pies
+    assert all(p.get("repeat") == "cluster" for p in pies), "a pie is each cluster's 100 %: one per cluster"
 
 
 def test_every_label_a_query_groups_by_or_shows_exists_on_its_series() -> None:
@@ -208,7 +265,7 @@ def test_the_dashboards_answer_what_the_issue_asks() -> None:
     types = {p["type"] for p in iter_panels(load)}
     assert "piechart" in types, "the load model's pie chart of each broker's share"
     deviation = next(p for p in iter_panels(load) if p["title"].startswith("Deviation rate"))
-    assert {t["legendFormat"] for t in deviation["targets"]} >= {"+r", "−r"}
+    assert {t["legendFormat"] for t in deviation["targets"]} >= {"{{cluster}} +r", "{{cluster}} −r"}
 
 
 def test_provisioning_files() -> None:

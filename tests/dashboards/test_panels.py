@@ -67,6 +67,14 @@ THROTTLED_BROKER = 1
 LOAD = {0: 0.5, 1: 0.25, 2: 0.25}
 """Db per broker of the load window put in the store: broker 0 carries half the load (rules 8 and 9)."""
 LABEL_VALUES = re.compile(r"label_values\((?P<metric>.+),\s*(?P<label>\w+)\)")
+_REGEX_SPECIAL = re.compile(r"[\\^$*+?.()|{}\[\]]")
+
+
+def grafana_all(values: list[str]) -> str:
+    """A multi-value variable set to All, as Grafana's Prometheus datasource puts it into a query: each
+    value regex-escaped (the backslash doubled for PromQL's string), joined with | in a group."""
+    return "(" + "|".join(_REGEX_SPECIAL.sub(lambda m: "\\\\" + m.group(), v) for v in values) + ")"
+
 
 pytestmark = pytest.mark.integration
 
@@ -175,7 +183,6 @@ def test_every_panel_query_is_valid_and_returns_data(
     cluster_id = inject_faults(faulty_service)
     prometheus = start_prometheus([faulty_service.target], rule_files=[RULES_FILE])
     prometheus.wait_for_scrapes(SCRAPES)
-    variables = {"cluster": cluster_id, "datasource": "prometheus"}
     end = time.time()
 
     invalid: list[str] = []
@@ -188,6 +195,9 @@ def test_every_panel_query_is_valid_and_returns_data(
                 assert match is not None, variable["definition"]
                 values = prometheus.label_values(match["label"], match["metric"])
                 assert cluster_id in values, f"{board['uid']}: ${variable['name']} offers {values}"
+                assert variable["includeAll"], variable["name"]
+        # $cluster at its default, All: every value the variable offers
+        variables = {"cluster": grafana_all(values), "datasource": "prometheus"}
         for query in panel_queries(board):
             expr = substitute(query.expr, variables)
             try:

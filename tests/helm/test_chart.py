@@ -125,6 +125,40 @@ def test_each_ci_values_file_validates_over_values_yaml(path: Path) -> None:
         ),
         ({"kafka": {"zookeeperClient": {"secretKeys": {"jaas": "jaas.conf"}}}}, "Additional properties"),
         ({"serve": {"tls": {"secretName": 1}}}, "is not of type"),
+        # several clusters: exclusive with kafka.zookeeper, names as the product takes them
+        ({"kafka": {"zookeeper": "zk:2181", "clusters": {"prod": {"zookeeper": "zk:2181"}}}}, "was expected"),
+        ({"kafka": {"clusters": {"Prod": {"zookeeper": "zk:2181"}}}}, "does not match"),
+        ({"kafka": {"clusters": {"-prod": {"zookeeper": "zk:2181"}}}}, "does not match"),
+        ({"kafka": {"clusters": {"a" * 64: {"zookeeper": "zk:2181"}}}}, "does not match"),
+        ({"kafka": {"clusters": {"eu__west": {"zookeeper": "zk:2181"}}}}, "should not be valid"),
+        ({"kafka": {"clusters": {"prod": {}}}}, "'zookeeper' is a required property"),
+        ({"kafka": {"clusters": {"prod": {"zookeeper": "zk1,zk2"}}}}, "does not match"),
+        ({"kafka": {"clusters": {"prod": {"zookeeper": ""}}}}, "does not match"),
+        (
+            {"kafka": {"clusters": {"prod": {"zookeeper": "zk:2181", "metrics": "x"}}}},
+            "Additional properties",
+        ),
+        (
+            {"kafka": {"clusters": {"prod": {"zookeeper": "zk:2181", "metricsUrlTemplate": "{host}:7071"}}}},
+            "does not match",
+        ),
+        (
+            {"kafka": {"clusters": {"prod": {"zookeeper": "zk:2181", "zookeeperClient": {"jaas": "x"}}}}},
+            "Additional properties",
+        ),
+        (
+            {
+                "kafka": {
+                    "clusters": {
+                        "prod": {
+                            "zookeeper": "zk:2181",
+                            "zookeeperClient": {"ssl": {"truststore": "/ca.jks"}},
+                        }
+                    }
+                }
+            },
+            "does not match",
+        ),
     ],
 )
 def test_the_schema_rejects_values_that_cannot_work(override: dict[str, Any], complaint: str) -> None:
@@ -213,6 +247,7 @@ EXPECTED_KINDS = {
     | {"PersistentVolumeClaim", "Secret", "ServiceMonitor", "PrometheusRule", "NetworkPolicy"},
     "spark-master-values.yaml": ALWAYS | {"PersistentVolumeClaim", "NetworkPolicy"},
     "secured-zookeeper-values.yaml": ALWAYS | {"PersistentVolumeClaim", "Secret", "ServiceMonitor"},
+    "multi-cluster-values.yaml": ALWAYS | {"PersistentVolumeClaim", "Secret"},
 }
 
 _DURATION = {
@@ -543,7 +578,26 @@ def test_replicas_use_postgresql_from_the_secret(rendered: dict[str, list[dict[s
 @pytest.mark.parametrize(
     ("sets", "error", "messages"),
     [
-        ((), helm.HelmRenderError, ["kafka.zookeeper is required"]),
+        ((), helm.HelmRenderError, ["kafka.zookeeper or kafka.clusters is required"]),
+        # the schema's if/then and propertyNames say it before the template's checks
+        (
+            ("kafka.zookeeper=zk:2181", "kafka.clusters.prod.zookeeper=zk:2182"),
+            helm.HelmValuesError,
+            ["/kafka/zookeeper", "value must be ''"],
+        ),
+        (
+            ("kafka.clusters.Prod.zookeeper=zk:2181",),
+            helm.HelmValuesError,
+            ["invalid propertyName 'Prod'", "does not match pattern"],
+        ),
+        (
+            (
+                "kafka.clusters.prod.zookeeper=zk:2181",
+                "kafka.clusters.prod.zookeeperClient.ssl.keystore=-----BEGIN PRIVATE KEY-----",
+            ),
+            helm.HelmRenderError,
+            ["kafka.clusters.prod.zookeeperClient.ssl.truststore/keystore without ssl.clientEnable"],
+        ),
         # the schema's if/then says it before the template's check
         (
             ("kafka.zookeeper=zk:2181", "serve.replicaCount=2"),
@@ -651,13 +705,21 @@ def settings_environment(
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts: dict[str, Path] = {}
     for mount in container["volumeMounts"]:
-        secret = volumes[mount["name"]].get("secret")
-        if secret is None or secret["secretName"] not in secrets:
+        volume = volumes[mount["name"]]
+        if "secret" in volume:
+            sources = [(volume["secret"]["secretName"], volume["secret"]["items"])]
+        else:
+            projected = volume.get("projected", {}).get("sources", [])
+            sources = [(s["secret"]["name"], s["secret"]["items"]) for s in projected if "secret" in s]
+        sources = [(name, items) for name, items in sources if name in secrets]
+        if not sources:
             continue
         target = root / mount["name"]
         target.mkdir()
-        for item in secret["items"]:
-            (target / item["path"]).write_text(secrets[secret["secretName"]][item["key"]])
+        for name, items in sources:
+            for item in items:
+                (target / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+                (target / item["path"]).write_text(secrets[name][item["key"]])
         mounts[mount["mountPath"]] = target
     (configmap,) = [e["configMapRef"]["name"] for e in container["envFrom"]]
     env = dict(find(docs, "ConfigMap", configmap)["data"])
@@ -806,3 +868,168 @@ def test_the_service_serves_https_from_its_tls_secret(rendered: dict[str, list[d
     test_pod = find(docs, "Pod", "kh-kafka-health-test")["spec"]
     assert '"https://kh-kafka-health.observability.svc:8080"' in test_pod["containers"][0]["command"][-1]
     assert test_pod["volumes"][0]["secret"]["secretName"] == "kafka-health-tls"
+
+
+# --- several clusters --------------------------------------------------------------------------------------
+
+
+def load_container_settings(
+    docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, root: Path
+) -> Iterator[tuple[str, Path, Any]]:
+    """(container name, where its mounted files are, its Settings) for every container of ``docs``, each
+    loaded by the product's own settings from the environment the kubelet would give it."""
+    for index, (pod, container) in enumerate(containers(docs)):
+        for name in [n for n in os.environ if n.startswith("KAFKA_HEALTH_")]:
+            monkeypatch.delenv(name)
+        files = root / str(index)
+        files.mkdir()
+        for name, value in settings_environment(docs, pod, container, files).items():
+            monkeypatch.setenv(name, value)
+        yield container["name"], files, load_settings()
+
+
+@pytest.mark.unit
+def test_the_multi_cluster_values_give_every_container_the_clusters_the_product_accepts(
+    rendered: dict[str, list[dict[str, Any]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two named clusters, one of them secured: each container's environment and mounted files, loaded by
+    app/settings.py, watch both clusters with their own ZooKeeper, metrics and credentials, the shared
+    kafka.zookeeperClient under what each cluster sets."""
+    docs = rendered["multi-cluster-values.yaml"]
+    config = find(docs, "ConfigMap", "kh-kafka-health")["data"]
+    assert "KAFKA_HEALTH_ZOOKEEPER__CONNECT" not in config, "a named cluster's ZooKeeper only"
+    assert config["KAFKA_HEALTH_CLUSTERS__ORDERS-EU__ZOOKEEPER__CONNECT"].startswith("zk-0.zk-orders:2181")
+    assert config["KAFKA_HEALTH_CLUSTERS__PAYMENTS__ZOOKEEPER__SASL_JAAS_CONFIG"] == (
+        f"{ZOOKEEPER_DIR}/payments/jaas.conf"
+    )
+    for secret_text in ("payments-secret", "payments-keystore-secret", "payments-digest", "ops-secret"):
+        assert secret_text not in str(config), "no secret in the ConfigMap"
+    secret = find(docs, "Secret", "kh-kafka-health-zookeeper")
+    assert set(secret["stringData"]) == {
+        "auth-digest",
+        "payments.jaas.conf",
+        "payments.truststore.pem",
+        "payments.keystore.pem",
+        "payments.keystore-password",
+        "payments.auth-digest",
+    }
+    loaded = list(load_container_settings(docs, monkeypatch, tmp_path))
+    assert [name for name, _, _ in loaded] == ["collect", "analytics", "serve"]
+    for name, files, settings in loaded:
+        orders, payments = settings.watched()
+        assert (orders.name, orders.connect) == ("orders-eu", "zk-0.zk-orders:2181,zk-1.zk-orders:2181/kafka")
+        assert orders.metrics is not None
+        assert orders.metrics.url_template == "http://{host}:9404/metrics", name
+        open_ = orders.zookeeper.security()
+        assert (open_.tls, open_.sasl) == (None, None), name
+        assert (open_.digest, open_.set_acl) == ("ops:ops-secret", True), "the shared client's"
+
+        assert (payments.name, payments.connect) == (
+            "payments",
+            "zk-0.zk-payments:2182,zk-1.zk-payments:2182/kafka",
+        )
+        assert payments.metrics is not None
+        assert payments.metrics.url_template == "http://{host}:7071/metrics", "the shared template"
+        secured = payments.zookeeper.security()
+        assert secured.tls is not None, name
+        own = files / "zookeeper" / "payments"
+        assert secured.tls.ca == str(own / "truststore.pem")
+        assert secured.tls.certfile == secured.tls.keyfile == str(own / "keystore.pem")
+        assert secured.tls.keyfile_password == "payments-keystore-secret"
+        assert secured.tls.check_hostname is True
+        assert secured.sasl is not None
+        assert (secured.sasl.username, secured.sasl.password) == ("payments", "payments-secret")
+        assert (secured.digest, secured.set_acl) == ("payments:payments-digest", False), (
+            "its own, over the shared"
+        )
+
+
+@pytest.mark.unit
+def test_a_cluster_with_its_own_existing_secret_mounts_it_beside_the_shared_files(chart: helm.Chart) -> None:
+    docs = render(
+        chart,
+        set_values(
+            "kafka.zookeeperClient.jaasConfig=Client {};",
+            "kafka.clusters.prod.zookeeper=zk-prod:2182",
+            "kafka.clusters.prod.zookeeperClient.ssl.clientEnable=true",
+            "kafka.clusters.prod.zookeeperClient.existingSecret=zk-prod",
+            "kafka.clusters.prod.zookeeperClient.secretKeys.truststore=ca.pem",
+            "kafka.clusters.prod.zookeeperClient.secretKeys.keystorePassword=password",
+            "kafka.clusters.stage.zookeeper=zk-stage:2181",
+        ),
+    )
+    assert find(docs, "Secret", "kh-kafka-health-zookeeper")["stringData"] == {"jaas.conf": "Client {};"}
+    config = find(docs, "ConfigMap", "kh-kafka-health")["data"]
+    prod = f"{ZOOKEEPER_DIR}/prod"
+    assert {k: v for k, v in config.items() if "ZOOKEEPER__" in k} == {
+        "KAFKA_HEALTH_ZOOKEEPER__SASL_JAAS_CONFIG": f"{ZOOKEEPER_DIR}/jaas.conf",
+        "KAFKA_HEALTH_CLUSTERS__PROD__ZOOKEEPER__CONNECT": "zk-prod:2182",
+        "KAFKA_HEALTH_CLUSTERS__PROD__ZOOKEEPER__SSL_CLIENT_ENABLE": "true",
+        "KAFKA_HEALTH_CLUSTERS__PROD__ZOOKEEPER__SSL_TRUSTSTORE_LOCATION": f"{prod}/truststore.pem",
+        "KAFKA_HEALTH_CLUSTERS__PROD__ZOOKEEPER__SSL_TRUSTSTORE_TYPE": "PEM",
+        "KAFKA_HEALTH_CLUSTERS__STAGE__ZOOKEEPER__CONNECT": "zk-stage:2181",
+    }
+    pods = containers(docs)
+    assert {c["name"] for _, c in pods} == {"serve", "collect", "analytics"}
+    for pod, container in pods:
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "zookeeper"]
+        assert volume["projected"]["sources"] == [
+            {
+                "secret": {
+                    "name": "kh-kafka-health-zookeeper",
+                    "items": [{"key": "jaas.conf", "path": "jaas.conf"}],
+                }
+            },
+            {"secret": {"name": "zk-prod", "items": [{"key": "ca.pem", "path": "prod/truststore.pem"}]}},
+        ]
+        assert {"name": "zookeeper", "mountPath": ZOOKEEPER_DIR, "readOnly": True} in container[
+            "volumeMounts"
+        ]
+        password = [e for e in container["env"] if "PASSWORD" in e["name"]]
+        assert password == [
+            {
+                "name": "KAFKA_HEALTH_CLUSTERS__PROD__ZOOKEEPER__SSL_KEYSTORE_PASSWORD",
+                "valueFrom": {"secretKeyRef": {"name": "zk-prod", "key": "password"}},
+            }
+        ]
+    for version in KUBERNETES_VERSIONS:
+        for doc in docs:
+            if not doc["apiVersion"].startswith("monitoring.coreos.com/"):
+                kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.fixture(scope="module")
+def chart_without_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[helm.Chart]:
+    """The chart as ``helm install --skip-schema-validation`` sees it: only the templates' checks."""
+    copy_ = tmp_path_factory.mktemp("chart") / "kafka-health"
+    shutil.copytree(CHART, copy_, symlinks=False)
+    (copy_ / "values.schema.json").unlink()
+    with helm.Chart.load(copy_) as loaded:
+        yield loaded
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (
+            ("kafka.zookeeper=zk:2181", "kafka.clusters.prod.zookeeper=zk:2182"),
+            "kafka.zookeeper and kafka.clusters are both set",
+        ),
+        (("kafka.clusters.Prod.zookeeper=zk:2181",), "kafka.clusters.Prod: not a cluster name"),
+        (
+            ("kafka.clusters.eu__west.zookeeper=zk:2181",),
+            'kafka.clusters.eu__west: a cluster name cannot hold "__"',
+        ),
+        (
+            ("kafka.clusters.prod.metricsUrlTemplate=http://{host}:7071/metrics",),
+            "kafka.clusters.prod.zookeeper is required",
+        ),
+    ],
+)
+def test_the_templates_check_the_clusters_without_the_schema(
+    chart_without_schema: helm.Chart, sets: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(helm.HelmRenderError) as failed:
+        render(chart_without_schema, set_values(*sets))
+    assert message in str(failed.value)

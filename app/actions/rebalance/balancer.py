@@ -12,7 +12,9 @@
    receiver with the most room first, never onto a broker that already has the partition, never reducing
    the number of racks the partition spans, keeping the replication factor. When no single replica fits,
    a swap (a replica out and a lighter one back, both brokers ending inside the band), and only then the
-   half-gap move. A replica moves at most once.
+   half-gap move. A replica moves at most once, never onto a broker that held its partition when the plan
+   started, so every move adds one replica and leadership changes only with the leader's replica or by a
+   leader move.
 3. Stop when every broker is inside the band or no move helps any broker outside it (those are
    ``unresolved``). A balanced cluster gets an empty plan.
 
@@ -28,7 +30,12 @@ replica weights in the cluster. Every replica move has one source and one receiv
 two sums bounds every plan that reaches the band from below. A third bound pools the overloaded brokers:
 their total excess must leave the group, and the surplus of a partition can only leave it for free when an
 in-sync follower outside the group could lead; otherwise it leaves with a replica. ``lower_bound_moves`` is
-the largest of the three.
+the largest of the three. The plans it bounds are those the greedy may make: a replica moves at most once
+and never onto a broker its partition was on, so each move adds exactly one replica to the reassignment,
+and leadership changes only by a leader move or with the leader's replica (to the broker it goes to).
+Without that rule, two chained moves (the leader's replica from b to c, then another replica onto b) would
+count as one replica added plus an election of c while b keeps its replica: a leader move in disguise,
+which beats the bound when leader moves are off.
 """
 
 from __future__ import annotations
@@ -145,6 +152,8 @@ class Balancer:
         self.movable = bytearray(len(model.tps))
         self.leader_used = bytearray(len(model.tps))
         self.moved = bytearray(len(model.rep_part))
+        # the brokers each partition is on when the plan starts: a replica never goes back to one
+        self.held = [frozenset(m) for m in model.members]
         self.leader_pools: dict[tuple[int, int], _Pool] = {}
         self.replica_pools: list[_Pool] = []
 
@@ -276,10 +285,15 @@ class Balancer:
         return bool(self.moved[r])
 
     def can_host(self, r: int, receiver: int) -> bool:
-        """Not already a replica of the partition, and the partition spans no fewer racks afterwards."""
+        """Not a replica of the partition now nor when the plan started, and the partition spans no fewer
+        racks afterwards. A replica never goes back to a broker the partition left: chained moves (the
+        leader's replica from b to c, then another replica onto b) would net to fewer replicas added plus a
+        leadership handed to a broker the old leader still shares the partition with, an election the
+        plan's leader moves (and, without them, the lower bound) do not allow for."""
         model = self.model
-        members = model.members[model.rep_part[r]]
-        if receiver in members:
+        p = model.rep_part[r]
+        members = model.members[p]
+        if receiver in members or receiver in self.held[p]:
             return False
         source = model.rep_broker[r]
         rack = model.rack

@@ -1,7 +1,11 @@
 """The REST API's routes, one module per area. Handlers parse, call and return: the work is in the
 components they depend on (:mod:`app.service.deps`), the bodies in :mod:`app.service.schemas`.
 
-:data:`ROUTERS` is the order ``create_app`` includes them in (the order of the OpenAPI document).
+:data:`ROUTERS` is the order ``create_app`` includes them in (the order of the OpenAPI document). The
+routes about one cluster (:data:`CLUSTER_ROUTERS`) are served twice: at ``/api/v1/...`` for the only
+cluster of a single-cluster service, and at ``/api/v1/clusters/{cluster}/...`` for any watched cluster
+(:func:`~app.service.routes.clusters.scoped`). The probes, the audit trail and the webhooks are the
+service's, not a cluster's.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from app.service.routes import (
     alerts,
     audit,
     cluster,
+    clusters,
     load,
     migration,
     plans,
@@ -22,16 +27,22 @@ from app.service.routes import (
     webhooks,
 )
 
-ROUTERS: tuple[APIRouter, ...] = (
-    probes.router,
+CLUSTER_ROUTERS: tuple[APIRouter, ...] = (
     safe_to_stop.router,  # before cluster: its /brokers/{broker_id} would take /brokers/safe-to-stop
     cluster.router,
     migration.router,
     load.router,
     alerts.router,
     actions.router,
-    audit.router,
     plans.router,
     throttles.router,
+)
+
+ROUTERS: tuple[APIRouter, ...] = (
+    probes.router,
+    clusters.router,
+    *CLUSTER_ROUTERS,
+    audit.router,
     webhooks.router,
+    *(clusters.scoped(router) for router in CLUSTER_ROUTERS),
 )

@@ -1,16 +1,20 @@
-"""``/api/v1/alerts``: alerts that opened (viewer role), their events, and acknowledgement (operator)."""
+"""``/api/v1/alerts``: alerts that opened (viewer role), their events, and acknowledgement (operator).
+
+At ``/api/v1/clusters/{cluster}/alerts...`` only that cluster's alerts are listed and found (the store's
+``cluster`` column is the cluster's key); at ``/api/v1/alerts`` of a single-cluster service, every alert
+in the store, ``cluster`` filtering them."""
 
 from __future__ import annotations
 
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 
 from analytics.model import AlertEvent, AlertState
 from analytics.rules import RULE_LANES, RULE_NUMBERS
 from analytics.store import Acknowledgement, Store
-from app.service.deps import Operator, Runner, StoreDep, Viewer
+from app.service.deps import ClusterDep, Operator, Runner, StoreDep, Viewer
 from app.service.schemas.alerts import AckIn, AlertDetail, AlertEventOut, AlertOut
 from app.service.schemas.common import Page, Problem
 from app.service.schemas.params import Limit, Offset
@@ -24,6 +28,7 @@ SEVERITIES = ("critical", "warning", "info")
 @router.get("/alerts", response_model=Page[AlertOut])
 def alerts(
     _: Viewer,
+    __: ClusterDep,
     store: StoreDep,
     state: Annotated[list[str] | None, Query(description="open, resolved")] = None,
     rule: Annotated[int | None, Query(ge=RULE_NUMBERS.start, le=RULE_NUMBERS.stop - 1)] = None,
@@ -52,8 +57,8 @@ def alerts(
 
 
 @router.get("/alerts/{fingerprint}", response_model=AlertDetail, responses={404: {"model": Problem}})
-def alert(fingerprint: str, _: Viewer, store: StoreDep) -> AlertDetail:
-    found = _alert_or_404(store, fingerprint)
+def alert(fingerprint: str, _: Viewer, watched: ClusterDep, store: StoreDep, request: Request) -> AlertDetail:
+    found = _alert_or_404(store, fingerprint, _scope(request, watched.key))
     ack = store.acknowledgements([fingerprint]).get(fingerprint)
     events = [_event_out(e) for e in store.alert_events(fingerprint)]
     return AlertDetail(**_alert_out(found, ack), events=events)
@@ -65,10 +70,16 @@ def alert(fingerprint: str, _: Viewer, store: StoreDep) -> AlertDetail:
     responses={404: {"model": Problem}, 409: {"model": Problem}},
 )
 def acknowledge(
-    fingerprint: str, who: Operator, store: StoreDep, runner: Runner, body: AckIn | None = None
+    fingerprint: str,
+    who: Operator,
+    watched: ClusterDep,
+    store: StoreDep,
+    runner: Runner,
+    request: Request,
+    body: AckIn | None = None,
 ) -> AlertOut:
     """Acknowledge an open alert (operator); the acknowledgement lasts until the alert opens anew."""
-    found = _alert_or_404(store, fingerprint)
+    found = _alert_or_404(store, fingerprint, _scope(request, watched.key))
     if found.state != "open":
         runner.audit(who, "ack", dry_run=False, outcome="refused", detail={"alert": fingerprint})
         raise HTTPException(
@@ -91,10 +102,16 @@ def _check_filters(states: list[str], severities: list[str]) -> None:
             raise HTTPException(422, f"severity must be critical, warning or info, got {value!r}")
 
 
-def _alert_or_404(store: Store, fingerprint: str) -> AlertState:
+def _scope(request: Request, key: str) -> str | None:
+    """The cluster a scoped route is about (its key), None at an unscoped path."""
+    return key if "cluster" in request.path_params else None
+
+
+def _alert_or_404(store: Store, fingerprint: str, cluster: str | None) -> AlertState:
     alert = store.alert(fingerprint)
-    if alert is None or alert.event_sequence == 0:
-        raise HTTPException(404, f"no alert with fingerprint {fingerprint!r}")
+    if alert is None or alert.event_sequence == 0 or (cluster is not None and alert.cluster != cluster):
+        where = "" if cluster is None else f" on cluster {cluster}"
+        raise HTTPException(404, f"no alert with fingerprint {fingerprint!r}{where}")
     return alert
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.service.deps import Actions, Admin
+from app.service.deps import Admin, Container
 from app.service.schemas.audit import AuditOut
 from app.service.schemas.params import Limit, Offset
 
@@ -14,9 +14,10 @@ router = APIRouter(prefix="/api/v1", tags=["actions", "audit"])
 @router.get("/audit", response_model=list[AuditOut])
 def audit(
     _: Admin,
-    log: Actions,
+    container: Container,
     offset: Offset = 0,
     limit: Limit = 100,
 ) -> list[AuditOut]:
-    """Who did what and when, newest first: every action, dry run and refusal (admin)."""
-    return [AuditOut.of(e) for e in log.audit_entries(limit=limit, offset=offset)]
+    """Who did what and when, newest first: every action, dry run and refusal (admin), of every watched
+    cluster."""
+    return [AuditOut.of(e) for e in container.audit_entries(limit=limit, offset=offset)]

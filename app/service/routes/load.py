@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query
 
 from analytics.model import LoadWindow
 from analytics.store import LoadRollup, Store
-from app.service.deps import StoreDep, View, Viewer
+from app.service.container import ClusterComponents
+from app.service.deps import ClusterDep, StoreDep, Viewer
 from app.service.schemas.common import MAX_PAGE
 from app.service.schemas.load import BrokerLoadOut, LoadOut, LoadWindowOut
-from app.service.state import ClusterView
 
 router = APIRouter(prefix="/api/v1", tags=["load"])
 
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/api/v1", tags=["load"])
 @router.get("/load", response_model=LoadOut)
 def load(
     _: Viewer,
-    view: View,
+    watched: ClusterDep,
     store: StoreDep,
     since: float | None = None,
     cluster: str | None = None,
@@ -28,7 +28,7 @@ def load(
     """The latest load window (Db, r_n and D per metric per broker, σ and its threshold) and, with
     ``since`` (epoch seconds), the windows from then on: hourly rollups (``resolution: hour``) for the
     hours older than the raw windows' retention, then the windows, oldest first, at most ``limit``."""
-    key = _cluster_key(view, store, cluster)
+    key = _cluster_key(watched, store, cluster)
     if key is None:
         return LoadOut(latest=None, history=[])
     latest = store.latest_load(key)
@@ -93,12 +93,15 @@ def _load_out(window: LoadWindow) -> LoadWindowOut:
     )
 
 
-def _cluster_key(view: ClusterView, store: Store, cluster: str | None) -> str | None:
-    """The store's name for the cluster: the given one, this snapshot's cluster id, or the only one."""
+def _cluster_key(watched: ClusterComponents, store: Store, cluster: str | None) -> str | None:
+    """The store's name for the cluster: the given one (the scoped path's key), a named cluster's name,
+    else this snapshot's cluster id, or the only one in the store."""
     if cluster is not None:
         return cluster
+    if watched.name is not None:
+        return watched.name
     known = store.clusters()
-    own = view.state.snapshot.cluster_id
+    own = watched.view.state.snapshot.cluster_id
     if own is not None and own in known:
         return own
     return known[0] if len(known) == 1 else own

@@ -6,9 +6,10 @@ from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.service.deps import Container, View
-from app.service.exposition import render
-from app.service.schemas.probes import Healthz, Readyz
+from app.service.container import ClusterComponents, ClusterNotReadyError
+from app.service.deps import Container
+from app.service.exposition import ClusterMetrics, render
+from app.service.schemas.probes import ClusterReadiness, Healthz, Readyz
 
 router = APIRouter(tags=["probes"])
 
@@ -20,12 +21,28 @@ def healthz() -> Healthz:
 
 
 @router.get("/readyz", response_model=Readyz, responses={503: {"model": Readyz}})
-def readyz(view: View, response: Response) -> Readyz:
-    """Ready when the snapshot is in sync with ZooKeeper (or recent); 503 with the reason otherwise."""
-    ready, reason = view.readiness()
+def readyz(container: Container, response: Response) -> Readyz:
+    """Ready while at least one watched cluster's snapshot is in sync with ZooKeeper (or recent); 503
+    otherwise. The body lists each cluster's readiness."""
+    clusters = [_readiness(c) for c in container.clusters.values()]
+    ready = any(c.ready for c in clusters)
+    if len(clusters) == 1:
+        reason = clusters[0].reason
+    else:
+        reason = "ok" if ready else "; ".join(f"{c.key}: {c.reason}" for c in clusters)
     if not ready:
         response.status_code = 503
-    return Readyz(ready=ready, reason=reason)
+    return Readyz(ready=ready, reason=reason, clusters=clusters)
+
+
+def _readiness(cluster: ClusterComponents) -> ClusterReadiness:
+    parts = cluster.parts
+    if parts is None:
+        return ClusterReadiness(
+            name=cluster.name, key=cluster.key, ready=False, reason=str(ClusterNotReadyError(cluster))
+        )
+    ready, reason = parts.view.readiness()
+    return ClusterReadiness(name=cluster.name, key=cluster.key, ready=ready, reason=reason)
 
 
 @router.get(
@@ -35,12 +52,10 @@ def readyz(view: View, response: Response) -> Readyz:
 )
 def metrics(container: Container) -> PlainTextResponse:
     """``kafka_health_*`` in Prometheus text format, rendered at scrape time (no token needed)."""
-    body = render(
-        container.view,
-        container.store,
-        container.webhooks,
-        container.actions,
-        container.incidents,
-        container.retention,
-    )
+    clusters = [
+        ClusterMetrics(c.key, c.parts.view, c.parts.actions, c.parts.incidents)
+        for c in container.clusters.values()
+        if c.parts is not None
+    ]
+    body = render(clusters, container.store, container.webhooks, container.retention)
     return PlainTextResponse(body, media_type=CONTENT_TYPE_LATEST)

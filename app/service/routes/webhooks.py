@@ -67,6 +67,7 @@ def create_webhook(body: WebhookIn, who: Admin, store: WebhooksDep, notifier: No
         format=body.format,
         rules=body.rules,
         severities=body.severities,
+        clusters=body.clusters,
         secret=None if body.secret is None else body.secret.get_secret_value(),
         enabled=body.enabled,
         created_by=who.name,

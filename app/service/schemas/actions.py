@@ -97,6 +97,9 @@ class ActionOut(BaseModel):
     """The service instance executing it (a new leader adopts unfinished actions)."""
     rollback_of: str | None = None
     """The action this one rolls back."""
+    cluster: str | None = None
+    """The named cluster it acts on; null: the single unnamed cluster (a deployment without named
+    clusters)."""
 
     @classmethod
     def of(cls, record: ActionRecord) -> "ActionOut":
@@ -116,6 +119,7 @@ class ActionOut(BaseModel):
             error=record.error,
             owner=record.owner,
             rollback_of=record.parent,
+            cluster=record.cluster,
         )
 
 

@@ -19,6 +19,8 @@ class AuditOut(BaseModel):
     outcome: str
     action_id: str | None
     detail: dict[str, Any]
+    cluster: str | None = None
+    """The named cluster the entry is about; null: the single unnamed cluster."""
 
     @classmethod
     def of(cls, entry: AuditEntry) -> AuditOut:
@@ -32,4 +34,5 @@ class AuditOut(BaseModel):
             outcome=entry.outcome,
             action_id=entry.action_id,
             detail=dict(entry.detail),
+            cluster=entry.cluster,
         )

@@ -13,7 +13,16 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringConstraints, field_validator
 
 from analytics.rules import RULE_NUMBERS
-from app.webhooks.model import AlertNotice, DeliveryState, Webhook, WebhookDelivery, WebhookFormat
+from app.webhooks.model import (
+    MAX_CLUSTER_KEY,
+    MAX_WEBHOOK_CLUSTERS,
+    AlertNotice,
+    DeliveryState,
+    Webhook,
+    WebhookDelivery,
+    WebhookFormat,
+    is_cluster_key,
+)
 from app.webhooks.notifier import AttemptResult
 from app.webhooks.urls import mask_url
 
@@ -24,6 +33,26 @@ Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max
 Secret = Annotated[SecretStr, Field(min_length=16, max_length=256)]
 Rules = Annotated[list[RuleNumber], Field(min_length=1, max_length=len(RULE_NUMBERS))]
 Severities = Annotated[list[SeverityName], Field(min_length=1, max_length=3)]
+ClusterKey = Annotated[str, StringConstraints(min_length=1, max_length=MAX_CLUSTER_KEY, pattern=r"^\S+$")]
+Clusters = Annotated[
+    list[ClusterKey],
+    Field(
+        min_length=1,
+        max_length=MAX_WEBHOOK_CLUSTERS,
+        description="the clusters whose alerts' events are sent, by name (a named cluster) or cluster id"
+        " (the single unnamed cluster); null: every cluster",
+    ),
+]
+
+
+def _check_clusters(value: list[str] | None) -> list[str] | None:
+    if value is not None:
+        for key in value:
+            if not is_cluster_key(key):
+                raise ValueError(
+                    f"{key!r} is not a cluster name or id (1-{MAX_CLUSTER_KEY} characters, no whitespace)"
+                )
+    return value
 
 
 def _check_url(value: str) -> str:
@@ -42,7 +71,8 @@ def _check_url(value: str) -> str:
 
 
 class WebhookIn(BaseModel):
-    """A new subscription. ``rules`` / ``severities`` null: every rule / severity."""
+    """A new subscription. ``rules`` / ``severities`` / ``clusters`` null: every rule / severity /
+    cluster."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -51,6 +81,7 @@ class WebhookIn(BaseModel):
     format: WebhookFormat = "generic"
     rules: Rules | None = None
     severities: Severities | None = None
+    clusters: Clusters | None = None
     secret: Secret | None = Field(
         default=None, description="HMAC-SHA256 key of the X-Kafka-Health-Signature header (16-256 chars)"
     )
@@ -61,10 +92,15 @@ class WebhookIn(BaseModel):
     def _url(cls, value: str) -> str:
         return _check_url(value)
 
+    @field_validator("clusters")
+    @classmethod
+    def _clusters(cls, value: list[str] | None) -> list[str] | None:
+        return _check_clusters(value)
+
 
 class WebhookPatch(BaseModel):
-    """Fields to change; ``rules``, ``severities`` and ``secret`` may be set to null (all rules, all
-    severities, unsigned), the others not."""
+    """Fields to change; ``rules``, ``severities``, ``clusters`` and ``secret`` may be set to null (all
+    rules, all severities, every cluster, unsigned), the others not."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -73,6 +109,7 @@ class WebhookPatch(BaseModel):
     format: WebhookFormat | None = None
     rules: Rules | None = None
     severities: Severities | None = None
+    clusters: Clusters | None = None
     secret: Secret | None = None
     enabled: bool | None = None
 
@@ -87,6 +124,11 @@ class WebhookPatch(BaseModel):
     @classmethod
     def _url(cls, value: str) -> str:
         return _check_url(value)
+
+    @field_validator("clusters")
+    @classmethod
+    def _clusters(cls, value: list[str] | None) -> list[str] | None:
+        return _check_clusters(value)
 
 
 class DeliveryCounts(BaseModel):
@@ -106,6 +148,7 @@ class WebhookOut(BaseModel):
     format: WebhookFormat
     rules: list[int] | None
     severities: list[str] | None
+    clusters: list[str] | None = Field(description="the clusters whose events it gets; null: every cluster")
     has_secret: bool
     enabled: bool
     created_at: float
@@ -123,6 +166,7 @@ class WebhookOut(BaseModel):
             format=webhook.format,
             rules=None if webhook.rules is None else list(webhook.rules),
             severities=None if webhook.severities is None else list(webhook.severities),
+            clusters=None if webhook.clusters is None else list(webhook.clusters),
             has_secret=webhook.secret is not None,
             enabled=webhook.enabled,
             created_at=webhook.created_at,

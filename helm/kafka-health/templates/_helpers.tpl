@@ -60,103 +60,169 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "kafka-health.zookeeperDir" -}}/etc/kafka-health/zookeeper{{- end }}
 {{- define "kafka-health.tlsDir" -}}/etc/kafka-health/tls{{- end }}
 
-{{/* The secured ZooKeeper's Secret: the chart's (<fullname>-zookeeper) or kafka.zookeeperClient.existingSecret. */}}
+{{/* The chart's own ZooKeeper Secret (<fullname>-zookeeper): the files and passwords of every scope below
+that has no existingSecret of its own. */}}
+{{- define "kafka-health.zookeeperOwnSecretName" -}}
+{{- printf "%s-zookeeper" (include "kafka-health.fullname" .) }}
+{{- end }}
+
+{{/* The shared ZooKeeper client's Secret: the chart's or kafka.zookeeperClient.existingSecret. */}}
 {{- define "kafka-health.zookeeperSecretName" -}}
-{{- default (printf "%s-zookeeper" (include "kafka-health.fullname" .)) .Values.kafka.zookeeperClient.existingSecret }}
+{{- default (include "kafka-health.zookeeperOwnSecretName" .) .Values.kafka.zookeeperClient.existingSecret }}
 {{- end }}
 
-{{/* What the chart's own ZooKeeper Secret holds under each key (the key is also the mounted file's name). */}}
+{{/* JSON list of the ZooKeeper client scopes: the shared kafka.zookeeperClient (KAFKA_HEALTH_ZOOKEEPER__*,
+files at the top of /etc/kafka-health/zookeeper/) and each kafka.clusters.NAME.zookeeperClient
+(KAFKA_HEALTH_CLUSTERS__NAME__ZOOKEEPER__*, files under /etc/kafka-health/zookeeper/NAME/, keys NAME.FILE in
+the chart's Secret). A cluster's scope is "explicit": a value it sets, even false or "", is rendered, so it
+wins over the shared one (the product merges each cluster's fields over the shared section). */}}
+{{- define "kafka-health.zookeeperScopes" -}}
+{{- $dir := include "kafka-health.zookeeperDir" . }}
+{{- $own := include "kafka-health.zookeeperOwnSecretName" . }}
+{{- $shared := .Values.kafka.zookeeperClient }}
+{{- $scopes := list (dict "name" "" "client" $shared "env" "KAFKA_HEALTH_ZOOKEEPER__" "dir" $dir "path" "" "key" "" "explicit" false "secret" (include "kafka-health.zookeeperSecretName" .)) }}
+{{- range $name, $cluster := .Values.kafka.clusters }}
+{{- $client := (get ($cluster | default dict) "zookeeperClient") | default dict }}
+{{- $scopes = append $scopes (dict
+  "name" $name
+  "client" $client
+  "env" (printf "KAFKA_HEALTH_CLUSTERS__%s__ZOOKEEPER__" (upper $name))
+  "dir" (printf "%s/%s" $dir $name)
+  "path" (printf "%s/" $name)
+  "key" (printf "%s." $name)
+  "explicit" true
+  "secret" (default $own (get $client "existingSecret"))) }}
+{{- end }}
+{{- toJson $scopes }}
+{{- end }}
+
+{{/* What a scope's files and passwords are: {value name: [file or key name, content]}. */}}
 {{- define "kafka-health.zookeeperContent" -}}
-{{- $zk := .Values.kafka.zookeeperClient }}
+{{- $zk := .client }}
 {{- toJson (dict
-  "properties" (list "client.properties" $zk.properties)
-  "jaasConfig" (list "jaas.conf" $zk.jaasConfig)
-  "truststore" (list "truststore.pem" $zk.ssl.truststore)
-  "keystore" (list "keystore.pem" $zk.ssl.keystore)
-  "keystorePassword" (list "keystore-password" $zk.ssl.keystorePassword)
-  "authDigest" (list "auth-digest" $zk.authDigest)) }}
+  "properties" (list "client.properties" (dig "properties" "" $zk))
+  "jaasConfig" (list "jaas.conf" (dig "jaasConfig" "" $zk))
+  "truststore" (list "truststore.pem" (dig "ssl" "truststore" "" $zk))
+  "keystore" (list "keystore.pem" (dig "ssl" "keystore" "" $zk))
+  "keystorePassword" (list "keystore-password" (dig "ssl" "keystorePassword" "" $zk))
+  "authDigest" (list "auth-digest" (dig "authDigest" "" $zk))) }}
 {{- end }}
 
-{{/* JSON {value name: the Secret's key} of what this release has: with existingSecret the keys named in
-kafka.zookeeperClient.secretKeys, else the values that are set, under the chart's own key names. */}}
+{{/* JSON {value name: the Secret's key} of what a scope has: with existingSecret the keys named in its
+secretKeys, else the values that are set, under the chart's own key names (a cluster's prefixed NAME.). */}}
 {{- define "kafka-health.zookeeperKeys" -}}
-{{- $zk := .Values.kafka.zookeeperClient }}
+{{- $scope := . }}
+{{- $zk := .client }}
 {{- $keys := dict }}
 {{- range $name, $entry := include "kafka-health.zookeeperContent" . | fromJson }}
-{{- if $zk.existingSecret }}
-{{- with index $zk.secretKeys $name }}{{ $_ := set $keys $name . }}{{ end }}
+{{- if get $zk "existingSecret" }}
+{{- with dig "secretKeys" $name "" $zk }}{{ $_ := set $keys $name . }}{{ end }}
 {{- else if index $entry 1 }}
-{{- $_ := set $keys $name (index $entry 0) }}
+{{- $_ := set $keys $name (printf "%s%s" $scope.key (index $entry 0)) }}
 {{- end }}
 {{- end }}
 {{- toJson $keys }}
 {{- end }}
 
-{{/* The ZooKeeper settings that point at the mounted files (ConfigMap: no secrets). */}}
+{{/* The ZooKeeper settings of every scope, pointing at the mounted files (ConfigMap: no secrets). */}}
 {{- define "kafka-health.zookeeperSettings" -}}
-{{- $zk := .Values.kafka.zookeeperClient }}
-{{- $keys := include "kafka-health.zookeeperKeys" . | fromJson }}
-{{- $dir := include "kafka-health.zookeeperDir" . }}
 {{- $env := dict }}
-{{- if hasKey $keys "properties" }}{{ $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__CLIENT_CONFIG" (printf "%s/client.properties" $dir) }}{{ end }}
-{{- if hasKey $keys "jaasConfig" }}{{ $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SASL_JAAS_CONFIG" (printf "%s/jaas.conf" $dir) }}{{ end }}
-{{- with $zk.saslClientConfig }}{{ $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SASL_CLIENTCONFIG" . }}{{ end }}
-{{- if $zk.ssl.clientEnable }}
-{{- $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SSL_CLIENT_ENABLE" "true" }}
-{{- $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SSL_ENDPOINT_IDENTIFICATION_ALGORITHM" $zk.ssl.endpointIdentificationAlgorithm }}
+{{- range $scope := include "kafka-health.zookeeperScopes" . | fromJsonArray }}
+{{- $zk := $scope.client }}
+{{- $ssl := get $zk "ssl" | default dict }}
+{{- $keys := include "kafka-health.zookeeperKeys" $scope | fromJson }}
+{{- $p := $scope.env }}
+{{- if hasKey $keys "properties" }}{{ $_ := set $env (print $p "CLIENT_CONFIG") (printf "%s/client.properties" $scope.dir) }}{{ end }}
+{{- if hasKey $keys "jaasConfig" }}{{ $_ := set $env (print $p "SASL_JAAS_CONFIG") (printf "%s/jaas.conf" $scope.dir) }}{{ end }}
+{{- with get $zk "saslClientConfig" }}{{ $_ := set $env (print $p "SASL_CLIENTCONFIG") . }}{{ end }}
+{{- if $scope.explicit }}
+{{- if hasKey $ssl "clientEnable" }}{{ $_ := set $env (print $p "SSL_CLIENT_ENABLE") (toString $ssl.clientEnable) }}{{ end }}
+{{- if hasKey $ssl "endpointIdentificationAlgorithm" }}{{ $_ := set $env (print $p "SSL_ENDPOINT_IDENTIFICATION_ALGORITHM") $ssl.endpointIdentificationAlgorithm }}{{ end }}
+{{- if hasKey $zk "setAcl" }}{{ $_ := set $env (print $p "SET_ACL") (toString $zk.setAcl) }}{{ end }}
+{{- else }}
+{{- if $ssl.clientEnable }}
+{{- $_ := set $env (print $p "SSL_CLIENT_ENABLE") "true" }}
+{{- $_ := set $env (print $p "SSL_ENDPOINT_IDENTIFICATION_ALGORITHM") $ssl.endpointIdentificationAlgorithm }}
+{{- end }}
+{{- if $zk.setAcl }}{{ $_ := set $env (print $p "SET_ACL") "true" }}{{ end }}
 {{- end }}
 {{- if hasKey $keys "truststore" }}
-{{- $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SSL_TRUSTSTORE_LOCATION" (printf "%s/truststore.pem" $dir) }}
-{{- $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SSL_TRUSTSTORE_TYPE" "PEM" }}
+{{- $_ := set $env (print $p "SSL_TRUSTSTORE_LOCATION") (printf "%s/truststore.pem" $scope.dir) }}
+{{- $_ := set $env (print $p "SSL_TRUSTSTORE_TYPE") "PEM" }}
 {{- end }}
 {{- if hasKey $keys "keystore" }}
-{{- $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SSL_KEYSTORE_LOCATION" (printf "%s/keystore.pem" $dir) }}
-{{- $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SSL_KEYSTORE_TYPE" "PEM" }}
+{{- $_ := set $env (print $p "SSL_KEYSTORE_LOCATION") (printf "%s/keystore.pem" $scope.dir) }}
+{{- $_ := set $env (print $p "SSL_KEYSTORE_TYPE") "PEM" }}
 {{- end }}
-{{- if $zk.setAcl }}{{ $_ := set $env "KAFKA_HEALTH_ZOOKEEPER__SET_ACL" "true" }}{{ end }}
+{{- end }}
 {{- toJson $env }}
 {{- end }}
 
-{{/* The ZooKeeper passwords, from the Secret (every container reads the settings). */}}
+{{/* The ZooKeeper passwords of every scope, from its Secret (every container reads the settings). */}}
 {{- define "kafka-health.zookeeperEnv" -}}
-{{- $keys := include "kafka-health.zookeeperKeys" . | fromJson }}
-{{- range $name, $variable := dict "keystorePassword" "KAFKA_HEALTH_ZOOKEEPER__SSL_KEYSTORE_PASSWORD" "authDigest" "KAFKA_HEALTH_ZOOKEEPER__AUTH_DIGEST" }}
+{{- range $scope := include "kafka-health.zookeeperScopes" . | fromJsonArray }}
+{{- $keys := include "kafka-health.zookeeperKeys" $scope | fromJson }}
+{{- range $name, $field := dict "keystorePassword" "SSL_KEYSTORE_PASSWORD" "authDigest" "AUTH_DIGEST" }}
 {{- if hasKey $keys $name }}
-- name: {{ $variable }}
+- name: {{ print $scope.env $field }}
   valueFrom:
     secretKeyRef:
-      name: {{ include "kafka-health.zookeeperSecretName" $ }}
+      name: {{ $scope.secret }}
       key: {{ index $keys $name }}
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* JSON list of the Secrets the ZooKeeper files come from: [{secretName, items: [{key, path}]}], the shared
+scope's files at the top of the mount, each cluster's under NAME/. */}}
+{{- define "kafka-health.zookeeperSources" -}}
+{{- $sources := list }}
+{{- range $scope := include "kafka-health.zookeeperScopes" . | fromJsonArray }}
+{{- $keys := include "kafka-health.zookeeperKeys" $scope | fromJson }}
+{{- $items := list }}
+{{- range $name, $file := dict "properties" "client.properties" "jaasConfig" "jaas.conf" "truststore" "truststore.pem" "keystore" "keystore.pem" }}
+{{- if hasKey $keys $name }}
+{{- $items = append $items (dict "key" (index $keys $name) "path" (print $scope.path $file)) }}
+{{- end }}
+{{- end }}
+{{- if $items }}
+{{- $sources = append $sources (dict "secretName" $scope.secret "items" $items "shared" (not $scope.explicit)) }}
+{{- end }}
+{{- end }}
+{{- toJson $sources }}
+{{- end }}
 
 {{/* The ZooKeeper files, mounted read-only in every container (the settings are checked at start-up). */}}
-{{- define "kafka-health.zookeeperFiles" -}}
-{{- $keys := include "kafka-health.zookeeperKeys" . | fromJson }}
-{{- $files := dict "properties" "client.properties" "jaasConfig" "jaas.conf" "truststore" "truststore.pem" "keystore" "keystore.pem" }}
-{{- range $name, $file := $files }}{{ if hasKey $keys $name }}{{ $file }} {{ end }}{{ end }}
-{{- end }}
 {{- define "kafka-health.zookeeperMount" -}}
-{{- if include "kafka-health.zookeeperFiles" . }}
+{{- if include "kafka-health.zookeeperSources" . | fromJsonArray }}
 - name: zookeeper
   mountPath: {{ include "kafka-health.zookeeperDir" . }}
   readOnly: true
 {{- end }}
 {{- end }}
+
+{{/* One Secret volume when only the shared client has files (as a single-cluster release always had);
+with clusters' files, a projected volume of every Secret they come from. */}}
 {{- define "kafka-health.zookeeperVolume" -}}
-{{- if include "kafka-health.zookeeperFiles" . }}
-{{- $keys := include "kafka-health.zookeeperKeys" . | fromJson }}
+{{- $sources := include "kafka-health.zookeeperSources" . | fromJsonArray }}
+{{- if and (eq (len $sources) 1) (index $sources 0).shared }}
 - name: zookeeper
   secret:
-    secretName: {{ include "kafka-health.zookeeperSecretName" . }}
+    secretName: {{ (index $sources 0).secretName }}
     defaultMode: 0440
     items:
-      {{- range $name, $file := dict "properties" "client.properties" "jaasConfig" "jaas.conf" "truststore" "truststore.pem" "keystore" "keystore.pem" }}
-      {{- if hasKey $keys $name }}
-      - key: {{ index $keys $name }}
-        path: {{ $file }}
-      {{- end }}
+      {{- toYaml (index $sources 0).items | nindent 6 }}
+{{- else if $sources }}
+- name: zookeeper
+  projected:
+    defaultMode: 0440
+    sources:
+      {{- range $sources }}
+      - secret:
+          name: {{ .secretName }}
+          items:
+            {{- toYaml .items | nindent 12 }}
       {{- end }}
 {{- end }}
 {{- end }}
@@ -187,8 +253,22 @@ kafka.zookeeperClient.secretKeys, else the values that are set, under the chart'
 
 {{/* Fails the release on values that cannot work (the schema checks types and names). */}}
 {{- define "kafka-health.validate" -}}
-{{- if not .Values.kafka.zookeeper }}
-{{- fail "kafka.zookeeper is required: the cluster's ZooKeeper, HOST:PORT[,HOST:PORT...][/chroot]" }}
+{{- if and .Values.kafka.zookeeper .Values.kafka.clusters }}
+{{- fail "kafka.zookeeper and kafka.clusters are both set: give one cluster's ZooKeeper (kafka.zookeeper) or several named clusters (kafka.clusters), not both" }}
+{{- end }}
+{{- if not (or .Values.kafka.zookeeper .Values.kafka.clusters) }}
+{{- fail "kafka.zookeeper or kafka.clusters is required: one cluster's ZooKeeper, HOST:PORT[,HOST:PORT...][/chroot], or several named clusters" }}
+{{- end }}
+{{- range $name, $cluster := .Values.kafka.clusters }}
+{{- if not (regexMatch "^[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$" $name) }}
+{{- fail (printf "kafka.clusters.%s: not a cluster name (1-63 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit)" $name) }}
+{{- end }}
+{{- if contains "__" $name }}
+{{- fail (printf "kafka.clusters.%s: a cluster name cannot hold \"__\" (the settings' environment variables nest with it)" $name) }}
+{{- end }}
+{{- if not (get ($cluster | default dict) "zookeeper") }}
+{{- fail (printf "kafka.clusters.%s.zookeeper is required: the cluster's ZooKeeper, HOST:PORT[,HOST:PORT...][/chroot]" $name) }}
+{{- end }}
 {{- end }}
 {{- if and (gt (int .Values.serve.replicaCount) 1) (ne .Values.store.type "postgresql") }}
 {{- fail "serve.replicaCount > 1 needs store.type=postgresql: every replica reads and writes the same store, which a SQLite file on one volume cannot be" }}
@@ -202,6 +282,14 @@ kafka.zookeeperClient.secretKeys, else the values that are set, under the chart'
 {{- $zk := .Values.kafka.zookeeperClient }}
 {{- if and (or $zk.ssl.truststore $zk.ssl.keystore) (not $zk.ssl.clientEnable) (not $zk.properties) (not $zk.existingSecret) }}
 {{- fail "kafka.zookeeperClient.ssl.truststore/keystore without ssl.clientEnable: the stores would be mounted and TLS left off; set kafka.zookeeperClient.ssl.clientEnable=true" }}
+{{- end }}
+{{- range $name, $cluster := .Values.kafka.clusters }}
+{{- $own := (get ($cluster | default dict) "zookeeperClient") | default dict }}
+{{- $ssl := get $own "ssl" | default dict }}
+{{- $enabled := ternary $ssl.clientEnable $zk.ssl.clientEnable (hasKey $ssl "clientEnable") }}
+{{- if and (or (get $ssl "truststore") (get $ssl "keystore")) (not $enabled) (not (get $own "properties")) (not $zk.properties) (not (get $own "existingSecret")) }}
+{{- fail (printf "kafka.clusters.%s.zookeeperClient.ssl.truststore/keystore without ssl.clientEnable (its own or kafka.zookeeperClient's): the stores would be mounted and TLS left off" $name) }}
+{{- end }}
 {{- end }}
 {{- if and .Values.analytics.enabled (eq .Values.analytics.transport.type "kafka") (not .Values.analytics.transport.kafka.bootstrap) }}
 {{- fail "analytics.transport.type=kafka needs analytics.transport.kafka.bootstrap (HOST:PORT[,HOST:PORT...])" }}

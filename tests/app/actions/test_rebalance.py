@@ -190,6 +190,41 @@ def test_without_leader_moves_replicas_move_instead() -> None:
     assert plan.replica_moves >= plan.lower_bound_moves
 
 
+def test_without_leader_moves_leadership_changes_only_with_the_leaders_replica() -> None:
+    """Found by Hypothesis: the greedy moved t2-8's leader replica from 2 to 3, then the replica on 1 to 2,
+    which nets to one replica added (1 to 3) plus leadership handed from 2 to 3 while 2 keeps its replica:
+    an election the plan was told not to make, reaching the band with fewer replica moves (3) than the
+    lower bound (4) allows without it. A replica never goes back to a broker its partition was on."""
+    layout = [
+        ("t0", 0, [1, 2, 3], 1),
+        ("t0", 3, [1], 1),
+        ("t0", 6, [2], 2),
+        ("t0", 9, [2, 3], 2),
+        ("t1", 1, [1], 1),
+        ("t1", 4, [1], 1),
+        ("t1", 7, [2], 2),
+        ("t2", 2, [1, 2], 1),
+        ("t2", 5, [1], 1),
+        ("t2", 8, [1, 2], 2),
+    ]
+    snapshot = cluster(
+        *(partition(t, i, r, isr=[leader], leader=leader) for t, i, r, leader in layout), brokers=[1, 2, 3]
+    )
+
+    plan = plan_rebalance(snapshot, rated_deviation=0.05, leader_moves=False)
+
+    assert plan.lower_bound_moves == 4
+    assert plan.leader_moves == ()
+    assert plan.elections() == ()
+    for move in plan.moves:
+        assert len(move.added) == 1
+        assert move.new_leader == (move.added[0] if move.old_leader in move.removed else move.old_leader)
+    if not plan.unresolved:
+        assert plan.replica_moves >= plan.lower_bound_moves
+    assert plan.after.max_abs_deviation < plan.before.max_abs_deviation
+    assert_valid(snapshot, plan)
+
+
 def test_balanced_cluster_gets_an_empty_plan() -> None:
     snapshot = cluster(*(partition("t", i, [1 + i % 4, 1 + (i + 1) % 4]) for i in range(8)))
 
@@ -441,6 +476,8 @@ def test_plans_are_valid_and_never_make_the_worst_broker_worse(
         assert plan.leader_moves == ()
     if not plan.unresolved:
         assert plan.replica_moves >= plan.lower_bound_moves
+    if not leader_moves:  # leadership changes only with the leader's replica, and the controller does that
+        assert plan.elections() == ()
     if load is None:  # counts: the prediction is exact
         report = compute_load(count_samples(applied(snapshot, plan), snapshot.brokers), rated_deviation=rated)
         assert dict(report.brokers["normalized_load"]) == pytest.approx(plan.after.normalized_load)

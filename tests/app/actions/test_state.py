@@ -81,6 +81,35 @@ def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ActionLog]:
         yield StoreActionLog(database)
 
 
+@pytest.fixture(params=["memory", *BACKENDS])
+def prod_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ActionLog]:
+    """The log of the named cluster ``prod``."""
+    if request.param == "memory":
+        yield MemoryActionLog("prod")
+        return
+    with open_database(database_url(request, tmp_path / "store.db")) as database:
+        yield StoreActionLog(database, "prod")
+
+
+@pytest.mark.integration
+def test_a_cluster_log_writes_its_cluster_on_what_it_keeps(prod_log: ActionLog) -> None:
+    created = prod_log.create(replace(record("a1"), cluster="other"))  # the log's cluster wins
+    assert created.cluster == "prod"
+    running = prod_log.update(replace(created.moved_to(ActionState.RUNNING), cluster=None))
+    assert running.cluster == "prod"
+    assert prod_log.get("a1") == running
+    assert [r.cluster for r in prod_log.records()] == ["prod"]
+    prod_log.audit(AuditEntry(1.0, "root", "admin", "ack", False, "accepted", cluster="other"))
+    assert [e.cluster for e in prod_log.audit_entries()] == ["prod"]
+
+
+@pytest.mark.integration
+def test_the_unnamed_cluster_log_keeps_no_cluster(log: ActionLog) -> None:
+    assert log.create(record("a1")).cluster is None
+    log.audit(AuditEntry(1.0, "root", "admin", "ack", False, "accepted"))
+    assert [e.cluster for e in log.audit_entries()] == [None]
+
+
 @pytest.mark.integration
 def test_the_log_keeps_actions_and_their_latest_state(log: ActionLog) -> None:
     first = log.create(record("a1", 10.0))

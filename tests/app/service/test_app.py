@@ -97,12 +97,22 @@ def test_openapi_documents_the_problem_body_and_the_bearer_scheme_on_every_opera
     assert 403 in statuses["GET /api/v1/audit"]
     # no input, no 422; a free-text path id cannot be malformed, only unknown
     assert 422 not in statuses["GET /api/v1/cluster"]
-    assert statuses["GET /api/v1/topics/{name}"] == {200, 401, 404}
-    assert statuses["POST /api/v1/actions/{action_id}/cancel"] == {200, 401, 403, 404, 409}
+    # (a cluster's route: 409 at its unscoped path with several clusters, 503 before its ZooKeeper is read)
+    assert statuses["GET /api/v1/topics/{name}"] == {200, 401, 404, 409, 503}
+    assert statuses["POST /api/v1/actions/{action_id}/cancel"] == {200, 401, 403, 404, 409, 503}
+    # at /api/v1/clusters/{cluster}/...: 404 for an unknown cluster, never the unscoped path's 409
+    assert statuses["GET /api/v1/clusters/{cluster}/cluster"] == {200, 401, 404, 503}
+    assert statuses["GET /api/v1/clusters/{cluster}/topics/{name}"] == {200, 401, 404, 503}
+    assert statuses["GET /api/v1/clusters"] == {200, 401}
+    scoped = {name for name in statuses if name.split()[1].startswith("/api/v1/clusters/{cluster}/")}
+    unscoped = {f"{name.split()[0]} /api/v1/{name.split('/', 5)[5]}" for name in scoped}
+    assert len(scoped) >= 23
+    assert unscoped <= set(statuses)  # every scoped operation is an unscoped one too
     # the store's 503, the lookups' 404, the conflicts' 409
     assert 503 in statuses["GET /api/v1/alerts"]
     assert 503 in statuses["POST /api/v1/webhooks/{webhook_id}/test"]
-    assert 503 not in statuses["GET /api/v1/cluster"]
+    assert 503 not in statuses["GET /api/v1/audit"]
+    assert 409 not in statuses["GET /api/v1/webhooks"]  # the service's, not a cluster's
     assert {404, 409} <= statuses["POST /api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"]
     assert 404 in statuses["GET /api/v1/webhooks/{webhook_id}"]
 

@@ -48,6 +48,7 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
+SCOPED = "/api/v1/clusters/{cluster}/"
 WEBHOOK_OPERATIONS = {("POST", "/api/v1/webhooks"), ("PATCH", "/api/v1/webhooks/{webhook_id}")}
 
 
@@ -127,8 +128,10 @@ def _property(
     headers: dict[str, str],
     examples: int,
     statuses: Counter[int],
+    cluster: str | None = None,
 ) -> Callable[[], None]:
-    """The hypothesis test of one operation in one mode; counts the statuses it got in ``statuses``."""
+    """The hypothesis test of one operation in one mode; counts the statuses it got in ``statuses``.
+    ``cluster``: the ``{cluster}`` of a scoped operation (the served cluster's key), else generated."""
     method, path = operation.method.upper(), operation.path
     session = TokenSession(headers)
 
@@ -143,6 +146,8 @@ def _property(
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case: schemathesis.Case[Any]) -> None:
         case.body = without_executions(method, path, case.body, service_url)
+        if cluster is not None and case.path_parameters is not None:
+            case.path_parameters["cluster"] = cluster
         response = case.call(base_url=service_url, session=session, timeout=30)
         statuses[response.status_code] += 1
         case.validate_response(response, checks=CHECKS, headers=headers)
@@ -172,8 +177,11 @@ class FuzzRun:
 def fuzz(service_url: str, headers: dict[str, str], examples: int) -> FuzzRun:
     """Every operation of the service's document, up to ``examples`` positive and ``examples`` negative
     cases each (hypothesis, derandomized): the operations run, the failures found (one line per operation
-    and mode, with the first failure's message) and the statuses answered."""
+    and mode, with the first failure's message) and the statuses answered. The operations at
+    ``/api/v1/clusters/{cluster}/...`` run the handlers of the unscoped ones again: a quarter of the
+    examples, the positive ones on the served cluster (its key), the negative ones on generated names."""
     schema = schemathesis.openapi.from_url(service_url + "/openapi.json")
+    key = httpx.get(service_url + "/api/v1/clusters", headers=headers).json()[0]["key"]
     run = FuzzRun()
     for result in schema.get_all_operations():
         operation = result.ok()  # type: ignore[union-attr]  # an invalid operation raises here
@@ -183,9 +191,12 @@ def fuzz(service_url: str, headers: dict[str, str], examples: int) -> FuzzRun:
         modes = [GenerationMode.POSITIVE]
         if operation.definition.raw.get("parameters") or "requestBody" in operation.definition.raw:
             modes.append(GenerationMode.NEGATIVE)  # nothing to get wrong in an operation without input
+        scoped = path.startswith(SCOPED)
         for mode in modes:
+            cluster = key if scoped and mode is GenerationMode.POSITIVE else None
+            count = max(3, examples // 4) if scoped else examples
             try:
-                _property(operation, mode, service_url, headers, examples, statuses)()
+                _property(operation, mode, service_url, headers, count, statuses, cluster)()
             except (Exception, BaseExceptionGroup) as exc:  # every operation runs; all are listed at the end
                 run.failures.append(f"{method} {path} ({mode.value}): {_describe(exc)[:3000]}")
     return run

@@ -377,3 +377,102 @@ def test_concurrent_enqueues_write_each_row_once(url: str) -> None:
     assert sum(counts) == 20  # each row written by exactly one of them
     with Storage.open(url) as storage:
         assert len(storage.webhooks.deliveries(created.id, limit=1000)) == 20
+
+
+# --- per cluster -----------------------------------------------------------------------------------------
+
+
+def keys(store: WebhookStore, webhook_id: int, state: str | None = None) -> set[str]:
+    return {d.idempotency_key for d in store.deliveries(webhook_id, state=state, limit=1000)}
+
+
+def test_a_webhook_of_some_clusters_gets_only_their_events(store: WebhookStore) -> None:
+    every = hook(store, "every")
+    only_a = hook(store, "only-a", clusters=["a"])
+    assert (every.clusters, only_a.clusters) == (None, ("a",))
+    alerts = Alerts(store)
+    on_a = [alerts.event("opened", cluster="a"), alerts.event("resolved", cluster="a", at=NOW + 1)]
+    on_b = [alerts.event("opened", cluster="b"), alerts.event("resolved", cluster="b", at=NOW + 1)]
+    a_keys = {f"{e.fingerprint}:{e.sequence}" for e in on_a}
+    b_keys = {f"{e.fingerprint}:{e.sequence}" for e in on_b}
+    assert store.enqueue_deliveries(NOW + 2, render, limit=2) == 2  # b's events never take the limit
+    assert store.enqueue_deliveries(NOW + 2, render, limit=2) == 2
+    assert store.enqueue_deliveries(NOW + 2, render) == 2
+    assert store.enqueue_deliveries(NOW + 2, render) == 0
+    assert keys(store, every.id, "pending") == a_keys | b_keys
+    assert keys(store, only_a.id) == keys(store, only_a.id, "pending") == a_keys  # b's: no row at all
+    due = {(d.webhook_id, d.idempotency_key) for d in store.due_deliveries(NOW + 2, limit=1000)}
+    assert {k for w, k in due if w == only_a.id} == {f"{on_a[0].fingerprint}:1"}  # in order, a's only
+
+
+def test_the_incident_lane_enters_only_the_watched_clusters_events(store: WebhookStore) -> None:
+    only_b = hook(store, "only-b", clusters=["b"])
+    analytics = Store(store.database)
+    for cluster in ("a", "b"):
+        state, event = alert_row(cluster, 1, "topic:orders", "opened", "critical", 1, NOW)
+
+        def enqueue(conn: Any, fp: str = state.fingerprint) -> None:
+            store.enqueue_in(conn, [fp], NOW, render)
+
+        analytics.commit_incidents(
+            cluster, [state], [event], expected={state.fingerprint: None}, also=enqueue
+        )
+    assert keys(store, only_b.id, "pending") == {f"{fingerprint('b', 1, 'topic:orders')}:1"}
+    assert keys(store, only_b.id) == keys(store, only_b.id, "pending")
+    assert store.enqueue_deliveries(NOW + 1, render) == 0  # a's event is nothing the notifier must enter
+
+
+def test_a_webhooks_clusters_are_checked_kept_sorted_and_changed(store: WebhookStore) -> None:
+    created = hook(store, clusters=["prod", "dev", "prod", "lkc-Xy_z.1"])
+    assert created.clusters == ("dev", "lkc-Xy_z.1", "prod")  # names, or a cluster id as it is
+    assert store.webhook(created.id) == created
+    widened = store.update_webhook(created.id, {"clusters": None}, NOW + 1)
+    assert widened is not None
+    assert widened.clusters is None
+    for bad in ([], "prod", ["two words"], [""], ["x" * 256], [1], ["tab\t"], [f"c{n}" for n in range(101)]):
+        with pytest.raises(StoreError, match="clusters must be None"):
+            store.update_webhook(created.id, {"clusters": bad}, NOW)
+        with pytest.raises(StoreError, match="clusters must be None"):
+            hook(store, clusters=bad)
+    assert store.webhook(created.id) == widened
+    assert len(store.webhooks()) == 1
+
+
+def test_widening_a_webhooks_clusters_sends_the_new_clusters_events_from_then_on(store: WebhookStore) -> None:
+    only_a = hook(store, "only-a", clusters=["a"])
+    alerts = Alerts(store)
+    a_old = alerts.event("opened", cluster="a")
+    b_old = alerts.event("opened", cluster="b")
+    c_old = alerts.event("opened", cluster="c")
+    store.update_webhook(only_a.id, {"clusters": ["a", "b"]}, NOW + 1)  # b's history: skipped
+    assert states(store, only_a.id) == {f"{b_old.fingerprint}:1": "skipped"}
+    (skipped,) = store.deliveries(only_a.id)
+    assert skipped.last_error == "not sent: recorded before the webhook watched its cluster"
+    assert store.enqueue_deliveries(NOW + 1, render) == 1  # a's, recorded before the change, is still sent
+    b_new = alerts.event("resolved", cluster="b", at=NOW + 2)
+    store.update_webhook(only_a.id, {"clusters": None}, NOW + 3)  # every cluster: c's history skipped
+    assert store.enqueue_deliveries(NOW + 3, render) == 1
+    assert states(store, only_a.id) == {
+        f"{a_old.fingerprint}:1": "pending",
+        f"{b_old.fingerprint}:1": "skipped",
+        f"{b_new.fingerprint}:2": "pending",  # recorded while b was watched
+        f"{c_old.fingerprint}:1": "skipped",
+    }
+    store.update_webhook(only_a.id, {"clusters": ["c"]}, NOW + 4)  # narrowed: nothing new to skip
+    c_new = alerts.event("resolved", cluster="c", at=NOW + 5)
+    a_new = alerts.event("resolved", cluster="a", at=NOW + 5)
+    assert store.enqueue_deliveries(NOW + 5, render) == 1
+    assert states(store, only_a.id)[f"{c_new.fingerprint}:2"] == "pending"
+    assert f"{a_new.fingerprint}:2" not in states(store, only_a.id)
+
+
+def test_a_disabled_webhook_of_some_clusters_skips_only_their_history_when_enabled(
+    store: WebhookStore,
+) -> None:
+    only_a = hook(store, "only-a", clusters=["a"], enabled=False)
+    alerts = Alerts(store)
+    a_old = alerts.event("opened", cluster="a")
+    alerts.event("opened", cluster="b")
+    store.update_webhook(only_a.id, {"enabled": True}, NOW + 1)
+    assert states(store, only_a.id) == {f"{a_old.fingerprint}:1": "skipped"}
+    assert store.enqueue_deliveries(NOW + 1, render) == 0

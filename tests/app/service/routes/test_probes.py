@@ -18,7 +18,7 @@ from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.state import ViewSettings
 from collectors.kafka.model import ClusterSnapshot, ControllerInfo
-from collectors.zookeeper.collector import ScanStats
+from collectors.zookeeper.collector import ScanStats, scan
 from tests.support import snapshots
 from tests.support.reference_cluster import LAG_MS, wait_for
 from tests.support.service import Service, fill_store, run_server
@@ -30,7 +30,15 @@ def test_probes(service: Service) -> None:
     assert service.get("/healthz", headers={}).json() == {"status": "ok"}
     ready = service.get("/readyz", headers={})
     assert ready.status_code == 200
-    assert ready.json() == {"ready": True, "reason": "ok"}
+    body = ready.json()
+    assert (body["ready"], body["reason"]) == (True, "ok")
+    [cluster] = body["clusters"]
+    assert cluster == {
+        "name": None,
+        "key": scan(service.zk_connect).cluster_id,
+        "ready": True,
+        "reason": "ok",
+    }
 
 
 @dataclass
@@ -54,7 +62,9 @@ def test_readyz_says_why_the_service_is_not_ready(tmp_path: object) -> None:
     server, thread = run_server(app, port)
     url = f"http://127.0.0.1:{port}/readyz"
     try:
-        assert httpx.get(url).json() == {"ready": True, "reason": "ok"}
+        body = httpx.get(url).json()
+        assert (body["ready"], body["reason"]) == (True, "ok")
+        assert [c["ready"] for c in body["clusters"]] == [True]
 
         collector.in_sync = False
         collector.snapshot = dataclasses.replace(fresh, stale=True, version=2)

@@ -65,10 +65,12 @@ def test_min_isr_2_with_a_broker_down(service: Service) -> None:
     service.cluster.create_topic(
         TopicSpec(name="payments", partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
     )
-    wait_for(
-        lambda: len(service.get("/api/v1/partitions", topic="payments").json()["items"]) == 2,
-        message="payments created",
-    )
+
+    def created() -> bool:  # 404 until the service's view has the new topic
+        answer = service.get("/api/v1/partitions", topic="payments")
+        return answer.status_code == 200 and len(answer.json()["items"]) == 2
+
+    wait_for(created, message="payments created")
     service.cluster.stop_broker(2)
 
     def unsafe() -> dict[str, Any] | None:

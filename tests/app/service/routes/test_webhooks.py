@@ -143,6 +143,7 @@ def test_a_webhook_is_created_listed_changed_and_deleted_and_its_secret_never_sh
         "format": "alertmanager",
         "rules": [1, 3],
         "severities": ["critical"],
+        "clusters": None,
         "has_secret": True,
         "enabled": True,
         "created_at": created["created_at"],
@@ -163,6 +164,17 @@ def test_a_webhook_is_created_listed_changed_and_deleted_and_its_secret_never_sh
     )
     every_rule = service.call("PATCH", path, json={"rules": list(RULE_NUMBERS)})
     assert (every_rule.status_code, every_rule.json()["rules"]) == (200, list(RULE_NUMBERS))
+    some_clusters = service.call("PATCH", path, json={"clusters": ["prod", "dev", "prod", "lkc-Xy_z.1"]})
+    assert (some_clusters.status_code, some_clusters.json()["clusters"]) == (
+        200,
+        ["dev", "lkc-Xy_z.1", "prod"],
+    )
+    assert service.call("GET", path).json()["clusters"] == ["dev", "lkc-Xy_z.1", "prod"]
+    every_cluster = service.call("PATCH", path, json={"clusters": None})
+    assert (every_cluster.status_code, every_cluster.json()["clusters"]) == (200, None)
+    only_prod = new_webhook(service, receiver, name="prod only", clusters=["prod"])
+    assert only_prod["clusters"] == ["prod"]
+    assert service.call("DELETE", f"/api/v1/webhooks/{only_prod['id']}").status_code == 204
     resecret = service.call("PATCH", path, json={"secret": "another-secret-16+"}).json()
     assert resecret["has_secret"] is True
     with_password = service.call("PATCH", path, json={"url": "https://bot:hunter2@hooks.example/x"}).json()
@@ -253,6 +265,24 @@ def test_invalid_bodies_are_422_naming_each_problem(service: Service, receiver: 
         "body.name",
         "body.rules",
     ]
+    clusters = service.call(
+        "POST",
+        "/api/v1/webhooks",
+        json={"name": "x", "url": receiver.url, "clusters": ["ok", "two words", "", "x" * 256, 7, "nl\n"]},
+    )
+    assert clusters.status_code == 422
+    assert sorted(p["location"] for p in clusters.json()["problems"]) == [
+        "body.clusters.1",
+        "body.clusters.2",
+        "body.clusters.3",
+        "body.clusters.4",
+        "body.clusters.5",
+    ]
+    for value in ([], [f"c{n}" for n in range(101)], "prod"):
+        refused = service.call("PATCH", f"/api/v1/webhooks/{created['id']}", json={"clusters": value})
+        assert refused.status_code == 422, value
+        assert [p["location"] for p in refused.json()["problems"]] == ["body.clusters"]
+    assert service.call("GET", f"/api/v1/webhooks/{created['id']}").json()["clusters"] is None
     listing = service.call("GET", f"/api/v1/webhooks/{created['id']}/deliveries", params={"state": "lost"})
     assert listing.status_code == 422
     assert listing.json()["problems"][0]["location"] == "query.state.0"
