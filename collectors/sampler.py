@@ -86,7 +86,11 @@ class Round:
 
 
 class Sampler:
-    """Samples one cluster; :meth:`sample_once` for one round, :meth:`run` until stopped."""
+    """Samples one cluster; :meth:`sample_once` for one round, :meth:`run` until stopped.
+
+    A deployment that watches several clusters runs one sampler per cluster, each on its own thread with
+    its own collector, numbering and sink: nothing is shared between them, so one cluster's slow round
+    (a ZooKeeper that is down, a scrape that times out) never delays another's."""
 
     def __init__(
         self,
@@ -98,7 +102,10 @@ class Sampler:
         settings: SamplerSettings | None = None,
         clock: Callable[[], float] = time.time,
         on_round: Callable[[Round], None] | None = None,
+        cluster: str | None = None,
     ) -> None:
+        """``cluster``: the watched cluster's name, which its samples carry in ``cluster``; None (one
+        cluster per deployment): the cluster id from ``/cluster/id``."""
         self.settings = settings or SamplerSettings()
         self._zookeeper = zookeeper
         self._sink = sink
@@ -106,6 +113,7 @@ class Sampler:
         self._numbering = numbering
         self._clock = clock
         self._on_round = on_round
+        self.cluster = cluster
         self._previous: ClusterSnapshot | None = None
         self._backlog: deque[list[Sample]] = deque()
         self.rounds = 0
@@ -139,10 +147,16 @@ class Sampler:
         )
         self._previous = snapshot
         scraped = {} if scrape is None else {b: s.values for b, s in scrape.scrapes.items() if s.ok}
-        batch = broker_samples(snapshot, scraped, self._numbering, timestamp=started)
+        batch = broker_samples(snapshot, scraped, self._numbering, timestamp=started, cluster=self.cluster)
         batch.append(
             cluster_sample(
-                snapshot, report, self._numbering, started, last_good_at=last_good_at, scrape=scrape
+                snapshot,
+                report,
+                self._numbering,
+                started,
+                last_good_at=last_good_at,
+                scrape=scrape,
+                cluster=self.cluster,
             )
         )
         self._backlog.append(batch)

@@ -58,7 +58,8 @@ class Sample:
     """Epoch seconds when the values were taken (event time for the analytics job's windows)."""
     kind: Literal["broker", "cluster"]
     cluster: str
-    """The cluster's id from ``/cluster/id`` (or the connect string when it has none)."""
+    """The cluster's key: its name when the deployment watches several (``--cluster NAME=...``), else its id
+    from ``/cluster/id`` (``unknown`` when it has none)."""
     broker: int | None
     metrics: Mapping[str, float] = field(default_factory=dict)
     health: Mapping[str, Any] | None = None
@@ -94,6 +95,14 @@ class SampleNumbering:
         return next(self._counter)
 
 
+def cluster_key(snapshot: ClusterSnapshot, name: str | None = None) -> str:
+    """What a sample's ``cluster`` says: the watched cluster's ``name`` when it has one, else the cluster id
+    from ``/cluster/id`` (``unknown`` when it has none), as a single-cluster deployment always did."""
+    if name is not None:
+        return name
+    return snapshot.cluster_id or "unknown"
+
+
 def _finite(values: Mapping[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and math.isfinite(v)}
 
@@ -116,18 +125,21 @@ def broker_samples(
     scraped: Mapping[int, Mapping[str, float]],
     numbering: SampleNumbering,
     timestamp: float | None = None,
+    *,
+    cluster: str | None = None,
 ) -> list[Sample]:
     """One sample per registered broker: partitions and leaders from ZooKeeper, the rest from its scrape
-    (only the load-model names; non-finite values dropped)."""
+    (only the load-model names; non-finite values dropped). ``cluster``: the watched cluster's name
+    (:func:`cluster_key`)."""
     taken = time.time() if timestamp is None else timestamp
-    cluster = snapshot.cluster_id or "unknown"
+    key = cluster_key(snapshot, cluster)
     samples = []
     for broker_id, (partitions, leaders) in sorted(broker_counts(snapshot).items()):
         metrics = {k: v for k, v in _finite(scraped.get(broker_id, {})).items() if k in LOAD_METRICS}
         metrics["partitions"] = float(partitions)
         metrics["leaders"] = float(leaders)
         samples.append(
-            Sample(numbering.collector_id, numbering.next(), taken, "broker", cluster, broker_id, metrics)
+            Sample(numbering.collector_id, numbering.next(), taken, "broker", key, broker_id, metrics)
         )
     return samples
 
@@ -227,9 +239,10 @@ def cluster_sample(
     *,
     last_good_at: float | None = None,
     scrape: MetricsScrape | None = None,
+    cluster: str | None = None,
 ) -> Sample:
     """The cluster's health as one sample: the summary's counts as metrics, the whole health document for
-    the alert rules."""
+    the alert rules. ``cluster``: the watched cluster's name (:func:`cluster_key`)."""
     taken = time.time() if timestamp is None else timestamp
     summary = report.summary
     counts = {
@@ -248,7 +261,7 @@ def cluster_sample(
         numbering.next(),
         taken,
         "cluster",
-        snapshot.cluster_id or "unknown",
+        cluster_key(snapshot, cluster),
         None,
         _finite(counts),
         health_document(snapshot, report, last_good_at=last_good_at, scrape=scrape),

@@ -16,6 +16,12 @@ The query (one per checkpoint):
    (``applyInPandas``), so no raw sample reaches the driver; the driver gets one row per broker and window
    plus the health documents, evaluates the rules and commits to the store (:mod:`analytics.pipeline`).
 
+Several clusters: every step is per cluster (the samples' ``cluster``), so two clusters' windows, load and
+alerts never mix. The watermark is the query's, one for all clusters: it follows the newest sample of any
+cluster, so a cluster whose samples stop does not hold back the others' windows (its own last windows close
+as the others' samples move the watermark on). Given the deployment's cluster names (``clusters``), the
+job drops the samples of any other cluster, and says so once per unknown name.
+
 Exactly once: Spark's checkpoint makes a restarted query re-run an unfinished batch with the same id and
 the same input; the store's processed-batches row, written in the same transaction as the results, makes
 that re-run a no-op if the first run got as far as committing.
@@ -457,18 +463,27 @@ def load_udf(
     return apply
 
 
-def compute_windows(aggregates: Any, settings: AnalyticsSettings) -> tuple[Any, Any]:
+def compute_windows(
+    aggregates: Any, settings: AnalyticsSettings, clusters: Collection[str] | None = None
+) -> tuple[Any, Any]:
     """The load rows (load model applied per cluster and window on the executors) and the health and
-    malformed rows, both as DataFrames of one micro-batch."""
+    malformed rows, both as DataFrames of one micro-batch. ``clusters``: the deployment's cluster names;
+    the load model runs only on theirs, and the other clusters' rows come with the health rows, for
+    :func:`window_inputs` to count and drop."""
     from pyspark.sql import functions as F
 
     metrics = aggregates.filter(F.col("kind") == BROKER)
+    others_wanted = (F.col("kind") != BROKER) | (F.col("bad") > 0)
+    if clusters:
+        known = F.col("cluster").isin(sorted(clusters))
+        metrics = metrics.filter(known)
+        others_wanted = others_wanted | ~known
     loads = (
         metrics.select("cluster", "window_start", "window_end", "broker", *METRIC_COLUMNS)
         .groupBy("cluster", "window_start", "window_end")
         .applyInPandas(load_udf(settings.weights, settings.rules.rated_deviation), LOAD_SCHEMA)
     )
-    others = aggregates.filter((F.col("kind") != BROKER) | (F.col("bad") > 0)).select(
+    others = aggregates.filter(others_wanted).select(
         "cluster", "window_start", "window_end", "kind", "samples", "bad", "health"
     )
     return loads, others
@@ -481,8 +496,15 @@ class _Key:
     end: float
 
 
-def window_inputs(load_rows: list[Any], other_rows: list[Any]) -> list[WindowInput]:
-    """Collected rows → one :class:`WindowInput` per cluster and window."""
+def window_inputs(
+    load_rows: list[Any],
+    other_rows: list[Any],
+    clusters: Collection[str] | None = None,
+    unknown: dict[str, int] | None = None,
+) -> list[WindowInput]:
+    """Collected rows → one :class:`WindowInput` per cluster and window. ``clusters``: the deployment's
+    cluster names; a row of another cluster (malformed lines aside, which are reported whatever they
+    name) is dropped, its samples added to ``unknown`` under its cluster's name."""
     loads: dict[_Key, list[Any]] = {}
     for row in load_rows:
         loads.setdefault(_Key(row["cluster"], row["window_start"], row["window_end"]), []).append(row)
@@ -490,6 +512,10 @@ def window_inputs(load_rows: list[Any], other_rows: list[Any]) -> list[WindowInp
     malformed: dict[_Key, int] = {}
     examples: dict[_Key, str] = {}
     for row in other_rows:
+        if clusters and row["cluster"] not in clusters and row["kind"] != MALFORMED:
+            if unknown is not None:
+                unknown[row["cluster"]] = unknown.get(row["cluster"], 0) + int(row["samples"] or 0)
+            continue
         key = _Key(row["cluster"], row["window_start"], row["window_end"])
         h = row["health"]
         if row["kind"] == HEALTH and h is not None:
@@ -571,10 +597,17 @@ class BatchHandler:
         settings: AnalyticsSettings,
         store: Store,
         on_batch: Callable[[int, BatchOutcome], None] | None = None,
+        clusters: Collection[str] | None = None,
     ) -> None:
+        """``clusters``: the deployment's cluster names (several clusters configured); the samples of any
+        other cluster are dropped, counted in :attr:`unknown_clusters` and logged once per name. None or
+        empty: every cluster's samples are evaluated (a single-cluster deployment, keyed by cluster id)."""
         self.settings = settings
         self.store = store
         self.on_batch = on_batch
+        self.clusters = frozenset(clusters or ())
+        self.unknown_clusters: dict[str, int] = {}
+        """Samples dropped per cluster name that is not one of :attr:`clusters`."""
         self._lock = threading.Lock()
         self._stopping = False
         self._idle = threading.Event()
@@ -607,13 +640,15 @@ class BatchHandler:
         started = time.perf_counter()
         batch = batch.persist()
         try:
-            loads, others = compute_windows(batch, self.settings)
+            loads, others = compute_windows(batch, self.settings, self.clusters)
             other_rows = others.collect()
             collected = time.perf_counter()
             load_rows = loads.collect() if other_rows or not batch.isEmpty() else []
-            inputs = window_inputs(load_rows, other_rows)
+            unknown: dict[str, int] = {}
+            inputs = window_inputs(load_rows, other_rows, self.clusters, unknown)
         finally:
             batch.unpersist()
+        self._count_unknown(unknown)
         modelled = time.perf_counter()
         outcome = process_batch(self.store, self.settings.query_name, batch_id, inputs, self.settings.rules)
         log.debug(
@@ -626,16 +661,30 @@ class BatchHandler:
         if self.on_batch is not None:
             self.on_batch(batch_id, outcome)
 
+    def _count_unknown(self, unknown: Mapping[str, int]) -> None:
+        for name, count in sorted(unknown.items()):
+            if name not in self.unknown_clusters:
+                log.warning(
+                    "samples of cluster %r, which is not one of the configured clusters (%s): dropped "
+                    "(said once per cluster name)",
+                    name,
+                    ", ".join(sorted(self.clusters)),
+                )
+            self.unknown_clusters[name] = self.unknown_clusters.get(name, 0) + count
+
 
 def start_query(
     spark: Any,
     settings: AnalyticsSettings,
     store: Store,
     on_batch: Callable[[int, BatchOutcome], None] | None = None,
+    clusters: Collection[str] | None = None,
 ) -> Any:
-    """Start the streaming query; returns pyspark's StreamingQuery (stop it with :func:`stop_query`)."""
+    """Start the streaming query; returns pyspark's StreamingQuery (stop it with :func:`stop_query`).
+    ``clusters``: the deployment's cluster names, whose samples alone are evaluated (:class:`BatchHandler`).
+    """
     rows = sample_rows(read_samples(spark, settings), settings)
-    handler = BatchHandler(settings, store, on_batch)
+    handler = BatchHandler(settings, store, on_batch, clusters)
     query = (
         window_aggregates(rows, settings)
         .writeStream.queryName(settings.query_name)
@@ -698,8 +747,10 @@ def running_job(
     settings: AnalyticsSettings,
     on_batch: Callable[[int, BatchOutcome], None] | None = None,
     migrations: Sequence[Migration] = ANALYTICS_MIGRATIONS,
+    clusters: Collection[str] | None = None,
 ) -> Iterator[Any]:
     """Session, store and query for the duration of a ``with`` block (tests, the demo, the CLI).
+    ``clusters``: the deployment's cluster names when it watches several (:class:`BatchHandler`).
 
     ``migrations``: what the store's database is opened with; the analytics tables' by default, every
     subsystem's (``app.storage.MIGRATIONS``) from the command line and the demo, whose database the service
@@ -709,7 +760,7 @@ def running_job(
     try:
         spark = build_session(settings)
         try:
-            query = start_query(spark, settings, store, on_batch)
+            query = start_query(spark, settings, store, on_batch, clusters)
             try:
                 yield query
             finally:

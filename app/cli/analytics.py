@@ -6,6 +6,10 @@ and migrated: exit 1 when it cannot be), a Kafka source's bootstrap servers (one
 within 10 s) and its topic (it must exist): exit 1. A query that fails later is one line too; its Spark
 plan and traceback go to the debug log (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
 
+Several clusters (``--cluster NAME=ZK[,TEMPLATE]``, repeatable, or ``[clusters.NAME]``: the deployment's
+one config): the job evaluates each cluster's samples on their own (windows, load, alerts keyed by its
+name) and drops, with a warning once per name, the samples of any cluster not configured.
+
 Exit codes: 0 stopped, 1 the job failed or a dependency (the store, Kafka) is unreachable, 2 bad input.
 """
 
@@ -23,14 +27,16 @@ from analytics.pipeline import BatchOutcome
 from analytics.store import Store, StoreError
 from app.cli.common import (
     ExitCode,
+    add_cluster_argument,
     duration,
     first_line,
     positive_duration,
     settings_or_error,
+    settings_tree,
     stop_signals,
     unreachable,
 )
-from app.settings import Settings, load_settings
+from app.settings import Settings, cluster_overrides, load_settings
 from app.storage import MIGRATIONS
 from collectors.transport import check_spool_directory, missing_topic, parse_transport
 
@@ -74,13 +80,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--store-url", metavar="URL", help="sqlite:///FILE (default) or postgresql+psycopg://..."
     )
     parser.add_argument("--rated-deviation", type=float, metavar="R", help="r of the load model (0.10)")
+    add_cluster_argument(
+        parser,
+        text="a cluster of the deployment (repeat for several, as given to collect; or [clusters.NAME] "
+        "in the config file): only these clusters' samples are evaluated, others are dropped with a "
+        "warning",
+    )
 
 
-def settings_from_args(args: argparse.Namespace) -> AnalyticsSettings:
+def settings_from_args(args: argparse.Namespace) -> tuple[AnalyticsSettings, tuple[str, ...]]:
     """Flags over ``KAFKA_HEALTH_*`` over defaults, validated as the whole tree (errors name
-    ``analytics.<field>``), and the spool directory there unless it is to be created; raises ValueError /
-    ValidationError with a message."""
-    tree = load_settings().model_dump()
+    ``analytics.<field>``), and the spool directory there unless it is to be created; with the names of
+    the clusters configured (``--cluster``, ``[clusters.NAME]``; none for a single-cluster deployment).
+    Raises ValueError / ValidationError with a message."""
+    loaded = load_settings()
+    tree = settings_tree(loaded) | cluster_overrides(loaded, args.clusters)
     base = tree["analytics"]
     overrides: dict[str, Any] = {}
     for flag, key in (
@@ -98,7 +112,8 @@ def settings_from_args(args: argparse.Namespace) -> AnalyticsSettings:
             overrides[key] = value
     if args.rated_deviation is not None:
         overrides["rules"] = base["rules"] | {"rated_deviation": args.rated_deviation}
-    settings = Settings.model_validate(tree | {"analytics": base | overrides}).analytics
+    whole = Settings.model_validate(tree | {"analytics": base | overrides})
+    settings = whole.analytics
     spec = parse_transport(settings.source)
     if spec.kind == "spool" and not settings.create_spool:
         assert spec.directory is not None
@@ -106,7 +121,7 @@ def settings_from_args(args: argparse.Namespace) -> AnalyticsSettings:
             check_spool_directory(spec.directory)
         except ValueError as exc:
             raise ValueError(f"{exc} (give --create-spool to create it)") from None
-    return settings
+    return settings, tuple(sorted(whole.clusters))
 
 
 def check_dependencies(settings: AnalyticsSettings) -> str | None:
@@ -150,9 +165,10 @@ def run(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    settings = settings_or_error(lambda: settings_from_args(args), err)
-    if settings is None:
+    parsed = settings_or_error(lambda: settings_from_args(args), err)
+    if parsed is None:
         return ExitCode.BAD_INPUT
+    settings, clusters = parsed
     why = check_dependencies(settings)
     if why is not None:
         err.write(f"error: {why}\n")
@@ -167,11 +183,11 @@ def run(
     out.write(
         f"analytics: {settings.source} -> {settings.store_url} on {master}, "
         f"window {settings.window_s:g}s, watermark {settings.watermark_s:g}s, "
-        f"trigger {settings.trigger_s:g}s\n"
+        f"trigger {settings.trigger_s:g}s" + (f", clusters {', '.join(clusters)}" if clusters else "") + "\n"
     )
     out.flush()
     try:
-        with running_job(settings, on_batch=report, migrations=MIGRATIONS) as query:
+        with running_job(settings, on_batch=report, migrations=MIGRATIONS, clusters=clusters) as query:
             if stop is None:
                 with stop_signals() as signalled:
                     _wait(query, signalled)

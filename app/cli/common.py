@@ -21,11 +21,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, NoReturn, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 from pydantic import ValidationError
 
 from app.validation import format_validation_error
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 T = TypeVar("T")
 
@@ -257,6 +260,42 @@ def add_zk_config_argument(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="Kafka-style ZooKeeper client properties: TLS, SASL (JAAS file), digest auth, set.acl",
     )
+
+
+# --- several clusters ------------------------------------------------------------------------------------
+
+
+def add_cluster_argument(parser: argparse.ArgumentParser, text: str | None = None) -> None:
+    """``--cluster NAME=HOST:PORT[/chroot][,METRICS_URL_TEMPLATE]``, repeatable: one deployment watching
+    several clusters, each known by its name (``[clusters.NAME]`` in the config file does the same)."""
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        dest="clusters",
+        metavar="NAME=HOST:PORT[/chroot][,TEMPLATE]",
+        help=text
+        or "a cluster to watch, known by NAME (repeat for several; or [clusters.NAME] in the config "
+        "file, KAFKA_HEALTH_CLUSTERS__NAME__ZOOKEEPER__CONNECT); TEMPLATE: its brokers' metrics URL "
+        "template; not with --zookeeper",
+    )
+
+
+def settings_tree(settings: Settings) -> dict[str, Any]:
+    """``settings`` as the dict a command merges its flags into and
+    validates again. The ``clusters`` are dumped with only the fields each one set: a full dump would fill
+    in every default, and those would then win over the shared ``[zookeeper]`` section (credentials,
+    timeouts) that each cluster's section is merged over."""
+    tree: dict[str, Any] = settings.model_dump()
+    tree["clusters"] = {
+        name: cluster.model_dump(exclude_unset=True) for name, cluster in settings.clusters.items()
+    }
+    return tree
+
+
+CLUSTER_AND_ZOOKEEPER = (
+    "--cluster and --zookeeper together: give --zookeeper for one cluster, or --cluster NAME=ZK for each "
+    "of several, not both"
+)
 
 
 # --- argparse value types ------------------------------------------------------------------------------

@@ -96,6 +96,18 @@ def test_a_round_is_one_sample_per_registered_broker_and_one_cluster_sample() ->
 
 
 @pytest.mark.unit
+def test_a_named_cluster_s_samples_carry_its_name_and_an_unnamed_one_its_id() -> None:
+    named, unnamed = FlakySink(), FlakySink()
+    Sampler(Source(snapshot()), named, SampleNumbering("p"), cluster="prod").sample_once()
+    Sampler(Source(snapshot()), unnamed, SampleNumbering("u")).sample_once()
+    assert {s.cluster for s in named.batches[0]} == {"prod"}
+    assert {s.cluster for s in unnamed.batches[0]} == {"c1"}  # the snapshot's /cluster/id
+    nameless = replace(snapshot(), cluster_id=None)
+    Sampler(Source(nameless), unnamed, SampleNumbering("n")).sample_once()
+    assert {s.cluster for s in unnamed.batches[1]} == {"unknown"}
+
+
+@pytest.mark.unit
 def test_a_snapshot_in_sync_is_good_as_of_the_round_and_a_stale_one_is_not() -> None:
     sink = FlakySink()
     clock = [500.0]

@@ -234,6 +234,44 @@ CASES: dict[str, Case] = {
         "cannot read the cluster",
         {"KAFKA_HEALTH_ZOOKEEPER__START_TIMEOUT_S": "5"},
     ),
+    "collect: cluster name upper-case": Case(
+        ["collect", "--cluster", "Prod=zk:2181", "--sink", "spool:{tmp}"], BAD, "'Prod' is not a cluster name"
+    ),
+    "collect: cluster without ZooKeeper": Case(
+        ["collect", "--cluster", "prod", "--sink", "spool:{tmp}"], BAD, "expected NAME=HOST:PORT"
+    ),
+    "collect: cluster connect string": Case(
+        ["collect", "--cluster", "prod=zk:notaport", "--sink", "spool:{tmp}"], BAD, "cluster prod: "
+    ),
+    "collect: cluster given twice": Case(
+        ["collect", "--cluster", "a=zk:1", "--cluster", "a=zk:2", "--sink", "spool:{tmp}"], BAD, "given twice"
+    ),
+    "collect: cluster and zookeeper": Case(
+        ["collect", "--cluster", "a=zk:2181", "--zookeeper", "zk:2181", "--sink", "spool:{tmp}"],
+        BAD,
+        "--cluster and --zookeeper together",
+    ),
+    "collect: env cluster name": Case(
+        ["collect", "--sink", "spool:{tmp}"],
+        BAD,
+        "not a cluster name",
+        {"KAFKA_HEALTH_CLUSTERS__PROD_EU_": '{"zookeeper": {"connect": "zk:2181"}}'},
+    ),
+    "collect: every cluster's ZooKeeper down": Case(
+        [
+            "collect",
+            "--cluster",
+            f"a={ZK_DOWN}",
+            "--cluster",
+            f"b={ZK_DOWN}",
+            "--sink",
+            "spool:{tmp}",
+            "--once",
+        ],
+        FAILED,
+        "none of the 2 clusters can be read",
+        {"KAFKA_HEALTH_ZOOKEEPER__START_TIMEOUT_S": "5"},
+    ),
     "collect: Kafka sink down": Case(
         ["collect", "--zookeeper", ZK_DOWN, "--sink", "kafka:127.0.0.1:{closed}/samples", "--once"],
         FAILED,
@@ -247,6 +285,14 @@ CASES: dict[str, Case] = {
     ),
     "analytics: source scheme": Case(
         ["analytics", "--source", "bogus"], BAD, "analytics.source: 'bogus': expected spool:DIR"
+    ),
+    "analytics: cluster name": Case(
+        ["analytics", "--source", "spool:{tmp}", "--cluster", "a b=zk:2181"], BAD, "not a cluster name"
+    ),
+    "analytics: cluster given twice": Case(
+        ["analytics", "--source", "spool:{tmp}", "--cluster", "a=zk:1", "--cluster", "a=zk:2"],
+        BAD,
+        "given twice",
     ),
     "analytics: trigger 0": Case(["analytics", "--trigger", "0"], BAD, "--trigger"),
     "analytics: window nan": Case(["analytics", "--window", "nan"], BAD, "--window"),
