@@ -117,6 +117,37 @@ _SECURITY_FIELDS = (
 )
 
 
+class ClusterZooKeeperSettings(BaseModel):
+    """A watched cluster's ZooKeeper section: :class:`ZooKeeperSettings`' fields, each None until set, so
+    that what a cluster leaves out comes from the shared ``[zookeeper]`` section (a dump of the settings
+    validated again keeps it that way: there are no defaults here to win over the shared values)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    connect: str | None = None
+    connections: Annotated[int, Field(ge=1, le=64)] | None = None
+    session_timeout_s: Annotated[float, Field(gt=0, le=600)] | None = None
+    start_timeout_s: Annotated[float, Field(gt=0)] | None = None
+    client_config: Path | None = None
+    ssl_client_enable: bool | None = None
+    ssl_truststore_location: str | None = None
+    ssl_truststore_type: str | None = None
+    ssl_keystore_location: str | None = None
+    ssl_keystore_type: str | None = None
+    ssl_keystore_password: SecretStr | None = None
+    ssl_endpoint_identification_algorithm: str | None = None
+    sasl_jaas_config: str | None = None
+    sasl_clientconfig: str | None = None
+    set_acl: bool | None = None
+    auth_digest: SecretStr | None = None
+
+    def over(self, shared: ZooKeeperSettings) -> ZooKeeperSettings:
+        """The cluster's fields over ``shared``'s (whose ``connect`` is never inherited); raises
+        ValueError (a missing file, a bad store type)."""
+        own = {name: value for name, value in self if value is not None}
+        return ZooKeeperSettings.model_validate(shared.model_dump(exclude={"connect"}) | own)
+
+
 class ClusterSettings(BaseModel):
     """One cluster of a deployment that watches several (``[clusters.NAME]``,
     ``KAFKA_HEALTH_CLUSTERS__NAME__ZOOKEEPER__CONNECT``, ``--cluster NAME=ZK[,TEMPLATE]``). Its ZooKeeper
@@ -125,7 +156,7 @@ class ClusterSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
+    zookeeper: ClusterZooKeeperSettings = Field(default_factory=ClusterZooKeeperSettings)
     metrics: MetricsSettings | None = None
 
 
@@ -184,12 +215,10 @@ class Settings(BaseSettings):
         ``zookeeper`` (whose ``connect`` may still be None: the command checks it). Raises ValueError."""
         if not self.clusters:
             return [WatchedCluster(None, self.zookeeper, self.metrics)]
-        shared = self.zookeeper.model_dump(exclude={"connect"}, exclude_none=True)
         watched = []
         for name, cluster in sorted(self.clusters.items()):
-            own = cluster.zookeeper.model_dump(include=set(cluster.zookeeper.model_fields_set))
             try:
-                zookeeper = ZooKeeperSettings.model_validate(shared | own)
+                zookeeper = cluster.zookeeper.over(self.zookeeper)
             except ValueError as exc:
                 raise ValueError(f"clusters.{name}.zookeeper: {exc}") from None
             if zookeeper.connect is None:

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from analytics.store import StoreError
 from app.cli.common import (
+    CLUSTER_AND_ZOOKEEPER,
     ExitCode,
     ListenError,
     add_zk_config_argument,
@@ -93,9 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     flags: list[str] | None = getattr(args, "cluster", None)
     if flags and args.zookeeper is not None:
-        raise ValueError(
-            "--cluster and --zookeeper: give one cluster's ZooKeeper or named clusters, not both"
-        )
+        raise ValueError(CLUSTER_AND_ZOOKEEPER)
     loaded = load_settings()
     base = loaded.model_dump()
     base |= cluster_overrides(loaded, flags)

@@ -123,3 +123,22 @@ def test_bad_cluster_settings_are_clear_errors(
         monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError, match=complaint):
         load_settings()
+
+
+def test_a_dump_validated_again_keeps_the_shared_zookeeper_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What every command does with its flags: the clusters' unset fields stay unset, so the shared
+    section still fills them."""
+    config = tmp_path / "kafka-health.toml"
+    config.write_text(
+        '[zookeeper]\nsession_timeout_s = 9\nauth_digest = "kh:secret"\n'
+        '[clusters.prod.zookeeper]\nconnect = "zk1:2181/prod"\n'
+        '[clusters.stage.zookeeper]\nconnect = "zk2:2181"\nsession_timeout_s = 4\n'
+    )
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    again = Settings.model_validate(load_settings().model_dump())
+    prod, stage = again.watched()
+    assert (prod.zookeeper.session_timeout_s, stage.zookeeper.session_timeout_s) == (9.0, 4.0)
+    assert prod.zookeeper.auth_digest is not None
+    assert prod.zookeeper.auth_digest.get_secret_value() == "kh:secret"

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from app.cli import serve as serve_command
-from app.cli.common import ExitCode
+from app.cli.common import CLUSTER_AND_ZOOKEEPER, ExitCode
 from app.cli.main import build_parser
 from app.embedded.zookeeper import pick_free_port
 from tests.support.cli import REPO
@@ -41,7 +41,7 @@ def serve(*argv: str) -> tuple[int, str, str]:
     [
         (
             ["--cluster", "a=127.0.0.1:2181", "--zookeeper", "127.0.0.1:2181"],
-            "error: --cluster and --zookeeper: give one cluster's ZooKeeper or named clusters, not both\n",
+            f"error: {CLUSTER_AND_ZOOKEEPER}\n",
         ),
         (
             ["--cluster", "a"],
