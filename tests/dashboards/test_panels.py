@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from kazoo.client import KazooClient
 from pydantic import SecretStr
 
 from analytics.model import BrokerLoad, LoadWindow, Window
@@ -22,6 +23,7 @@ from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.container import ServedCluster
 from app.service.state import ViewSettings
 from app.storage import open_database
 from collectors.health import assess
@@ -79,6 +81,11 @@ def grafana_all(values: list[str]) -> str:
 pytestmark = pytest.mark.integration
 
 
+FAULTY, CALM = "faulty", "calm"
+"""The two clusters the service watches: the faults go to the first; the second stays healthy, so that
+the dashboards' $cluster variable offers both and a panel set to one shows that one only."""
+
+
 @dataclass
 class FaultyService:
     url: str
@@ -96,19 +103,35 @@ class FaultyService:
 
 @pytest.fixture
 def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path) -> Iterator[FaultyService]:
-    """kafka-health serve (over real HTTP) on a 3-broker reference cluster, with broker 0's metrics URL
-    pointing at a port nothing listens on."""
-    cluster = make_cluster()
+    """kafka-health serve (over real HTTP) watching two 3-broker reference clusters, ``faulty`` with broker
+    0's metrics URL pointing at a port nothing listens on, and ``calm``."""
+    faulty_zk, calm_zk = f"{zk_connect}/{FAULTY}", f"{zk_connect}/{CALM}"
+    root = KazooClient(hosts=zk_connect)
+    root.start(timeout=15)
+    for path in (FAULTY, CALM):
+        root.ensure_path(f"/{path}")
+    root.stop()
+    root.close()
+    cluster = make_cluster(zookeeper=faulty_zk)
+    calm = make_cluster(zookeeper=calm_zk)
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     urls[UNSCRAPED_BROKER] = f"http://127.0.0.1:{pick_free_port()}/metrics"
+    calm_urls = {b: url for b in calm.brokers if (url := calm.metrics_url(b)) is not None}
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     open_database(store_url).close()
     settings = ServiceSettings(tokens=SecretStr(TOKENS), view=ViewSettings(metrics_interval_s=0.3))
-    app = create_app(settings, zookeeper=zk_connect, metrics=MetricsSettings(urls=urls), store_url=store_url)
+    app = create_app(
+        settings,
+        clusters=[
+            ServedCluster(faulty_zk, name=FAULTY, metrics=MetricsSettings(urls=urls)),
+            ServedCluster(calm_zk, name=CALM, metrics=MetricsSettings(urls=calm_urls)),
+        ],
+        store_url=store_url,
+    )
     port = pick_free_port()
     server, thread = run_server(app, port)
     try:
-        yield FaultyService(f"http://127.0.0.1:{port}", cluster, store_url, zk_connect)
+        yield FaultyService(f"http://127.0.0.1:{port}", cluster, store_url, faulty_zk)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
@@ -117,7 +140,8 @@ def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
 def inject_faults(service: FaultyService) -> str:
     """Crash a broker, leave a replication throttle behind (as Kafka's tool does without ``--verify``),
     wait until /metrics shows them, and store what the analytics job would: a load window skewed onto
-    broker 0 and the alerts the rules raise on the real health state. Returns the cluster id."""
+    broker 0 and the alerts the rules raise on the real health state. Returns the cluster's key (its
+    name: the service watches it by name)."""
     service.cluster.stop_broker(DOWN_BROKER)
     admin = KazooAdmin(service.zk_connect)
     try:
@@ -148,7 +172,7 @@ def inject_faults(service: FaultyService) -> str:
         message="/metrics shows the broker down, URPs, the failed scrape and the throttle",
     )
     snapshot = scan(service.zk_connect)
-    cluster_id = snapshot.cluster_id or "unknown"
+    cluster_id = FAULTY
     doc = health_document(snapshot, assess(snapshot))
     now = time.time()
     doc["snapshot"]["last_good_at"] = now
@@ -180,7 +204,7 @@ def returns_data(prometheus_query: PanelQuery, series: list[dict[str, object]]) 
 def test_every_panel_query_is_valid_and_returns_data(
     start_prometheus: PrometheusFactory, faulty_service: FaultyService, report_note: Callable[[str], None]
 ) -> None:
-    cluster_id = inject_faults(faulty_service)
+    inject_faults(faulty_service)
     prometheus = start_prometheus([faulty_service.target], rule_files=[RULES_FILE])
     prometheus.wait_for_scrapes(SCRAPES)
     end = time.time()
@@ -194,8 +218,11 @@ def test_every_panel_query_is_valid_and_returns_data(
                 match = LABEL_VALUES.fullmatch(variable["definition"])
                 assert match is not None, variable["definition"]
                 values = prometheus.label_values(match["label"], match["metric"])
-                assert cluster_id in values, f"{board['uid']}: ${variable['name']} offers {values}"
+                assert sorted(values) == [CALM, FAULTY], (
+                    f"{board['uid']}: ${variable['name']} offers {values}"
+                )
                 assert variable["includeAll"], variable["name"]
+                assert variable["multi"], variable["name"]
         # $cluster at its default, All: every value the variable offers
         variables = {"cluster": grafana_all(values), "datasource": "prometheus"}
         for query in panel_queries(board):
@@ -208,6 +235,17 @@ def test_every_panel_query_is_valid_and_returns_data(
             except PrometheusError as exc:
                 invalid.append(f"{query.name}: {exc}\n    {expr}")
                 continue
+            # $cluster set to the calm cluster alone: nothing of the faulty one shows
+            calm_only = substitute(query.expr, variables | {"cluster": grafana_all([CALM])})
+            if query.instant:
+                calm_series = prometheus.query(calm_only, at=end)
+            else:
+                calm_series = prometheus.query_range(calm_only, end - RANGE_S, end, STEP_S)
+            leaked = [s for s in calm_series if s.get("metric", {}).get("cluster", CALM) != CALM]
+            if leaked:
+                invalid.append(
+                    f"{query.name}: $cluster={CALM} shows another cluster's series\n    {calm_only}"
+                )
             key = (query.dashboard, query.panel)
             has_data = returns_data(query, series)
             data[key] = data.get(key, True) and has_data
