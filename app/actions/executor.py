@@ -571,8 +571,41 @@ class ReassignmentExecutor:
             snapshot, _ = self._state()
             statuses = reassignment_status(snapshot, items)
             if all(s.state != "in progress" for s in statuses.values()) or time.monotonic() >= deadline:
-                return statuses
+                return self._confirm_failed(statuses)
             time.sleep(self.settings.poll_s)
+
+    def _confirm_failed(
+        self, statuses: dict[TopicPartition, ReassignmentStatus]
+    ) -> dict[TopicPartition, ReassignmentStatus]:
+        """``statuses`` with each "failed" verdict checked against ZooKeeper itself, as Kafka's ``--verify``
+        does: a controller that finishes a batch within milliseconds can delete the admin znode before the
+        collector's snapshot shows the batch at all, and that snapshot (the replicas as they were) would
+        call the move failed. A partition whose topic znode holds exactly the target, with nothing being
+        added or removed, is completed."""
+        failed = sorted({tp.topic for tp, s in statuses.items() if s.state == "failed"})
+        if not failed:
+            return statuses
+        confirmed = dict(statuses)
+        for topic in failed:
+            path = zkdata.topic_path(topic)
+            try:
+                assignment, _ = zkdata.decode_topic(path, self._zk.read(path))
+            except Exception:  # unreadable now: the snapshot's verdict stands
+                log.debug("cannot read %s to confirm a failed move", path, exc_info=True)
+                continue
+            for tp, status in statuses.items():
+                now = assignment.get(tp.partition)
+                if (
+                    tp.topic == topic
+                    and status.state == "failed"
+                    and now is not None
+                    and not now.is_being_reassigned
+                    and now.replicas == status.target
+                ):
+                    confirmed[tp] = ReassignmentStatus(
+                        "completed", status.target, now.replicas, status.in_sync
+                    )
+        return confirmed
 
     def _finish(
         self,

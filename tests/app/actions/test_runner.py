@@ -30,7 +30,7 @@ from app.actions.runner import (
 from app.actions.state import ActionRecord, ActionState, AuditEntry, MemoryActionLog, request_digest
 from collectors.health import HealthReport, assess
 from collectors.kafka import zkdata
-from collectors.kafka.model import ClusterSnapshot, PendingOperations, TopicPartition
+from collectors.kafka.model import ClusterSnapshot, PendingOperations, ReplicaAssignment, TopicPartition
 from tests.support import snapshots
 
 pytestmark = pytest.mark.unit
@@ -296,6 +296,27 @@ def test_an_executed_reassignment_is_recorded_and_runs_in_the_background() -> No
     done = wait_until_done(r.log, outcome.action.id)
     assert done.state is ActionState.SUCCEEDED, done
     assert r.cluster.snapshot.partitions[ORDERS_0].assignment.replicas == (1, 2, 4)
+    r.runner.shutdown()
+
+
+@pytest.mark.parametrize(("in_zookeeper", "state"), [((1, 2, 4), "SUCCEEDED"), ((1, 2, 3), "FAILED")])
+def test_a_move_the_snapshot_never_showed_is_judged_by_zookeeper_itself(
+    in_zookeeper: tuple[int, ...], state: str
+) -> None:
+    """A controller that completes a batch within milliseconds deletes the admin znode before the collector's
+    snapshot shows the move at all: the verdict on what that stale snapshot calls failed is the topic
+    znode's, as Kafka's --verify reads it."""
+    r = make_runner(not_preferred(brokers=(1, 2, 3, 4)))
+    r.cluster.take = lambda path, data: None  # type: ignore[method-assign]  # the snapshot never moves
+    topic = {0: ReplicaAssignment(in_zookeeper), 1: ReplicaAssignment((2, 3, 1))}
+    r.admin.znodes[zkdata.topic_path("orders")] = zkdata.encode_topic(topic)
+    items = (ReassignmentRequest("orders", 0, (1, 2, 4)),)
+    outcome = r.runner.reassign(Who(), ReassignmentOrder(items, dry_run=False))
+    assert outcome.action is not None
+    done = wait_until_done(r.log, outcome.action.id)
+    assert done.state is ActionState[state], done
+    assert done.result is not None
+    assert done.result["completed"] == (1 if state == "SUCCEEDED" else 0)
     r.runner.shutdown()
 
 
