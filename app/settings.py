@@ -28,6 +28,7 @@ from app.embedded.reference_cluster.config import ReferenceClusterSettings
 from app.service.config import ServiceSettings
 from collectors.kafka import zkclient
 from collectors.kafka.zkclient import ZooKeeperSecurity
+from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import MetricsSettings
 from collectors.sampler import SamplerSettings
 
@@ -228,6 +229,21 @@ class Settings(BaseSettings):
                 )
             metrics = cluster.metrics if cluster.metrics is not None else self.metrics
             watched.append(WatchedCluster(name, zookeeper, metrics))
+        return watched
+
+    def require_watched(self) -> list[WatchedCluster]:
+        """:meth:`watched`, each with a ZooKeeper connect string that parses: what ``serve`` and
+        ``collect`` need before they start. Raises ValueError naming the cluster."""
+        watched = self.watched()
+        for cluster in watched:
+            if cluster.zookeeper.connect is None:
+                raise ValueError(NO_ZOOKEEPER)
+            try:
+                parse_connect_string(cluster.connect)
+            except ValueError as exc:
+                if cluster.name is None:
+                    raise
+                raise ValueError(f"cluster {cluster.name}: {str(exc).splitlines()[0]}") from None
         return watched
 
     @classmethod

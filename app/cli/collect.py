@@ -38,8 +38,7 @@ from app.cli.common import (
     stop_signals,
     unreachable,
 )
-from app.settings import NO_ZOOKEEPER, Settings, WatchedCluster, cluster_overrides, load_settings
-from collectors.kafka.zkdata import parse_connect_string
+from app.settings import Settings, WatchedCluster, cluster_overrides, load_settings
 from collectors.metrics import MetricsCollector
 from collectors.sampler import Round, Sampler
 from collectors.samples import SampleNumbering, new_collector_id
@@ -133,15 +132,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if sampler:
         overrides["sampler"] = base.sampler.model_dump() | sampler
     settings = Settings.model_validate(settings_tree(base) | {k: _dump(v) for k, v in overrides.items()})
-    for cluster in settings.watched():
-        if cluster.zookeeper.connect is None:
-            raise ValueError(NO_ZOOKEEPER)
-        try:
-            parse_connect_string(cluster.connect)
-        except ValueError as exc:
-            if cluster.name is None:
-                raise
-            raise ValueError(f"cluster {cluster.name}: {first_line(exc)}") from None
+    settings.require_watched()
     spec = parse_transport(settings.sampler.sink)
     if spec.kind == "spool" and not settings.sampler.create_spool:
         assert spec.directory is not None

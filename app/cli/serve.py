@@ -45,9 +45,8 @@ from app.cli.common import (
 from app.incidents.changes import SnapshotChanges
 from app.service.auth import hash_token
 from app.service.config import ServiceSettings
-from app.settings import NO_ZOOKEEPER, Settings, WatchedCluster, cluster_overrides, load_settings
+from app.settings import Settings, WatchedCluster, cluster_overrides, load_settings
 from app.storage import Storage
-from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import missing_listener
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
@@ -109,15 +108,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if getattr(args, flag) is not None:
             base["service"][flag] = getattr(args, flag)
     settings = Settings.model_validate(base)
-    for watched in settings.watched():
-        if watched.zookeeper.connect is None:
-            raise ValueError(NO_ZOOKEEPER)
-        try:
-            parse_connect_string(watched.connect)
-        except ValueError as exc:
-            if watched.name is None:
-                raise
-            raise ValueError(f"cluster {watched.name}: {exc}") from None
+    settings.require_watched()
     return settings
 
 

@@ -142,3 +142,12 @@ def test_a_dump_validated_again_keeps_the_shared_zookeeper_section(
     assert (prod.zookeeper.session_timeout_s, stage.zookeeper.session_timeout_s) == (9.0, 4.0)
     assert prod.zookeeper.auth_digest is not None
     assert prod.zookeeper.auth_digest.get_secret_value() == "kh:secret"
+
+
+def test_a_clusters_zookeeper_section_has_every_field_of_the_shared_one() -> None:
+    """The per-cluster section repeats the shared one's fields (each None until set): a field added to one
+    and not the other would be refused per cluster, or never inherited."""
+    from app.settings import ClusterZooKeeperSettings, ZooKeeperSettings
+
+    assert set(ClusterZooKeeperSettings.model_fields) == set(ZooKeeperSettings.model_fields)
+    assert all(f.default is None for f in ClusterZooKeeperSettings.model_fields.values())

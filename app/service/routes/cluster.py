@@ -84,18 +84,7 @@ def _cluster(view: ClusterView, state: ClusterState) -> ClusterOut:
             kraft_controller_epoch=snapshot.controller.kraft_controller_epoch,
         ),
         migration=MigrationOut(**migration_view(snapshot).to_json()),
-        summary=Summary(
-            brokers=summary.brokers,
-            topics=summary.topics,
-            partitions=summary.partitions,
-            under_replicated=summary.under_replicated,
-            under_min_isr=summary.under_min_isr,
-            at_min_isr=summary.at_min_isr,
-            offline=summary.offline,
-            preferred_replica_imbalance=summary.preferred_replica_imbalance,
-            brokers_down=list(summary.brokers_down),
-            unknown=summary.unknown,
-        ),
+        summary=Summary.of(summary),
         suspect_brokers=[
             SuspectOut(broker_id=s.broker_id, missing_from=s.missing_from, share=s.share)
             for s in sorted(report.suspects, key=lambda s: (-s.share, s.broker_id))[:MAX_SUSPECTS]

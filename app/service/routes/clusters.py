@@ -53,18 +53,7 @@ def _watched(cluster: ClusterComponents) -> WatchedClusterOut:
         reason=reason,
         brokers=len(snapshot.brokers),
         controller=snapshot.controller.broker_id,
-        summary=Summary(
-            brokers=summary.brokers,
-            topics=summary.topics,
-            partitions=summary.partitions,
-            under_replicated=summary.under_replicated,
-            under_min_isr=summary.under_min_isr,
-            at_min_isr=summary.at_min_isr,
-            offline=summary.offline,
-            preferred_replica_imbalance=summary.preferred_replica_imbalance,
-            brokers_down=list(summary.brokers_down),
-            unknown=summary.unknown,
-        ),
+        summary=Summary.of(summary),
     )
 
 

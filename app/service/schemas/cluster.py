@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from app.service.schemas.migration import MigrationOut
+from collectors.health import HealthSummary
 from collectors.kafka.effective import ConfigSource
 from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
 
@@ -40,6 +41,21 @@ class Summary(BaseModel):
     brokers_down: list[int]
     unknown: int = 0
     """Partitions whose state znode could not be read or parsed (counted in none of the above)."""
+
+    @classmethod
+    def of(cls, summary: HealthSummary) -> Summary:
+        return cls(
+            brokers=summary.brokers,
+            topics=summary.topics,
+            partitions=summary.partitions,
+            under_replicated=summary.under_replicated,
+            under_min_isr=summary.under_min_isr,
+            at_min_isr=summary.at_min_isr,
+            offline=summary.offline,
+            preferred_replica_imbalance=summary.preferred_replica_imbalance,
+            brokers_down=list(summary.brokers_down),
+            unknown=summary.unknown,
+        )
 
 
 class SuspectOut(BaseModel):
