@@ -14,6 +14,11 @@ overnight hurts producers at peak. The controller moves the rate between the req
 * The rate changes **at most once per** ``interval_s``: the signals are smoothed over about a minute
   (Kafka's one-minute rates, the histograms' decaying reservoirs), so a change needs time to show before
   the next is judged.
+* A copy **falling behind** (its bytes remaining grew for ``stall_after_s``:
+  :func:`app.actions.progress.falling_behind`) is raised at once, past the step, by :func:`catch_up`: to
+  the current rate plus twice the growth (the remainder then shrinks as fast as it grew), within
+  ``max_bytes_per_s``. Not when a broker is unhealthy (the load the controller lowers the rate for would
+  only grow), nor above the ceiling: then the action goes STALLED, the reason saying why the rate holds.
 * A broker whose **signals are missing** (not scraped, or its exporter does not have them) counts neither
   as healthy nor as unhealthy, and the reason says so; with **no signals at all** and no under-replicated
   partition, the rate holds: nothing is known, so nothing changes.
@@ -348,6 +353,33 @@ def next_rate(
     if found.unknown:
         reason += f"; {_brokers(found.unknown)} without signals, counted neither healthy nor unhealthy"
     return ThrottleDecision(target, current, direction, reason, now, found.findings)
+
+
+def catch_up(
+    current: int,
+    growth_bytes_per_s: float,
+    why: str,
+    signals_by_broker: Mapping[int, BrokerSignals],
+    brokers_involved: Collection[int],
+    urps_outside_moving: Collection[TopicPartition],
+    now: float,
+    settings: AdaptiveThrottle,
+) -> ThrottleDecision | str:
+    """The answer to a copy falling behind by ``growth_bytes_per_s`` (``why``: the verdict's figures): a
+    raise to ``current + 2 x growth`` (at least by the step, at most to ``max_bytes_per_s``), or, as a
+    sentence, why the rate cannot rise: it is at its ceiling, or a broker involved is unhealthy (or
+    partitions outside the reassignment are under-replicated), the load :func:`next_rate` lowers it for.
+    Not bound by ``interval_s``: a verdict takes a whole ``stall_after_s`` of growth to form."""
+    found = assess(signals_by_broker, brokers_involved, urps_outside_moving, settings)
+    if found.any_unhealthy:
+        held = "; ".join(f.sentence for f in found.findings)
+        return f"the adaptive throttle cannot rise from {_rate(current)}: {held}"
+    if current >= settings.max_bytes_per_s:
+        return f"the adaptive throttle is at its maximum, {_rate(settings.max_bytes_per_s)}"
+    wanted = current + max(settings.step, math.ceil(2 * max(0.0, growth_bytes_per_s)))
+    target = settings.clamp(wanted)
+    reason = f"raising the throttle {_rate(current)} -> {_rate(target)}: the reassignment is {why}"
+    return ThrottleDecision(target, current, "raise", reason, now)
 
 
 def _rate(bytes_per_s: int) -> str:

@@ -15,8 +15,9 @@ class ActionSettings(BaseModel):
     stall_after_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
     """A running reassignment with no progress (no byte copied, no replica joining an ISR, no partition
     completing), or waiting on a destination broker that is down, or on an unhealthy cluster before its next
-    batch, for this long is STALLED: it reports why, pages (rule 12) and shows in ``/metrics``; it goes back
-    to RUNNING as soon as it progresses again."""
+    batch, or falling behind (its batch's bytes remaining growing: the throttle below the produce rate;
+    an adaptive throttle is raised first), for this long is STALLED: it reports why, pages (rule 12) and
+    shows in ``/metrics``; it goes back to RUNNING as soon as no reason holds any more."""
     poll_s: Annotated[float, Field(gt=0, le=10)] = 0.2
     """How often a running action looks at the cluster (the snapshot is in memory: this costs nothing)."""
     progress_interval_s: Annotated[float, Field(gt=0, le=600)] = 2.0

@@ -14,9 +14,12 @@ cancel is never overwritten: it is seen before the next write.
 * **Reassignment**: throttles set first (static, or adaptive: :mod:`app.actions.adaptive`), then
   ``/admin/reassign_partitions`` one batch at a time, no batch while a partition is under min ISR or
   offline. Progress (partitions and bytes, rate, ETA) is measured as it runs; no progress for
-  ``stall_after_s`` makes it STALLED with the reason. A cancel writes no further batch, removes the
-  throttles and ends CANCELLED at once: the batch in flight is the controller's to finish (ZooKeeper mode
-  cannot abort it), unthrottled; a rollback (a new action) undoes it.
+  ``stall_after_s`` makes it STALLED with the reason, and so does a copy falling behind (the batch's bytes
+  remaining growing for ``stall_after_s``: the throttle below the produce rate), once an adaptive throttle
+  cannot rise any further (:func:`app.actions.adaptive.catch_up`). A cancel writes no further batch,
+  removes the throttles and ends CANCELLED at once: the batch in flight is the controller's to finish
+  (ZooKeeper mode cannot abort it), unthrottled; a rollback (a new action) undoes it. Once removed, the
+  progress says so (``throttles``: ``set``, then ``removed`` or ``not removed``).
 
 An executor that stops leading, or whose service stops, leaves the action as it is (RUNNING, its throttles
 set) for the instance that adopts it (:class:`~app.actions.handle.StoppedError`).
@@ -34,12 +37,29 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError
 
-from app.actions.adaptive import next_rate, produce_baselines, signals_from_scrape, urps_outside
+from app.actions.adaptive import (
+    AdaptiveThrottle,
+    ThrottleDecision,
+    catch_up,
+    next_rate,
+    produce_baselines,
+    signals_from_scrape,
+    urps_outside,
+)
 from app.actions.config import ActionSettings
 from app.actions.election import ELECTED, chunk_payloads, verify_election
 from app.actions.handle import ActionHandle, CancelRequestedError, Gate, StoppedError, SupersededError
 from app.actions.journal import ElectionJournal, JournalError, ReassignmentJournal, Step, resolve_writing
-from app.actions.progress import ProgressEstimate, estimate_progress, moves_of
+from app.actions.progress import (
+    FallingBehind,
+    ProgressEstimate,
+    Sample,
+    bytes_remaining_of,
+    estimate_progress,
+    falling_behind,
+    moves_of,
+    window_of,
+)
 from app.actions.reassignment import (
     ReassignmentRequest,
     ReassignmentStatus,
@@ -214,6 +234,8 @@ class _Watch:
     measured_at: float = float("-inf")
     estimate: ProgressEstimate | None = None
     throttle_changed_at: float | None = None
+    behind: list[Sample] = field(default_factory=list)
+    """The batch's bytes remaining as measured (monotonic time): the falling-behind verdict's window."""
 
 
 class ReassignmentExecutor:
@@ -389,7 +411,8 @@ class ReassignmentExecutor:
             now = time.monotonic()
             if now - watch.measured_at >= self.settings.progress_interval_s:
                 self._measure(handle, journal, index, watch)
-                self._check_stall(handle, batch, watch, now)
+                behind = self._falling_behind(handle, journal, watch, throttle, now)
+                self._check_stall(handle, batch, watch, now, behind)
                 if throttle.mode == "adaptive":
                     self._adapt(handle, journal, watch, throttle, now)
             self._zk.wait_deleted(REASSIGN_PARTITIONS_PATH, self.settings.poll_s)
@@ -418,6 +441,10 @@ class ReassignmentExecutor:
         sizes = self._sizes(snapshot, moves)
         estimate = estimate_progress(moves, snapshot, sizes, watch.estimate, time.time())
         watch.estimate = estimate
+        remaining = bytes_remaining_of(estimate, [item.tp for item in journal.batches[index]])
+        if remaining is not None:
+            watch.behind.append((now, remaining))
+            watch.behind = window_of(watch.behind, self.settings.stall_after_s)
         progress: dict[str, Any] = {
             "partitions_done": estimate.partitions_done,
             "partitions_remaining": estimate.partitions_remaining,
@@ -461,8 +488,61 @@ class ReassignmentExecutor:
             log.debug("log sizes unavailable: %s", exc)
             return None
 
+    def _falling_behind(
+        self,
+        handle: ActionHandle,
+        journal: ReassignmentJournal,
+        watch: _Watch,
+        spec: ThrottleSpec,
+        now: float,
+    ) -> str | None:
+        """The stall reason when the batch's copy falls behind (:func:`app.actions.progress.falling_behind`
+        over ``stall_after_s``), None when it does not. An adaptive throttle that can rise is raised instead
+        (:func:`app.actions.adaptive.catch_up`), and the verdict starts over at the new rate."""
+        verdict = falling_behind(watch.behind, self.settings.stall_after_s)
+        if verdict is None:
+            return None
+        rate = _int_or_none(handle.record.progress.get("throttle_bytes_per_s"))
+        if spec.mode != "adaptive" or spec.adaptive is None:
+            return verdict.reason(rate if spec.mode != "none" else None)
+        current = rate or spec.adaptive.initial_rate
+        answer = self._catch_up(handle, journal, verdict, current, spec.adaptive, now)
+        if isinstance(answer, str):
+            return verdict.reason(current, held=answer)
+        self._change_throttle(handle, journal, watch, current, answer, now)
+        watch.behind = watch.behind[-1:]
+        return None
+
+    def _catch_up(
+        self,
+        handle: ActionHandle,
+        journal: ReassignmentJournal,
+        verdict: FallingBehind,
+        current: int,
+        adaptive: AdaptiveThrottle,
+        now: float,
+    ) -> ThrottleDecision | str:
+        progress = handle.record.progress
+        baselines = {int(b): float(v) for b, v in (progress.get("produce_p99_baseline_ms") or {}).items()}
+        snapshot, _ = self._state()
+        return catch_up(
+            current,
+            verdict.growth_bytes_per_s,
+            verdict.describe(current),
+            signals_from_scrape(self._scrape() if self._scrape is not None else None, baselines),
+            journal.throttled_brokers,
+            urps_outside(snapshot, [item.tp for item in journal.items]),
+            now,
+            adaptive,
+        )
+
     def _check_stall(
-        self, handle: ActionHandle, batch: Sequence[ReassignmentRequest], watch: _Watch, now: float
+        self,
+        handle: ActionHandle,
+        batch: Sequence[ReassignmentRequest],
+        watch: _Watch,
+        now: float,
+        behind: str | None = None,
     ) -> None:
         snapshot, _ = self._state()
         destinations = sorted({b for item in batch for b in item.replicas})
@@ -474,7 +554,7 @@ class ReassignmentExecutor:
         stalled_for = now - watch.progress_at
         down_for = 0.0 if watch.down_since is None else now - watch.down_since
         limit = self.settings.stall_after_s
-        if stalled_for >= limit or down_for >= limit:
+        if stalled_for >= limit or down_for >= limit or behind is not None:
             reasons = []
             if down:
                 reasons.append(
@@ -483,6 +563,8 @@ class ReassignmentExecutor:
                 )
             if stalled_for >= limit:
                 reasons.append(f"no progress for {stalled_for:.0f} s")
+            if behind is not None:
+                reasons.append(behind)
             self._stall(handle, "; ".join(reasons))
         elif handle.record.state is ActionState.STALLED:
             handle.move(ActionState.RUNNING, progress={"stalled": None})
@@ -523,6 +605,19 @@ class ReassignmentExecutor:
         )
         if decision is None:
             return
+        self._change_throttle(handle, journal, watch, current, decision, now)
+
+    def _change_throttle(
+        self,
+        handle: ActionHandle,
+        journal: ReassignmentJournal,
+        watch: _Watch,
+        current: int,
+        decision: ThrottleDecision,
+        now: float,
+    ) -> None:
+        """Write the adaptive throttle's new rate, keep it in the progress' history, audit it."""
+        progress = handle.record.progress
         self._gate.check()
         self._set_throttle(journal, decision.rate)
         watch.throttle_changed_at = now
@@ -652,6 +747,8 @@ class ReassignmentExecutor:
             "partitions_done": len(completed),
             "partitions_remaining": len(items) - len(completed),
         }
+        if throttled:
+            progress["throttles"] = "removed" if removed else "not removed"
         if len(completed) == len(items) and handle.record.progress.get("bytes_remaining") is not None:
             done_bytes = handle.record.progress.get("bytes_done") or 0
             progress |= {

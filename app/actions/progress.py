@@ -15,6 +15,12 @@ as empty (a new broker has no log until its first replica arrives: its replicas'
 then). The estimate counts bytes when every moving replica's are known, and falls back to partition
 counts otherwise.
 
+A copy *falls behind* (:func:`falling_behind`) when the bytes its moving replicas have left to copy grow
+over a whole window (the executor's ``stall_after_s``): the partitions take in more than the throttle (or
+the replication, without one) lets through, and the replicas never catch up. The verdict reads samples of
+the bytes remaining of the batch in flight (:func:`bytes_remaining_of`), not of the whole action: the
+partitions of later batches grow with their produce traffic whatever the throttle does.
+
 The rate is an exponentially weighted moving average over observations (``smoothing``, the weight of the
 newest), of the bytes (or partitions) done since the previous observation over the time between; the
 bytes are summed over the replicas measured both times, so a broker missing from one read does not show as
@@ -24,7 +30,7 @@ needs two points, and no progress yet gives no rate), 0 when nothing remains.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -247,3 +253,111 @@ def _eta(remaining: float, rate: float | None) -> float | None:
     if rate is None or rate <= 0:
         return None
     return remaining / rate
+
+
+# --- falling behind ----------------------------------------------------------------------------------------
+
+Sample = tuple[float, float]
+"""``(time in seconds, bytes remaining)``: one measurement of the copy in flight."""
+
+
+@dataclass(frozen=True, slots=True)
+class FallingBehind:
+    """The bytes remaining grew from ``bytes_then`` (at ``since``) to ``bytes_now`` (at ``at``)."""
+
+    since: float
+    at: float
+    bytes_then: float
+    bytes_now: float
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.at - self.since
+
+    @property
+    def growth_bytes_per_s(self) -> float:
+        """How fast the remainder grows: what the partitions take in beyond what the copy moves."""
+        return (self.bytes_now - self.bytes_then) / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def describe(self, throttle_bytes_per_s: int | None) -> str:
+        """``falling behind: ...`` with the figures: the bytes remaining then and now, their growth rate,
+        and the throttle."""
+        throttle = (
+            "no throttle (the replication itself is slower than the produce rate)"
+            if throttle_bytes_per_s is None
+            else f"a throttle of {byte_rate(throttle_bytes_per_s)}"
+        )
+        return (
+            f"falling behind: bytes remaining grew from {byte_size(self.bytes_then)} to "
+            f"{byte_size(self.bytes_now)} in {self.elapsed_s:.0f} s (+{byte_rate(self.growth_bytes_per_s)}) "
+            f"at {throttle}"
+        )
+
+    def reason(self, throttle_bytes_per_s: int | None, held: str | None = None) -> str:
+        """The action's reason when it goes STALLED for it: :meth:`describe`, why the throttle stays where
+        it is (``held``, an adaptive one), and what it means."""
+        because = f"; {held}" if held else ""
+        return (
+            f"{self.describe(throttle_bytes_per_s)}{because}: the moving partitions take in more than the "
+            "copy moves, so their new replicas never catch up (raise the throttle)"
+        )
+
+
+def bytes_remaining_of(estimate: ProgressEstimate, partitions: Collection[TopicPartition]) -> float | None:
+    """The bytes the moving replicas of ``partitions`` (the batch in flight) have left to copy; None when
+    any of them is not measured, or none of them copies anything."""
+    wanted = frozenset(partitions)
+    replicas = [r for r in estimate.replicas if r.tp in wanted]
+    if not replicas or any(r.bytes_done is None or r.bytes_total is None for r in replicas):
+        return None
+    return sum(max(0.0, (r.bytes_total or 0.0) - (r.bytes_done or 0.0)) for r in replicas)
+
+
+def window_of(samples: Sequence[Sample], window_s: float) -> list[Sample]:
+    """The samples a verdict over ``window_s`` needs (oldest first): those of the last ``window_s`` and the
+    latest one before them (where the window begins). The executor keeps only these."""
+    if not samples:
+        return []
+    start = samples[-1][0] - window_s
+    before = [i for i, (at, _) in enumerate(samples) if at <= start]
+    return list(samples[before[-1] if before else 0 :])
+
+
+def falling_behind(samples: Sequence[Sample], window_s: float) -> FallingBehind | None:
+    """The verdict on the copy in flight from its samples (oldest first): falling behind when they cover
+    ``window_s`` (one is at least that old), the bytes remaining at the end are above those at the window's
+    start (the latest sample at or before ``window_s`` ago), and their least-squares trend over the window
+    rises, so that one noisy sample neither makes nor unmakes the verdict. None otherwise: too soon to
+    tell, holding, or catching up."""
+    if window_s <= 0:
+        raise ValueError(f"the window must be positive, got {window_s!r}")
+    window = window_of(samples, window_s)
+    if len(window) < 2 or window[-1][0] - window[0][0] < window_s:
+        return None
+    (since, then), (at, now) = window[0], window[-1]
+    if now <= then or _slope(window) <= 0:
+        return None
+    return FallingBehind(since, at, then, now)
+
+
+def _slope(samples: Sequence[Sample]) -> float:
+    n = len(samples)
+    mean_t = sum(t for t, _ in samples) / n
+    mean_b = sum(b for _, b in samples) / n
+    spread = sum((t - mean_t) ** 2 for t, _ in samples)
+    if spread <= 0:
+        return 0.0
+    return sum((t - mean_t) * (b - mean_b) for t, b in samples) / spread
+
+
+def byte_size(value: float) -> str:
+    """``58.0 MiB``: bytes in the largest binary unit that keeps a number of at least 1."""
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def byte_rate(value: float) -> str:
+    """``256.0 KiB/s``."""
+    return f"{byte_size(value)}/s"

@@ -2,8 +2,9 @@
 :class:`MemoryActionLog` here, :class:`app.actions.store.StoreActionLog` in the database.
 
 PENDING → RUNNING → SUCCEEDED | PARTIAL | FAILED | CANCELLED; PENDING may also go straight to CANCELLED
-or FAILED; RUNNING ⇄ STALLED (no progress for the set time: the action still runs, and ends as a running one
-does). Terminal states stay terminal; any other transition raises :class:`IllegalTransitionError`.
+or FAILED; RUNNING ⇄ STALLED (no progress for the set time, or falling behind that long: the action
+still runs, and ends as a running one does). Terminal states stay terminal; any other transition raises
+:class:`IllegalTransitionError`.
 
 Several writers touch one record: its executor (progress, state), a cancel (any replica of the service), a
 new executor adopting it after a crash or a failover. Every update is therefore a compare-and-set on the

@@ -1,6 +1,7 @@
 """The adaptive throttle's controller: the request model, the signals from a scrape, the thresholds, the
 URPs outside the reassignment, and :func:`next_rate` (additive increase, multiplicative decrease, the
-interval, missing signals), with properties over random inputs: the rate never leaves its bounds."""
+interval, missing signals), :func:`catch_up` (a copy falling behind), with properties over random inputs:
+the rate never leaves its bounds."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from app.actions.adaptive import (
     UNDER_REPLICATED,
     AdaptiveThrottle,
     BrokerSignals,
+    ThrottleDecision,
     assess,
+    catch_up,
     next_rate,
     produce_baselines,
     produce_p99_limit_ms,
@@ -418,3 +421,58 @@ def test_over_a_run_the_rate_stays_within_bounds_and_changes_at_most_once_per_in
             changes.append(now)
         assert settings.min_bytes_per_s <= rate <= settings.max_bytes_per_s
     assert all(b - a >= settings.interval_s for a, b in itertools.pairwise(changes))
+
+
+# --- a copy falling behind --------------------------------------------------------------------------------
+
+BEHIND = "falling behind: bytes remaining grew from 47.0 MiB to 58.0 MiB in 120 s"
+
+
+def behind(
+    current: int = 50 * MIB,
+    growth: float = 3 * MIB,
+    signals: dict[int, BrokerSignals] | None = None,
+    urps: tuple[TopicPartition, ...] = (),
+    settings: AdaptiveThrottle = SETTINGS,
+) -> ThrottleDecision | str:
+    if signals is None:
+        signals = dict.fromkeys(INVOLVED, HEALTHY)
+    return catch_up(current, growth, BEHIND, signals, INVOLVED, urps, 1000.0, settings)
+
+
+def test_falling_behind_raises_by_twice_the_growth_at_once() -> None:
+    decision = behind(growth=15 * MIB)
+    assert isinstance(decision, ThrottleDecision)
+    assert (decision.previous, decision.rate, decision.direction) == (50 * MIB, 80 * MIB, "raise")
+    assert BEHIND in decision.reason
+    assert decision.reason.startswith("raising the throttle")
+
+
+def test_falling_behind_slowly_raises_by_the_step_at_least() -> None:
+    decision = behind(growth=1.0)
+    assert isinstance(decision, ThrottleDecision)
+    assert decision.rate == 60 * MIB
+
+
+def test_falling_behind_without_signals_still_raises() -> None:
+    decision = behind(signals={})
+    assert isinstance(decision, ThrottleDecision)
+    assert decision.rate == 60 * MIB
+
+
+def test_falling_behind_stops_at_the_ceiling_and_then_says_it_cannot_rise() -> None:
+    decision = behind(current=105 * MIB, growth=50 * MIB)
+    assert isinstance(decision, ThrottleDecision)
+    assert decision.rate == 110 * MIB
+    held = behind(current=110 * MIB)
+    assert held == "the adaptive throttle is at its maximum, 115343360 B/s (110.0 MiB/s)"
+
+
+def test_falling_behind_does_not_raise_while_a_broker_is_unhealthy() -> None:
+    held = behind(signals={1: HEALTHY, 2: BUSY_HANDLERS, 3: HEALTHY})
+    assert isinstance(held, str)
+    assert held.startswith("the adaptive throttle cannot rise from 52428800 B/s")
+    assert "broker 2: request-handler idle 0.20 < 0.30" in held
+    urps = behind(urps=(TopicPartition("other", 0),))
+    assert isinstance(urps, str)
+    assert "under-replicated outside the reassignment" in urps

@@ -1,5 +1,6 @@
 """Progress and ETA of a reassignment: bytes per moving replica against its leader's log, partitions and
-replicas done, the smoothed rate and the ETA over observations, and the fall back to partition counts."""
+replicas done, the smoothed rate and the ETA over observations, the fall back to partition counts, and the
+verdict on a copy falling behind (its bytes remaining growing over the window)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.actions.progress import (
+    FallingBehind,
     PartitionMove,
     ProgressEstimate,
     ReplicaProgress,
+    Sample,
+    byte_size,
+    bytes_remaining_of,
     estimate_progress,
+    falling_behind,
     moves_of,
+    window_of,
 )
 from collectors.kafka.model import ClusterSnapshot, TopicPartition
 from tests.support.snapshots import cluster, partition
@@ -253,3 +260,110 @@ def test_figures_stay_consistent_over_any_sequence_of_reads(
         assert estimate.eta_s is None or estimate.eta_s >= 0
         assert 0 <= estimate.replicas_done <= estimate.replicas_total == 2
         previous = estimate
+
+
+# --- falling behind ------------------------------------------------------------------------------------
+
+MB = 1024 * 1024
+
+
+def grows(start: float, per_s: float, seconds: int, every: float = 2.0) -> list[Sample]:
+    """Samples every ``every`` s over ``seconds``, the bytes remaining from ``start`` at ``per_s``."""
+    steps = int(seconds / every)
+    return [(1000.0 + i * every, start + per_s * i * every) for i in range(steps + 1)]
+
+
+def test_bytes_remaining_growing_over_the_window_falls_behind_with_the_figures() -> None:
+    """The probe's case: 47 MB to 58 MB over two minutes at a 256 KiB/s throttle."""
+    samples = grows(47 * MB, 11 * MB / 120, 120)
+    verdict = falling_behind(samples, 120.0)
+    assert verdict == FallingBehind(1000.0, 1120.0, 47 * MB, 47 * MB + 11 * MB)
+    assert verdict.growth_bytes_per_s == pytest.approx(11 * MB / 120)
+    reason = verdict.reason(256 * 1024)
+    assert reason.startswith("falling behind: bytes remaining grew from 47.0 MiB to 58.0 MiB in 120 s")
+    assert "(+93.9 KiB/s)" in reason
+    assert "at a throttle of 256.0 KiB/s" in reason
+    assert "never catch up" in reason
+    assert "no throttle" in verdict.reason(None)
+    assert "; the adaptive throttle is at its maximum" in verdict.reason(
+        1, held="the adaptive throttle is at its maximum"
+    )
+
+
+def test_too_soon_to_tell_until_the_samples_cover_the_window() -> None:
+    assert falling_behind([], 10.0) is None
+    assert falling_behind([(0.0, 5.0)], 10.0) is None
+    assert falling_behind(grows(MB, 1000.0, 8), 10.0) is None
+    assert falling_behind(grows(MB, 1000.0, 10), 10.0) is not None
+
+
+def test_a_copy_catching_up_or_holding_does_not_fall_behind() -> None:
+    assert falling_behind(grows(50 * MB, -1000.0, 60), 30.0) is None
+    assert falling_behind(grows(50 * MB, 0.0, 60), 30.0) is None
+    assert falling_behind(grows(0.0, 0.0, 60), 30.0) is None
+
+
+def test_only_the_last_window_counts() -> None:
+    """Grew, then caught up over the last window: not behind (however much it grew before)."""
+    samples = grows(MB, 10_000.0, 30) + [(1032.0 + i * 2, 1.3 * MB - i * 5000.0) for i in range(16)]
+    assert falling_behind(samples, 30.0) is None
+    assert falling_behind(samples[:16], 30.0) is not None
+
+
+def test_one_noisy_sample_neither_makes_nor_unmakes_the_verdict() -> None:
+    catching_up = grows(MB, -5000.0, 20)
+    spiked = [*catching_up[:-1], (catching_up[-1][0], MB + 1.0)]  # the last read a byte above the start
+    assert falling_behind(spiked, 20.0) is None, "the trend over the window falls"
+    rising = grows(MB, 5000.0, 20)
+    rising[5] = (rising[5][0], 0.0)  # one read far below the line
+    assert falling_behind(rising, 20.0) is not None
+    ends_low = [*grows(MB, 5000.0, 20)[:-1], (1020.0, 0.9 * MB)]
+    assert falling_behind(ends_low, 20.0) is None, "ends below where the window began"
+
+
+def test_the_window_keeps_the_sample_where_it_begins() -> None:
+    samples = grows(MB, 1.0, 20)
+    kept = window_of(samples, 5.0)
+    assert [at for at, _ in kept] == [1014.0, 1016.0, 1018.0, 1020.0], "from the last read 5 s ago or more"
+    assert [at for at, _ in window_of([*kept, (1021.0, 2.0)], 5.0)] == [1016.0, 1018.0, 1020.0, 1021.0]
+    assert window_of([], 5.0) == []
+    assert window_of(samples[:2], 5.0) == samples[:2]
+    with pytest.raises(ValueError, match="positive"):
+        falling_behind(samples, 0.0)
+
+
+@given(
+    st.lists(st.floats(min_value=0, max_value=1e12, allow_nan=False), min_size=2, max_size=40),
+    st.floats(min_value=0.5, max_value=100.0),
+)
+def test_a_verdict_always_means_net_growth_over_at_least_the_window(
+    values: list[float], window: float
+) -> None:
+    samples = [(float(i), v) for i, v in enumerate(values)]
+    verdict = falling_behind(samples, window)
+    if verdict is not None:
+        assert verdict.bytes_now > verdict.bytes_then
+        assert verdict.elapsed_s >= window
+        assert verdict.growth_bytes_per_s > 0
+        assert verdict.at == samples[-1][0]
+
+
+def test_bytes_remaining_of_the_batch_in_flight() -> None:
+    estimate = estimate_progress(MOVES, copying(), sizes(new_0=400.0, new_1=1000.0), None, 0.0)
+    assert bytes_remaining_of(estimate, [P0]) == 600.0
+    assert bytes_remaining_of(estimate, [P0, P1]) == 600.0 + 2000.0
+    assert bytes_remaining_of(estimate, [TopicPartition("other", 0)]) is None, "nothing moving"
+    unmeasured = estimate_progress(MOVES, copying(), sizes(new_0=400.0, new_1=None), None, 0.0)
+    assert bytes_remaining_of(unmeasured, [P0]) == 600.0
+    assert bytes_remaining_of(unmeasured, [P0, P1]) is None
+    caught_up = estimate_progress(MOVES, copying(isr_0=(1, 2, 3, 4)), sizes(new_0=400.0), None, 0.0)
+    assert bytes_remaining_of(caught_up, [P0]) == 0.0
+
+
+def test_byte_sizes_read_in_binary_units() -> None:
+    assert [byte_size(v) for v in (12, 2048, 47 * MB, 3 * 1024 * MB)] == [
+        "12 B",
+        "2.0 KiB",
+        "47.0 MiB",
+        "3.0 GiB",
+    ]

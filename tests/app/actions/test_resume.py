@@ -11,7 +11,10 @@ test's own.
 - a chunked election: ``serve`` SIGKILLed between chunks, and the next start writes each remaining chunk
   once;
 - progress (bytes from the brokers' log sizes) and the ETA move as a reassignment runs;
-- an adaptive throttle rises and falls with the brokers' load, within its bounds.
+- an adaptive throttle rises and falls with the brokers' load, within its bounds;
+- a throttle below the produce rate: the copy falls behind, and the action goes STALLED saying so with the
+  figures (an adaptive throttle is raised first, and STALLED only at its maximum); ``progress.throttles``
+  says ``removed`` once the action removed them (completed, cancelled, cancelled while STALLED).
 """
 
 from __future__ import annotations
@@ -202,6 +205,7 @@ def test_a_cancel_during_batch_1_of_3_writes_no_further_batch_and_leaves_no_thro
     assert done["state"] == "CANCELLED", done
     assert done["progress"]["step"]["done"] == 0, "no batch after the first"
     assert done["result"]["throttles_removed"] is True
+    assert done["progress"]["throttles"] == "removed"
     assert throttles_left(zk) == {}
     time.sleep(2 * 0.5)  # two progress intervals: an executor still running would write batch 2 by now
     now = assignment(zk_connect)
@@ -398,6 +402,7 @@ def test_the_dry_run_warns_of_a_throttle_below_the_produce_rate_and_progress_and
     assert done["progress"]["bytes_source"] == "log sizes"
     assert exported == ["kafka_health_action_bytes_remaining", "kafka_health_action_eta_seconds"], exported
     assert done["progress"]["partitions_remaining"] == 0
+    assert done["progress"]["throttles"] == "removed"
     print(f"\nprogress observed {len(seen)} times: {[(round(r / 1024), e and round(e, 1)) for r, e in seen]}")
 
 
@@ -465,3 +470,93 @@ def test_the_adaptive_throttle_rises_and_falls_with_the_load_within_its_bounds(
         f"\nadaptive throttle: peak {peak / mib:.0f} MiB/s, floor under load, {len(recovered)} changes, "
         f"up again to {recovered[-1]['to'] / mib:.0f} MiB/s after the load stopped"
     )
+
+
+KIB = 1024
+
+
+def stalled_behind(serve: Serve, action_id: str) -> dict[str, Any] | None:
+    body = action(serve, action_id)
+    stalled = body["progress"].get("stalled") or {}
+    return body if body["state"] == "STALLED" and "falling behind" in stalled.get("reason", "") else None
+
+
+def test_a_throttle_below_the_produce_rate_falls_behind_stalled_with_the_figures_then_removed(
+    cluster: ReferenceCluster,
+    zk_connect: str,
+    zk: KazooClient,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    """Produced at 256 KiB/s, copied at 64 KiB/s: the bytes remaining grow, and after ``stall_after_s`` of
+    that the action is STALLED, falling behind (though bytes are copied all along: not 'no progress')."""
+    stall_after_s = 3.0
+    serve = start(
+        serves,
+        zk_connect,
+        store_url,
+        KAFKA_HEALTH_SERVICE__ACTIONS__STALL_AFTER_S=str(stall_after_s),
+        **metrics_env(cluster),
+    )
+    cluster.skew({"topics": {TOPIC: 16}})  # 16 KiB/s x 16 per partition
+    action_id = reassign(serve, targets(zk_connect)[:1], throttle_bytes_per_sec=64 * KIB)
+    assert action(serve, action_id)["progress"].get("throttles") in (None, "set")
+    stalled = wait_for(
+        lambda: stalled_behind(serve, action_id), timeout=90, message="STALLED, falling behind"
+    )
+    reason = stalled["progress"]["stalled"]["reason"]
+    assert re.search(r"falling behind: bytes remaining grew from [0-9.]+ MiB to [0-9.]+ MiB in \d+ s", reason)
+    assert re.search(r"\(\+[0-9.]+ KiB/s\) at a throttle of 64\.0 KiB/s", reason), reason
+    assert "no progress" not in reason, reason
+    assert stalled["progress"]["throttles"] == "set"
+    assert throttles_left(zk), "STALLED, the action still runs with its throttles"
+    assert serve.post(f"/api/v1/actions/{action_id}/cancel").status_code == 200
+    done = finished(serve, action_id, timeout=60)
+    assert done["state"] == "CANCELLED", json.dumps(done)[:3000]
+    assert done["progress"]["throttles"] == "removed"
+    assert done["progress"]["stalled"] is None
+    assert throttles_left(zk) == {}
+    cluster.skew({"reset": True})
+    print(f"\n{reason}")
+
+
+def test_an_adaptive_throttle_falling_behind_is_raised_first_and_stalled_only_at_its_maximum(
+    cluster: ReferenceCluster,
+    zk_connect: str,
+    zk: KazooClient,
+    store_url: str,
+    serves: Callable[..., Serve],
+) -> None:
+    stall_after_s = 3.0
+    serve = start(
+        serves,
+        zk_connect,
+        store_url,
+        KAFKA_HEALTH_SERVICE__ACTIONS__STALL_AFTER_S=str(stall_after_s),
+        **metrics_env(cluster),
+    )
+    cluster.skew({"topics": {TOPIC: 16}})
+    bounds = {"min_bytes_per_s": 32 * KIB, "max_bytes_per_s": 64 * KIB}
+    # one change an hour on health alone: the raise to the ceiling is the falling-behind one
+    throttle = {"mode": "adaptive", **bounds, "interval_s": 3600, "increase_step_bytes_per_s": 1024}
+    action_id = reassign(serve, targets(zk_connect)[:1], throttle=throttle)
+    stalled = wait_for(
+        lambda: stalled_behind(serve, action_id), timeout=90, message="STALLED, falling behind"
+    )
+    reason = stalled["progress"]["stalled"]["reason"]
+    assert "at a throttle of 64.0 KiB/s" in reason, reason
+    assert "the adaptive throttle is at its maximum" in reason, reason
+    history = stalled["progress"]["throttle_history"]
+    raised = [e for e in history if "falling behind" in e["reason"]]
+    assert raised, history
+    assert raised[-1]["to"] == bounds["max_bytes_per_s"], history
+    assert all(e["to"] > e["from"] for e in history), history
+    assert stalled["progress"]["throttle_bytes_per_s"] == bounds["max_bytes_per_s"]
+    audited = [e for e in serve.get("/api/v1/audit", limit=1000).json() if e["action"] == "adaptive-throttle"]
+    assert any("falling behind" in e["detail"]["reason"] for e in audited), audited
+    assert serve.post(f"/api/v1/actions/{action_id}/cancel").status_code == 200
+    done = finished(serve, action_id, timeout=60)
+    assert done["state"] == "CANCELLED"
+    assert done["progress"]["throttles"] == "removed"
+    assert throttles_left(zk) == {}
+    cluster.skew({"reset": True})
