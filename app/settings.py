@@ -29,7 +29,7 @@ from app.service.config import ServiceSettings
 from collectors.kafka import zkclient
 from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.kafka.zkdata import parse_connect_string
-from collectors.metrics import MetricsSettings
+from collectors.metrics.config import MetricsSettings
 from collectors.sampler import SamplerSettings
 
 NO_ZOOKEEPER = (

@@ -15,7 +15,7 @@ migration that can be judged from ZooKeeper and the brokers' metrics, each check
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -164,6 +164,253 @@ def _examples(items: list[str], limit: int = 5) -> str:
     return ", ".join(items[:limit]) + more
 
 
+@dataclass(frozen=True, slots=True)
+class ReadinessInput:
+    """What the readiness checks read: the snapshot, its health report and migration view, the brokers'
+    ActiveControllerCount gauges summed (None: not scraped), the lowest ``metadata.version`` accepted and
+    each broker's highest."""
+
+    snapshot: ClusterSnapshot
+    report: HealthReport
+    view: MigrationView
+    active_controller_gauges: float | None
+    min_metadata_level: int
+    levels: Mapping[int, int | None]
+    """Broker id -> the highest ``metadata.version`` it supports (None: it advertises none)."""
+
+
+def _metadata_levels(snapshot: ClusterSnapshot) -> dict[int, int | None]:
+    levels: dict[int, int | None] = {}
+    for b in snapshot.brokers.values():
+        feature = b.features.get(METADATA_VERSION_FEATURE, {})
+        level = feature.get("max_version") if isinstance(feature, Mapping) else None
+        levels[b.id] = level if isinstance(level, int) else None
+    return levels
+
+
+ReadinessRule = Callable[[ReadinessInput], ReadinessCheck | None]
+"""One readiness check: its record, or None where it does not apply (no broker to compare)."""
+
+
+def _migration_not_started(given: ReadinessInput) -> ReadinessCheck:
+    phase = given.view.phase
+    return _check(
+        "migration_not_started",
+        phase == "none",
+        "no /migration and a ZK-mode controller: no migration has started",
+        f"a migration is already under way (phase {phase}): this report is for before one",
+    )
+
+
+def _zookeeper_state_readable(given: ReadinessInput) -> ReadinessCheck:
+    snapshot = given.snapshot
+    return _check(
+        "zookeeper_state_readable",
+        not snapshot.stale and not snapshot.errors,
+        "the whole ZooKeeper tree was read",
+        f"{len(snapshot.errors)} znodes could not be read"
+        + (" and the view is stale" if snapshot.stale else "")
+        + ": the checks below may miss something",
+    )
+
+
+def _cluster_id(given: ReadinessInput) -> ReadinessCheck:
+    cluster_id = given.snapshot.cluster_id
+    return _check(
+        "cluster_id",
+        cluster_id is not None,
+        f"/cluster/id is {cluster_id}: format the KRaft controllers with this id",
+        "no /cluster/id: the KRaft controllers must be formatted with the cluster's id",
+    )
+
+
+def _controller_healthy(given: ReadinessInput) -> ReadinessCheck:
+    controller = given.snapshot.controller
+    return _check(
+        "controller_healthy",
+        given.report.controller.active,
+        f"{'KRaft controller' if controller.is_kraft else 'broker'} {controller.broker_id} is the active"
+        f" controller (epoch {controller.epoch})",
+        "no active controller (/controller is empty)"
+        if controller.broker_id is None
+        else f"the controller, broker {controller.broker_id}, is not registered",
+    )
+
+
+def _single_active_controller(given: ReadinessInput) -> ReadinessCheck:
+    if given.active_controller_gauges is None:
+        return ReadinessCheck(
+            "single_active_controller", "unknown", "no broker metrics scraped (ActiveControllerCount)"
+        )
+    gauges = round(given.active_controller_gauges)
+    return _check(
+        "single_active_controller",
+        gauges == 1,
+        "exactly one broker reports ActiveControllerCount=1",
+        f"{gauges} brokers report ActiveControllerCount=1 (expected exactly one)",
+    )
+
+
+def _brokers_registered(given: ReadinessInput) -> ReadinessCheck:
+    brokers, down = given.snapshot.brokers, given.report.brokers_down
+    return _check(
+        "brokers_registered",
+        bool(brokers) and not down,
+        f"all {len(brokers)} brokers holding replicas are registered",
+        "no broker is registered"
+        if not brokers
+        else f"brokers {_ids(down)} hold replicas but are not registered",
+    )
+
+
+def _registration_version(given: ReadinessInput) -> ReadinessCheck:
+    brokers = given.snapshot.brokers
+    old = sorted(b.id for b in brokers.values() if b.version < 5)
+    return _check(
+        "registration_version",
+        bool(brokers) and not old,
+        "every broker registers in version 5: inter.broker.protocol.version is at least 2.7",
+        f"brokers {_ids(old)} register in version <5: their inter.broker.protocol.version is below 2.7"
+        if old
+        else "no broker registration to read",
+    )
+
+
+def _broker_software(given: ReadinessInput) -> ReadinessCheck:
+    if not given.snapshot.brokers:
+        return ReadinessCheck("broker_software", "unknown", "no broker registration to read")
+    levels = given.levels
+    unknown = sorted(b for b, level in levels.items() if level is None)
+    too_old = sorted(
+        b for b, level in levels.items() if level is not None and level < given.min_metadata_level
+    )
+    releases = sorted({release_of_level(level) for level in levels.values() if level is not None})
+    need = release_of_level(given.min_metadata_level)
+    return _check(
+        "broker_software",
+        not unknown and not too_old,
+        f"every broker runs Kafka {_examples(releases)} (metadata.version up to"
+        f" {max(v for v in levels.values() if v is not None)}), at least {need}",
+        "; ".join(
+            part
+            for part in (
+                f"brokers {_ids(unknown)} advertise no metadata.version feature (Kafka before 3.3,"
+                " or a registration older than v5)"
+                if unknown
+                else "",
+                f"brokers {_ids(too_old)} run Kafka "
+                f"{_examples(sorted({release_of_level(levels[b] or 0) for b in too_old}))}, "
+                f"below {need} (upgrade first)"
+                if too_old
+                else "",
+            )
+            if part
+        ),
+    )
+
+
+def _same_broker_software(given: ReadinessInput) -> ReadinessCheck | None:
+    if not given.snapshot.brokers:
+        return None
+    levels = given.levels
+    distinct = {level for level in levels.values() if level is not None}
+    return _check(
+        "same_broker_software",
+        len(distinct) <= 1,
+        "all brokers run the same release",
+        "brokers run different releases (metadata.version up to "
+        + ", ".join(
+            f"{level}: brokers {_ids(b for b, v in levels.items() if v == level)}"
+            for level in sorted(distinct)
+        )
+        + "): finish the rolling upgrade first",
+    )
+
+
+def _no_pending_reassignments(given: ReadinessInput) -> ReadinessCheck:
+    snapshot = given.snapshot
+    reassigning = sorted(str(p.tp) for p in snapshot.partitions.values() if p.assignment.is_being_reassigned)
+    pending = sorted(str(tp) for tp in snapshot.pending.reassignments)
+    return _check(
+        "no_pending_reassignments",
+        not reassigning and not pending,
+        "no partition reassignment is running or pending",
+        "reassignments running or pending (/admin/reassign_partitions): "
+        + _examples(sorted({*reassigning, *pending})),
+    )
+
+
+def _no_pending_topic_deletions(given: ReadinessInput) -> ReadinessCheck:
+    deletions = list(given.snapshot.pending.deletions)
+    return _check(
+        "no_pending_topic_deletions",
+        not deletions,
+        "no topic deletion is pending",
+        f"topics pending deletion (/admin/delete_topics): {_examples(deletions)}",
+    )
+
+
+def _no_pending_preferred_election(given: ReadinessInput) -> ReadinessCheck:
+    election = [str(tp) for tp in given.snapshot.pending.preferred_election]
+    return _check(
+        "no_pending_preferred_election",
+        not election,
+        "no preferred leader election is pending",
+        "a preferred leader election is pending (/admin/preferred_replica_election): " + _examples(election),
+    )
+
+
+def _no_offline_partitions(given: ReadinessInput) -> ReadinessCheck:
+    offline = given.report.summary.offline
+    return _check(
+        "no_offline_partitions",
+        offline == 0,
+        "every partition has a leader",
+        f"{offline} partitions are offline",
+    )
+
+
+def _no_under_min_isr_partitions(given: ReadinessInput) -> ReadinessCheck:
+    under_min_isr = given.report.summary.under_min_isr
+    return _check(
+        "no_under_min_isr_partitions",
+        under_min_isr == 0,
+        "every partition has at least min.insync.replicas in sync",
+        f"{under_min_isr} partitions are under min ISR",
+    )
+
+
+def _no_under_replicated_partitions(given: ReadinessInput) -> ReadinessCheck:
+    under_replicated = given.report.summary.under_replicated
+    return _check(
+        "no_under_replicated_partitions",
+        under_replicated == 0,
+        "every replica is in sync (brokers will be restarted twice during the migration)",
+        f"{under_replicated} partitions are under-replicated: a broker restart would take"
+        " more of them under min ISR",
+    )
+
+
+READINESS_CHECKS: tuple[ReadinessRule, ...] = (
+    _migration_not_started,
+    _zookeeper_state_readable,
+    _cluster_id,
+    _controller_healthy,
+    _single_active_controller,
+    _brokers_registered,
+    _registration_version,
+    _broker_software,
+    _same_broker_software,
+    _no_pending_reassignments,
+    _no_pending_topic_deletions,
+    _no_pending_preferred_election,
+    _no_offline_partitions,
+    _no_under_min_isr_partitions,
+    _no_under_replicated_partitions,
+)
+"""The checks in the order the report lists them."""
+
+
 def migration_readiness(
     snapshot: ClusterSnapshot,
     report: HealthReport,
@@ -172,199 +419,18 @@ def migration_readiness(
     min_metadata_level: int = MIGRATION_GA_LEVEL,
 ) -> ReadinessReport:
     """Each precondition of a ZK→KRaft migration that ZooKeeper (and, when scraped, the brokers'
-    ActiveControllerCount gauges) can show, with pass/fail and why.
+    ActiveControllerCount gauges) can show, with pass/fail and why: :data:`READINESS_CHECKS` in turn.
 
     What it cannot see is said in docs/runbooks/kraft-migration.md: ``inter.broker.protocol.version``
     itself (only its floor: registration v5 means at least 2.7), the controllers' configuration, features
     KRaft does not support (JBOD before 3.8, delegation tokens), the log directories.
     """
     view = migration_view(snapshot)
-    brokers = snapshot.brokers
-    summary = report.summary
-    checks: list[ReadinessCheck] = []
-
-    checks.append(
-        _check(
-            "migration_not_started",
-            view.phase == "none",
-            "no /migration and a ZK-mode controller: no migration has started",
-            f"a migration is already under way (phase {view.phase}): this report is for before one",
-        )
+    given = ReadinessInput(
+        snapshot, report, view, active_controller_gauges, min_metadata_level, _metadata_levels(snapshot)
     )
-    checks.append(
-        _check(
-            "zookeeper_state_readable",
-            not snapshot.stale and not snapshot.errors,
-            "the whole ZooKeeper tree was read",
-            f"{len(snapshot.errors)} znodes could not be read"
-            + (" and the view is stale" if snapshot.stale else "")
-            + ": the checks below may miss something",
-        )
-    )
-    checks.append(
-        _check(
-            "cluster_id",
-            snapshot.cluster_id is not None,
-            f"/cluster/id is {snapshot.cluster_id}: format the KRaft controllers with this id",
-            "no /cluster/id: the KRaft controllers must be formatted with the cluster's id",
-        )
-    )
-    controller = snapshot.controller
-    checks.append(
-        _check(
-            "controller_healthy",
-            report.controller.active,
-            f"{'KRaft controller' if controller.is_kraft else 'broker'} {controller.broker_id} is the active"
-            f" controller (epoch {controller.epoch})",
-            "no active controller (/controller is empty)"
-            if controller.broker_id is None
-            else f"the controller, broker {controller.broker_id}, is not registered",
-        )
-    )
-    if active_controller_gauges is None:
-        checks.append(
-            ReadinessCheck(
-                "single_active_controller", "unknown", "no broker metrics scraped (ActiveControllerCount)"
-            )
-        )
-    else:
-        gauges = round(active_controller_gauges)
-        checks.append(
-            _check(
-                "single_active_controller",
-                gauges == 1,
-                "exactly one broker reports ActiveControllerCount=1",
-                f"{gauges} brokers report ActiveControllerCount=1 (expected exactly one)",
-            )
-        )
-    checks.append(
-        _check(
-            "brokers_registered",
-            bool(brokers) and not report.brokers_down,
-            f"all {len(brokers)} brokers holding replicas are registered",
-            "no broker is registered"
-            if not brokers
-            else f"brokers {_ids(report.brokers_down)} hold replicas but are not registered",
-        )
-    )
-    old = sorted(b.id for b in brokers.values() if b.version < 5)
-    checks.append(
-        _check(
-            "registration_version",
-            bool(brokers) and not old,
-            "every broker registers in version 5: inter.broker.protocol.version is at least 2.7",
-            f"brokers {_ids(old)} register in version <5: their inter.broker.protocol.version is below 2.7"
-            if old
-            else "no broker registration to read",
-        )
-    )
-    levels: dict[int, int | None] = {}
-    for b in brokers.values():
-        feature = b.features.get(METADATA_VERSION_FEATURE, {})
-        level = feature.get("max_version") if isinstance(feature, Mapping) else None
-        levels[b.id] = level if isinstance(level, int) else None
-    unknown = sorted(b for b, level in levels.items() if level is None)
-    too_old = sorted(b for b, level in levels.items() if level is not None and level < min_metadata_level)
-    if not brokers:
-        checks.append(ReadinessCheck("broker_software", "unknown", "no broker registration to read"))
-    else:
-        releases = sorted({release_of_level(level) for level in levels.values() if level is not None})
-        need = release_of_level(min_metadata_level)
-        checks.append(
-            _check(
-                "broker_software",
-                not unknown and not too_old,
-                f"every broker runs Kafka {_examples(releases)} (metadata.version up to"
-                f" {max(v for v in levels.values() if v is not None)}), at least {need}",
-                "; ".join(
-                    part
-                    for part in (
-                        f"brokers {_ids(unknown)} advertise no metadata.version feature (Kafka before 3.3,"
-                        " or a registration older than v5)"
-                        if unknown
-                        else "",
-                        f"brokers {_ids(too_old)} run Kafka "
-                        f"{_examples(sorted({release_of_level(levels[b] or 0) for b in too_old}))}, "
-                        f"below {need} (upgrade first)"
-                        if too_old
-                        else "",
-                    )
-                    if part
-                ),
-            )
-        )
-        distinct = {level for level in levels.values() if level is not None}
-        checks.append(
-            _check(
-                "same_broker_software",
-                len(distinct) <= 1,
-                "all brokers run the same release",
-                "brokers run different releases (metadata.version up to "
-                + ", ".join(
-                    f"{level}: brokers {_ids(b for b, v in levels.items() if v == level)}"
-                    for level in sorted(distinct)
-                )
-                + "): finish the rolling upgrade first",
-            )
-        )
-    reassigning = sorted(str(p.tp) for p in snapshot.partitions.values() if p.assignment.is_being_reassigned)
-    pending = sorted(str(tp) for tp in snapshot.pending.reassignments)
-    checks.append(
-        _check(
-            "no_pending_reassignments",
-            not reassigning and not pending,
-            "no partition reassignment is running or pending",
-            "reassignments running or pending (/admin/reassign_partitions): "
-            + _examples(sorted({*reassigning, *pending})),
-        )
-    )
-    deletions = list(snapshot.pending.deletions)
-    checks.append(
-        _check(
-            "no_pending_topic_deletions",
-            not deletions,
-            "no topic deletion is pending",
-            f"topics pending deletion (/admin/delete_topics): {_examples(deletions)}",
-        )
-    )
-    election = [str(tp) for tp in snapshot.pending.preferred_election]
-    checks.append(
-        _check(
-            "no_pending_preferred_election",
-            not election,
-            "no preferred leader election is pending",
-            "a preferred leader election is pending (/admin/preferred_replica_election): "
-            + _examples(election),
-        )
-    )
-    checks.append(
-        _check(
-            "no_offline_partitions",
-            summary.offline == 0,
-            "every partition has a leader",
-            f"{summary.offline} partitions are offline",
-        )
-    )
-    checks.append(
-        _check(
-            "no_under_min_isr_partitions",
-            summary.under_min_isr == 0,
-            "every partition has at least min.insync.replicas in sync",
-            f"{summary.under_min_isr} partitions are under min ISR",
-        )
-    )
-    checks.append(
-        _check(
-            "no_under_replicated_partitions",
-            summary.under_replicated == 0,
-            "every replica is in sync (brokers will be restarted twice during the migration)",
-            f"{summary.under_replicated} partitions are under-replicated: a broker restart would take"
-            " more of them under min ISR",
-        )
-    )
-    return ReadinessReport(
-        ready=not any(c.status == "fail" for c in checks), migration=view, checks=tuple(checks)
-    )
+    checks = tuple(check for rule in READINESS_CHECKS if (check := rule(given)) is not None)
+    return ReadinessReport(ready=not any(c.status == "fail" for c in checks), migration=view, checks=checks)
 
 
 def write_readiness_text(readiness: ReadinessReport) -> str:

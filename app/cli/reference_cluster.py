@@ -24,7 +24,7 @@ from app.embedded.reference_cluster.control import ControlServer
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
 from app.settings import load_settings
 from collectors.kafka.zkdata import parse_connect_string
-from collectors.metrics import DIALECTS
+from collectors.metrics.names import DIALECTS
 
 HELP = "run simulated ZK-mode Kafka brokers (with an embedded ZooKeeper unless --zookeeper)"
 DESCRIPTION = None

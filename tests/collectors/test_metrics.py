@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from collectors import metrics
 from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
 from collectors.metrics import (
     BROKER_SIGNALS,
     DEFAULT_NAME_TABLE,
     HEALTH_METRICS,
+    EndpointError,
     ExpositionError,
     FetchError,
     FetchTimeoutError,
@@ -332,7 +332,7 @@ def test_a_broker_without_the_chosen_listener_gets_no_url_and_says_why() -> None
     tls_only = BrokerRegistration(2, (BrokerEndpoint("SSL", "kafka-2.example", 9093, "SSL"),))
     endpoints = MetricsEndpoints(TEMPLATE, listener="INTERNAL")
 
-    with pytest.raises(metrics.EndpointError, match=r"broker 2 has no listener 'INTERNAL' \(it has SSL\)"):
+    with pytest.raises(EndpointError, match=r"broker 2 has no listener 'INTERNAL' \(it has SSL\)"):
         endpoints.url_for(tls_only)
     # without a choice, its SSL endpoint's host: Kafka's top-level host is null for it
     assert MetricsEndpoints(TEMPLATE).url_for(tls_only) == "http://kafka-2.example:7071/metrics"
@@ -1095,7 +1095,7 @@ def test_http_the_client_of_a_broker_gone_quiet_is_closed_but_never_one_in_use(
     http_fetcher: HttpFetcher,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(metrics, "KEEPALIVE_S", 0.2)
+    monkeypatch.setattr("collectors.metrics.fetch.KEEPALIVE_S", 0.2)
     quiet, busy, other = (make_keep_alive_server() for _ in range(3))
     assert http_fetcher.fetch(f"{quiet.base}/metrics", 2.0) == BODY
     with ThreadPoolExecutor(1) as pool:

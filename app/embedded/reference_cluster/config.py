@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from collectors.metrics import Dialect
+from collectors.metrics.names import Dialect
 
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 LATEST_IV = 99

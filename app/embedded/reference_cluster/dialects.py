@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from collectors.metrics import Dialect
+from collectors.metrics.names import Dialect
 
 Kind = Literal["gauge", "counter", "untyped"]
 LabelSet = tuple[tuple[str, str], ...]

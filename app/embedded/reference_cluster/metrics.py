@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 from app.embedded.reference_cluster.broker import SimBroker
 from app.embedded.reference_cluster.dialects import Bean, Family, Kind, parse_bean, translate
 from app.embedded.reference_cluster.traffic import PRODUCE_QUANTILES, produce_latency_ms
-from collectors.metrics import Dialect
+from collectors.metrics.names import Dialect
 
 if TYPE_CHECKING:
     from app.embedded.reference_cluster.cluster import ReferenceCluster
