@@ -286,11 +286,13 @@ def _broker_software(given: ReadinessInput) -> ReadinessCheck:
     )
     releases = sorted({release_of_level(level) for level in levels.values() if level is not None})
     need = release_of_level(given.min_metadata_level)
+    known = [level for level in levels.values() if level is not None]
     return _check(
         "broker_software",
         not unknown and not too_old,
+        # the pass message is built whatever the verdict: with no level known there is no highest one
         f"every broker runs Kafka {_examples(releases)} (metadata.version up to"
-        f" {max(v for v in levels.values() if v is not None)}), at least {need}",
+        f" {max(known, default=0)}), at least {need}",
         "; ".join(
             part
             for part in (

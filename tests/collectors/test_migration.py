@@ -219,3 +219,13 @@ def test_the_health_document_carries_the_kraft_controller_to_the_rules() -> None
         HealthState.from_json(older, cluster="c", collector_id="x", timestamp=0.0).controller_is_kraft
         is False
     )
+
+
+def test_brokers_that_advertise_no_metadata_version_fail_the_software_check_not_the_report() -> None:
+    """Every broker older than Kafka 3.3 (or registering below v5): no level to take a maximum of."""
+    snapshot = cluster(partition("t", 0, [1, 2, 3]))
+    report = migration_readiness(snapshot, assess(snapshot), active_controller_gauges=1.0)
+
+    assert not report.ready
+    assert statuses(report)["broker_software"] == "fail"
+    assert "brokers 1, 2, 3 advertise no metadata.version" in reasons(report)["broker_software"]
