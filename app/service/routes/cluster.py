@@ -36,7 +36,7 @@ from app.service.schemas.cluster import (
 )
 from app.service.schemas.common import MAX_PAGE, Page, Problem
 from app.service.schemas.migration import MigrationOut
-from app.service.schemas.params import BrokerIdPath, BrokerIdQuery, Offset
+from app.service.schemas.params import BrokerIdPath, BrokerIdQuery, Offset, QueryBool
 from app.service.state import ClusterState, ClusterView
 from collectors.health import PartitionHealth, partition_settings
 from collectors.kafka.effective import PartitionSettings
@@ -290,12 +290,12 @@ def topic(name: str, _: Viewer, view: View) -> TopicDetail:
 def partitions(
     _: Viewer,
     view: View,
-    under_replicated: bool | None = None,
-    under_min_isr: bool | None = None,
-    at_min_isr: bool | None = None,
-    offline: bool | None = None,
-    state_unknown: bool | None = None,
-    non_preferred: bool | None = None,
+    under_replicated: QueryBool = None,
+    under_min_isr: QueryBool = None,
+    at_min_isr: QueryBool = None,
+    offline: QueryBool = None,
+    state_unknown: QueryBool = None,
+    non_preferred: QueryBool = None,
     topic: str | None = None,
     broker: BrokerIdQuery = None,
     offset: Offset = 0,

@@ -18,7 +18,7 @@ from app.actions.runner import (
     RollbackOrder,
 )
 from app.actions.state import ActionRecord
-from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, PartitionNumber, Rate
+from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, Flag, PartitionNumber, Rate
 from app.service.schemas.limits import MAX_PARTITIONS, MAX_REPLICAS, MAX_TOPIC_NAME, MAX_TOPICS, TopicName
 from collectors.kafka.model import TopicPartition
 
@@ -32,7 +32,7 @@ class ElectionIn(BaseModel):
     scope: Literal["all", "topics", "partitions"] = "all"
     topics: Annotated[list[TopicName], Field(max_length=MAX_TOPICS)] = Field(default_factory=list)
     partitions: Annotated[list[PartitionRef], Field(max_length=MAX_PARTITIONS)] = Field(default_factory=list)
-    dry_run: bool = True
+    dry_run: Flag = True
     """Dry run by default: say ``"dry_run": false`` to change leaders."""
     budget_bytes: StrictInt = Field(default=512 * 1024, ge=1024, le=1024 * 1024 - 1024)
 
@@ -139,8 +139,8 @@ class ReassignmentIn(BaseModel):
     """Replication throttle while it runs (set before, always removed after); None: no throttle."""
     max_concurrent_moves: StrictInt = Field(default=10, ge=1, le=100_000)
     """Replicas added per batch: a batch is written only when the previous one completed."""
-    allow_replication_factor_change: bool = False
-    dry_run: bool = True
+    allow_replication_factor_change: Flag = False
+    dry_run: Flag = True
     throttle: AdaptiveThrottle | None = None
     """``{"mode": "adaptive", "min_bytes_per_s": .., "max_bytes_per_s": ..}``: a throttle that follows the
     brokers' health instead of ``throttle_bytes_per_sec`` (give one or the other)."""
@@ -166,7 +166,7 @@ class RollbackIn(BaseModel):
     throttle_bytes_per_sec: Rate | None = None
     """Replication throttle of the rollback (set before, always removed after); None: no throttle."""
     max_concurrent_moves: StrictInt = Field(default=10, ge=1, le=100_000)
-    dry_run: bool = True
+    dry_run: Flag = True
     """Dry run by default: say ``"dry_run": false`` to move the partitions back."""
 
     def order(self) -> RollbackOrder:

@@ -1,5 +1,6 @@
 """Models every area uses: the error body, the page of a paginated list, and the bounds of every integer
-a route takes (ids, offsets, broker ids, partitions, rates; see docs/api.md, "Bounds of integer inputs").
+a route takes (ids, offsets, broker ids, partitions, rates; see docs/api.md, "Bounds of integer inputs")
+and the strict booleans (docs/api.md, "Booleans").
 
 Two pairs of models share a class name (``ActionOut``: an alert's suggested action and a runbook action;
 ``LoadOut``: the load windows and a plan's load summary). OpenAPI names such components after their module
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from app.actions.adaptive import MAX_RATE
 
@@ -45,6 +46,15 @@ PartitionNumber = Annotated[StrictInt, Field(ge=0, le=MAX_JAVA_INT)]
 """A partition number in a body."""
 Rate = Annotated[StrictInt, Field(ge=1, le=MAX_RATE)]
 """A throttle rate (bytes/s) in a body."""
+
+# --- booleans -----------------------------------------------------------------------------------------
+# Strict too: pydantic's lax mode took 0, "0", "no", "off", "f" and "false" for false, so a body that read
+# as a dry run (``"dry_run": 0``, ``"dry_run": "no"``) elected leaders and removed throttles for real.
+# Bodies take JSON ``true``/``false`` only; query strings the text ``true``/``false`` only
+# (:data:`app.service.schemas.params.QueryBool`).
+
+Flag = StrictBool
+"""A boolean in a body: JSON ``true`` or ``false``, nothing else (published as ``{"type": "boolean"}``)."""
 
 PUBLISHED_SCHEMAS = "app.service.schemas"
 PUBLISHED_ACTIONS = "app.service.actions_api"

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, StrictInt
 
 from app.actions.rebalance import LoadSummary, RebalancePlan
 from app.actions.runner import DrainOrder, PlanOutcome, RebalanceOrder
-from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, Rate
+from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, Flag, Rate
 from app.service.schemas.limits import MAX_BROKERS, MAX_TOPICS, TopicName
 
 BrokerIds = Annotated[list[BrokerId], Field(max_length=MAX_BROKERS)]
@@ -21,7 +21,7 @@ class RebalanceIn(BaseModel):
     rated_deviation: float = Field(default=0.10, gt=0, le=1)
     brokers: BrokerIds | None = None
     """Brokers replicas and leadership may go to (default: every registered broker)."""
-    leader_moves: bool = True
+    leader_moves: Flag = True
 
     def order(self) -> RebalanceOrder:
         return RebalanceOrder(

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.actions.throttles import ClearOrder, ClearOutcome, EntityRef
-from app.service.schemas.common import JavaInt
+from app.service.schemas.common import Flag, JavaInt
 from app.service.schemas.limits import MAX_BROKERS, MAX_TOPICS, BrokerEntity, TopicName
 from collectors.kafka.throttles import (
     BrokerThrottle,
@@ -169,9 +169,9 @@ class ThrottlesOut(BaseModel):
 class ClearThrottlesIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    dry_run: bool = True
+    dry_run: Flag = True
     """Dry run by default: say ``"dry_run": false`` to remove."""
-    include_in_use: bool = False
+    include_in_use: Flag = False
     """Also remove throttles an unfinished action or a running reassignment uses."""
     brokers: Annotated[list[JavaInt | BrokerEntity], Field(max_length=MAX_BROKERS)] | None = None
     """Broker ids, or ``"<default>"``; with ``topics``, only the entities named are cleared."""

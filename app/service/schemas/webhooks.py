@@ -13,6 +13,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringConstraints, field_validator
 
 from analytics.rules import RULE_NUMBERS
+from app.service.schemas.common import Flag
 from app.webhooks.model import (
     MAX_CLUSTER_KEY,
     MAX_WEBHOOK_CLUSTERS,
@@ -85,7 +86,7 @@ class WebhookIn(BaseModel):
     secret: Secret | None = Field(
         default=None, description="HMAC-SHA256 key of the X-Kafka-Health-Signature header (16-256 chars)"
     )
-    enabled: bool = True
+    enabled: Flag = True
 
     @field_validator("url")
     @classmethod
@@ -111,7 +112,7 @@ class WebhookPatch(BaseModel):
     severities: Severities | None = None
     clusters: Clusters | None = None
     secret: Secret | None = None
-    enabled: bool | None = None
+    enabled: Flag | None = None
 
     @field_validator("name", "url", "format", "enabled")
     @classmethod

@@ -4,9 +4,11 @@ body that does not match its documented schema and any undocumented content type
 
 Bounded for CI: ``KAFKA_HEALTH_FUZZ_EXAMPLES`` examples per operation (default :data:`CI_EXAMPLES`) and a
 fixed seed (``derandomize``), so a run is the same run every time. ``make fuzz`` runs it with more examples
-(docs/api.md, "Fuzzing"). Real executions are never started: a body asking for one (``"dry_run": false``)
-is sent as a dry run, and webhook URLs are pointed at the service's own ``/healthz`` (a test send goes to
-loopback, never to a generated host).
+(docs/api.md, "Fuzzing"). Real executions are never started: every JSON object sent to an operation that
+takes a ``dry_run`` is sent with ``"dry_run": true``, whatever was generated (anything but a literal
+``true`` is taken for a real run: ``0`` or ``"no"`` once ran one), and webhook URLs are pointed at the
+service's own ``/healthz`` (a test send goes to loopback, never to a generated host). That a ``dry_run``
+other than ``true``/``false`` is refused is tests/app/service/test_input_booleans.py's to show.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from pydantic import SecretStr
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -32,6 +35,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from app.service.app import create_app
+from app.service.config import ServiceSettings
 from tests.support.cli import Cli
 from tests.support.reference_cluster import wait_for
 from tests.support.serve_process import ADMIN, Serve
@@ -66,12 +71,41 @@ def loopback_webhook_url(url: Any, base_url: str) -> Any:
     return base_url + "/healthz"
 
 
-def without_executions(method: str, path: str, body: Any, base_url: str) -> Any:
-    """``body`` with ``"dry_run": false`` made a dry run, and webhook URLs sent to loopback."""
+def acting_operations(spec: dict[str, Any]) -> set[tuple[str, str]]:
+    """(method, path) of every operation whose JSON body has a ``dry_run``: those that can act."""
+    schemas = spec.get("components", {}).get("schemas", {})
+
+    def objects(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        if "$ref" in schema:
+            yield from objects(schemas[schema["$ref"].rsplit("/", 1)[1]])
+        for option in schema.get("anyOf", []) + schema.get("oneOf", []) + schema.get("allOf", []):
+            yield from objects(option)
+        if "properties" in schema:
+            yield schema
+
+    found = set()
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+            if any("dry_run" in o["properties"] for o in objects(body.get("schema", {}))):
+                found.add((method.upper(), path))
+    return found
+
+
+def without_executions(
+    method: str,
+    path: str,
+    body: Any,
+    base_url: str,
+    acting: set[tuple[str, str]],
+) -> Any:
+    """``body`` made a dry run (``"dry_run": true``, whatever it was) if the operation can act
+    (``acting``: :func:`acting_operations`), and webhook URLs sent to loopback. A body that is not a JSON
+    object carries no ``dry_run``: the operation refuses it, or (no body) does its default dry run."""
     if not isinstance(body, dict):
         return body
     body = dict(body)
-    if body.get("dry_run") is False:
+    if (method, path) in acting:
         body["dry_run"] = True
     if (method, path) in WEBHOOK_OPERATIONS and "url" in body:
         body["url"] = loopback_webhook_url(body["url"], base_url)
@@ -128,10 +162,12 @@ def _property(
     headers: dict[str, str],
     examples: int,
     statuses: Counter[int],
+    acting: set[tuple[str, str]],
     cluster: str | None = None,
 ) -> Callable[[], None]:
     """The hypothesis test of one operation in one mode; counts the statuses it got in ``statuses``.
-    ``cluster``: the ``{cluster}`` of a scoped operation (the served cluster's key), else generated."""
+    ``acting``: the operations whose bodies are made dry runs. ``cluster``: the ``{cluster}`` of a scoped
+    operation (the served cluster's key), else generated."""
     method, path = operation.method.upper(), operation.path
     session = TokenSession(headers)
 
@@ -145,7 +181,7 @@ def _property(
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case: schemathesis.Case[Any]) -> None:
-        case.body = without_executions(method, path, case.body, service_url)
+        case.body = without_executions(method, path, case.body, service_url, acting)
         if cluster is not None and case.path_parameters is not None:
             case.path_parameters["cluster"] = cluster
         response = case.call(base_url=service_url, session=session, timeout=30)
@@ -182,6 +218,8 @@ def fuzz(service_url: str, headers: dict[str, str], examples: int) -> FuzzRun:
     examples, the positive ones on the served cluster (its key), the negative ones on generated names."""
     schema = schemathesis.openapi.from_url(service_url + "/openapi.json")
     key = httpx.get(service_url + "/api/v1/clusters", headers=headers).json()[0]["key"]
+    acting = acting_operations(httpx.get(service_url + "/openapi.json").json())
+    assert ("POST", "/api/v1/actions/preferred-replica-election") in acting, acting  # the walk found them
     run = FuzzRun()
     for result in schema.get_all_operations():
         operation = result.ok()  # type: ignore[union-attr]  # an invalid operation raises here
@@ -196,7 +234,7 @@ def fuzz(service_url: str, headers: dict[str, str], examples: int) -> FuzzRun:
             cluster = key if scoped and mode is GenerationMode.POSITIVE else None
             count = max(3, examples // 4) if scoped else examples
             try:
-                _property(operation, mode, service_url, headers, count, statuses, cluster)()
+                _property(operation, mode, service_url, headers, count, statuses, acting, cluster)()
             except (Exception, BaseExceptionGroup) as exc:  # every operation runs; all are listed at the end
                 run.failures.append(f"{method} {path} ({mode.value}): {_describe(exc)[:3000]}")
     return run
@@ -217,11 +255,30 @@ def test_every_operation_answers_as_documented(served: str) -> None:
 
 @pytest.mark.unit
 def test_a_real_execution_is_sent_as_a_dry_run() -> None:
+    """Every operation that takes a ``dry_run`` is found in the document, and its object bodies go with
+    ``"dry_run": true`` whatever was generated: ``0``, ``"no"`` or ``"false"`` is not trusted to be refused
+    (each once ran a real election or removed throttles)."""
+    app = create_app(ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")), zookeeper="127.0.0.1:1")
+    acting = acting_operations(app.openapi())
+    unscoped = {
+        ("POST", "/api/v1/actions/preferred-replica-election"),
+        ("POST", "/api/v1/actions/reassignments"),
+        ("POST", "/api/v1/actions/{action_id}/rollback"),
+        ("POST", "/api/v1/throttles/clear"),
+    }
+    assert acting == unscoped | {(m, p.replace("/api/v1/", SCOPED)) for m, p in unscoped}
     base = "http://127.0.0.1:1"
-    assert without_executions("POST", "/x", {"dry_run": False, "a": 1}, base) == {"dry_run": True, "a": 1}
-    assert without_executions("POST", "/x", {"dry_run": "no"}, base) == {"dry_run": "no"}  # a 422 still
-    assert without_executions("POST", "/api/v1/webhooks", {"url": "http://169.254.169.254/x"}, base) == {
+    election = ("POST", "/api/v1/actions/preferred-replica-election")
+    values: tuple[Any, ...] = (False, 0, "no", "false", "off", None, [], True)
+    for value in values:
+        body = {"dry_run": value, "scope": "all"}
+        assert without_executions(*election, body, base, acting) == {"dry_run": True, "scope": "all"}
+    assert without_executions(*election, {}, base, acting) == {"dry_run": True}
+    assert without_executions(*election, [1], base, acting) == [1]  # not an object: a 422
+    assert without_executions(*election, None, base, acting) is None  # no body: the default dry run
+    assert without_executions("POST", "/x", {"dry_run": 0}, base, acting) == {"dry_run": 0}  # cannot act
+    hook = ("POST", "/api/v1/webhooks")
+    assert without_executions(*hook, {"url": "http://169.254.169.254/x"}, base, acting) == {
         "url": base + "/healthz"
     }
-    assert without_executions("POST", "/api/v1/webhooks", {"url": "not a url"}, base) == {"url": "not a url"}
-    assert without_executions("POST", "/x", [1], base) == [1]
+    assert without_executions(*hook, {"url": "not a url"}, base, acting) == {"url": "not a url"}

@@ -243,3 +243,48 @@ def test_a_foreign_reassignment_in_progress_is_a_409(service: Service, zk_client
     response = service.post(REASSIGN, json=body | {"dry_run": False})
     assert response.status_code == 409
     assert "did not start" in response.json()["detail"]
+
+
+NOT_BOOLEANS: tuple[Any, ...] = (0, "no", "false", "0", "off", "f", None)
+"""``dry_run`` values pydantic's lax mode took for false (``None``: not a boolean either): each ran the
+action for real before booleans were strict (issue 22)."""
+
+
+def trail(service: Service) -> tuple[Any, Any]:
+    """The actions and the audit, as the API lists them."""
+    return service.get("/api/v1/actions").json(), service.get("/api/v1/audit", headers=ADMIN).json()
+
+
+@FOUR_BROKERS
+def test_a_dry_run_that_is_not_a_boolean_is_a_422_and_leaves_nothing_behind(
+    service: Service, zk_client: KazooClient
+) -> None:
+    """``"dry_run": 0`` (``"no"``, ``"false"``, ...) to the election and to a reassignment that would both
+    change the cluster: a 422 naming ``dry_run``, no action, no audit row, no znode, no leader or replica
+    moved."""
+    moved = lose_preferred_leadership(service)
+    assert moved
+    current = replicas_of(service, 0)
+    spare = next(b for b in range(4) if b not in current)
+    reassignment = {
+        "partitions": [{"topic": "orders", "partition": 0, "replicas": moved_off(current, spare)}]
+    }
+    assert service.post(ELECTION, json={"scope": "all"}).json()["to_elect"]  # dry runs: an audit row each
+    assert service.post(REASSIGN, json=reassignment).json()["replicas_added"] == 1
+    before = trail(service)
+
+    for route, body in ((ELECTION, {"scope": "all"}), (REASSIGN, reassignment)):
+        for value in NOT_BOOLEANS:
+            response = service.post(route, json=body | {"dry_run": value})
+            assert response.status_code == 422, (route, value, response.text)
+            problems = response.json()["problems"]
+            assert [p["location"] for p in problems] == ["body.dry_run"], (route, value, problems)
+            assert "dry_run" in response.json()["detail"]
+    flag = service.post(REASSIGN, json=reassignment | {"allow_replication_factor_change": 1})
+    assert flag.status_code == 422, flag.text
+
+    assert trail(service) == before
+    assert not zk_client.exists(zkdata.PREFERRED_REPLICA_ELECTION_PATH)
+    assert not zk_client.exists(zkdata.REASSIGN_PARTITIONS_PATH)
+    assert sorted((p["topic"], p["partition"]) for p in non_preferred(service)) == sorted(moved)
+    assert replicas_of(service, 0) == current

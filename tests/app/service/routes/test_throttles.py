@@ -226,3 +226,34 @@ def test_bad_clear_requests_are_422_with_the_message(service: Service) -> None:
     assert service.post(CLEAR).json()["dry_run"] is True  # no body: a dry run of everything
     audit = service.get("/api/v1/audit", headers=ADMIN).json()
     assert [a["outcome"] for a in audit if a["action"] == "clear-throttles"] == ["dry-run", "refused"]
+
+
+def test_a_dry_run_that_is_not_a_boolean_is_a_422_and_removes_nothing(
+    service: Service, zk_client: KazooClient
+) -> None:
+    """``"dry_run": "no"`` removed every throttle before booleans were strict (issue 22): now it, and any
+    other value that is not JSON ``true``/``false``, is a 422 naming the field; no audit row, every
+    throttle still in place. ``include_in_use`` likewise."""
+    orders_before = throttle_as_kafkas_tool(service, zk_client)
+    throttled = {
+        str(b): read_entity_config(zk_client, "brokers", str(b)) for b in sorted(service.cluster.brokers)
+    }
+    orders_throttled = read_entity_config(zk_client, "topics", "orders")
+    assert orders_throttled != orders_before
+    wait_for(lambda: inventory(service)["summary"]["leftover"] == 4, message="the throttles in the API")
+    assert service.post(CLEAR, json={}).json()["outcome"] == "dry-run"  # an audit row
+    audit = service.get("/api/v1/audit", headers=ADMIN).json()
+
+    bad = [{"dry_run": value} for value in (0, "no", "false", "0", "off", "f", None)]
+    bad += [{"dry_run": False, "include_in_use": value} for value in (1, "yes", "true", None)]
+    for body in bad:
+        response = service.post(CLEAR, json=body)
+        assert response.status_code == 422, (body, response.text)
+        field = "include_in_use" if "include_in_use" in body else "dry_run"
+        assert [p["location"] for p in response.json()["problems"]] == [f"body.{field}"], body
+
+    assert service.get("/api/v1/audit", headers=ADMIN).json() == audit
+    for broker, config in throttled.items():
+        assert read_entity_config(zk_client, "brokers", broker) == config
+    assert read_entity_config(zk_client, "topics", "orders") == orders_throttled
+    assert inventory(service)["summary"]["leftover"] == 4
