@@ -11,7 +11,9 @@ refusals map the same way. A cluster's routes at an unscoped path answer 409 whe
 watched (the problems name them), 404 at ``/api/v1/clusters/{cluster}/...`` for an unknown name, and 503
 while that cluster's ZooKeeper has not been read yet. At most 100 problems are listed,
 ``problems_total`` counting them all when there are more. The OpenAPI document says so per operation
-(:mod:`app.service.openapi`).
+(:mod:`app.service.openapi`). A method the URL does not serve is a 405 whose ``Allow`` lists every method
+served there, as ``OPTIONS`` does (:mod:`app.service.allow`); no URL redirects (a trailing slash is a 404:
+Starlette's slash redirect named whatever host the request's ``Host`` said).
 
 Routers beyond the service's own (``extra_routers``) come from the composition root: the demo and the
 tests hand in the embedded reference cluster's fault controls, which the product never imports.
@@ -33,6 +35,7 @@ from app.actions.reassignment import Problem
 from app.actions.runner import ActionError, ConflictError, InvalidRequestError, NotFoundError
 from app.actions.state import ActionLog
 from app.incidents.changes import SnapshotChanges
+from app.service.allow import OptionsMiddleware, allow_header, allowed_methods
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
 from app.service.container import ServedCluster, service_components
@@ -166,6 +169,7 @@ def create_app(
         description="Cluster health for ZooKeeper-mode Apache Kafka: state, load, alerts, runbook actions.",
         version="0.1.0",
         lifespan=lifespan,
+        redirect_slashes=False,  # a redirect's Location would name whatever host the request's Host said
     )
 
     @app.exception_handler(RequestValidationError)
@@ -186,6 +190,10 @@ def create_app(
         response = _problem(exc.status_code, str(exc.detail), problems)
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
+        if exc.status_code == 405:  # the route's own Allow names its methods, not the path's
+            response.headers["Allow"] = allow_header(
+                allowed_methods(request.app.router.routes, request.scope)
+            )
         return response
 
     @app.exception_handler(ActionError)
@@ -195,6 +203,7 @@ def create_app(
         return _problem(_action_status(exc), exc.message, listed, total=len(problems))
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(OptionsMiddleware, router=app.router)
     routers = (*ROUTERS, *extra_routers)
     for router in routers:
         app.include_router(router)

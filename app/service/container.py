@@ -43,6 +43,7 @@ from app.incidents.observe import cluster_name
 from app.retention.pruner import RetentionPruner
 from app.service.auth import TokenStore
 from app.service.config import ServiceSettings
+from app.service.schemas.common import MAX_ID
 from app.service.state import ClusterView, SnapshotCollector
 from app.storage import Storage
 from app.webhooks.notifier import (
@@ -189,6 +190,20 @@ class ClusterNotReadyError(Exception):
         self.cluster = cluster
 
 
+def audit_trail(logs: Sequence[ActionLog], *, limit: int, offset: int) -> list[AuditEntry]:
+    """The audit entries of several clusters' logs, newest first (time, then each log's sequence), the page
+    at ``offset`` of ``limit`` entries over them all. One log pages itself; of several, each gives its first
+    ``offset + limit`` entries and the merge is cut. That count saturates at :data:`MAX_ID` (no log holds
+    more): ``offset`` may be 2^63-1 itself, and a store's SQL integers are signed 64-bit, so the sum would
+    not fit (SQLite raised OverflowError, a 500)."""
+    if len(logs) == 1:
+        return logs[0].audit_entries(limit=limit, offset=offset)
+    head = min(offset + limit, MAX_ID)
+    merged = [entry for log in logs for entry in log.audit_entries(limit=head)]
+    merged.sort(key=lambda e: (e.at, e.sequence), reverse=True)
+    return merged[offset : offset + limit]
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceContainer:
     clusters: dict[str, ClusterComponents]
@@ -234,17 +249,11 @@ class ServiceContainer:
         return found
 
     def audit_entries(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
-        """The audit trail, newest first, of every cluster."""
+        """The audit trail, newest first, of every cluster (:func:`audit_trail`)."""
         if self.audit_log is not None:
             return self.audit_log.audit_entries(limit=limit, offset=offset)
-        merged = [
-            entry
-            for cluster in self.clusters.values()
-            if cluster.parts is not None
-            for entry in cluster.parts.actions.audit_entries(limit=offset + limit)
-        ]
-        merged.sort(key=lambda e: (e.at, e.sequence), reverse=True)
-        return merged[offset : offset + limit]
+        logs = [c.parts.actions for c in self.clusters.values() if c.parts is not None]
+        return audit_trail(logs, limit=limit, offset=offset)
 
     @property
     def only(self) -> ClusterComponents:
