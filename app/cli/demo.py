@@ -92,8 +92,8 @@ class DemoLogs:
 
     @property
     def reference_cluster(self) -> Path:
-        """The simulated brokers and controller, and the Python side of the embedded ZooKeeper, webhook
-        receiver and Tansu (the ``app.embedded`` loggers)."""
+        """The simulated brokers and controller, and the rest of the ``app.embedded`` loggers (the embedded
+        ZooKeeper's start and stop)."""
         return self.directory / "reference-cluster.log"
 
     @property
