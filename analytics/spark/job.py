@@ -33,13 +33,14 @@ import json
 import logging
 import math
 import os
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import pandas as pd
 
@@ -136,17 +137,23 @@ def worker_python(spark_conf: Mapping[str, str], env: Mapping[str, str], driver_
     return spark_conf.get(PYTHON_CONF) or env.get("PYSPARK_PYTHON") or driver_python
 
 
-def _launch_jvm_in_own_session() -> None:
+def _launch_jvm_in_own_session(output: IO[bytes] | None = None) -> None:
     """Start the driver's JVM (unless running) in a session and process group of its own. A stop signal
     sent to our process group (systemd's default, a terminal's job control, ``kill -- -PGID``) would
     otherwise reach the JVM too, whose shutdown hooks stop the SparkContext under a running batch; the
     job's own stop (:func:`stop_query`, then :func:`stop_session`) is the only one. The JVM still ends
-    with us: it exits when its standard input (a pipe from this process) closes."""
+    with us: it exits when its standard input (a pipe from this process) closes.
+
+    ``output``: where the JVM's standard output and error go (Spark's log4j console, the Python workers'
+    stderr, which Spark copies there), instead of ours; the demo keeps its console for its story."""
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is None:
-        gateway = launch_gateway(popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+        popen_kwargs: dict[str, Any] = {"start_new_session": True}
+        if output is not None:
+            popen_kwargs.update(stdout=output, stderr=subprocess.STDOUT)
+        gateway = launch_gateway(popen_kwargs=popen_kwargs)  # type: ignore[no-untyped-call]
         SparkContext._ensure_initialized(gateway=gateway)
 
 
@@ -161,16 +168,19 @@ def _spark_defaults(keys: Collection[str]) -> dict[str, str]:
     return {key: str(conf.get(key)) for key in keys if conf.contains(key)}
 
 
-def build_session(settings: AnalyticsSettings, app_name: str = "kafka-health-analytics") -> Any:
+def build_session(
+    settings: AnalyticsSettings, app_name: str = "kafka-health-analytics", jvm_output: IO[bytes] | None = None
+) -> Any:
     """A SparkSession for the job, on :func:`choose_master`'s master. The executors' Python workers run
     :func:`worker_python`; they import our packages from what the job ships (``--py-files``, see
     docs/analytics.md) or, on this machine, from the driver's installation. A local master's driver
-    listens on loopback only (:func:`driver_address_conf`)."""
+    listens on loopback only (:func:`driver_address_conf`). ``jvm_output``: where the driver's JVM writes
+    its console, when this starts it (default: our stdout and stderr)."""
     os.environ["PYSPARK_PYTHON"] = worker_python(settings.spark_conf, os.environ, sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    _launch_jvm_in_own_session()
+    _launch_jvm_in_own_session(jvm_output)
     submitted = under_spark_submit(os.environ)
     spark_own = _spark_defaults(("spark.master", *DRIVER_ADDRESS_KEYS))
     master = choose_master(settings.master, spark_own.get("spark.master") if submitted else None)
@@ -748,9 +758,11 @@ def running_job(
     on_batch: Callable[[int, BatchOutcome], None] | None = None,
     migrations: Sequence[Migration] = ANALYTICS_MIGRATIONS,
     clusters: Collection[str] | None = None,
+    jvm_output: IO[bytes] | None = None,
 ) -> Iterator[Any]:
     """Session, store and query for the duration of a ``with`` block (tests, the demo, the CLI).
     ``clusters``: the deployment's cluster names when it watches several (:class:`BatchHandler`).
+    ``jvm_output``: where the driver's JVM writes its console (:func:`build_session`; the demo's log file).
 
     ``migrations``: what the store's database is opened with; the analytics tables' by default, every
     subsystem's (``app.storage.MIGRATIONS``) from the command line and the demo, whose database the service
@@ -758,7 +770,7 @@ def running_job(
     """
     store = Store.open(settings.store_url, migrations=migrations)
     try:
-        spark = build_session(settings)
+        spark = build_session(settings, jvm_output=jvm_output)
         try:
             query = start_query(spark, settings, store, on_batch, clusters)
             try:

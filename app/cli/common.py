@@ -125,6 +125,8 @@ LOG_LEVEL_ENV = "KAFKA_HEALTH_LOG_LEVEL"
 tree (logging must work while the settings are read); ``DEBUG`` shows what a one-line error left out (the
 Spark plan of a failed query, a failed start-up's traceback)."""
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""Every command's log lines (the demo's log files too)."""
 
 
 def log_level(text: str | None) -> int:
@@ -140,7 +142,7 @@ def configure_logging(level: int = logging.WARNING) -> None:
     """Warnings and errors to stderr (``level`` and up). The Kafka and ZooKeeper clients' connection retries
     are expected noise, reported by the command itself in one line: kazoo logs only its errors, kafka-python
     nothing below CRITICAL unless debugging."""
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format=LOG_FORMAT)
     logging.getLogger("kazoo").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.ERROR)
     logging.getLogger("kafka").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.CRITICAL)
 

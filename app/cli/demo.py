@@ -11,6 +11,12 @@ preferred replica election (dry run, then executed). Each alert says which lane 
 it stops after the story; otherwise everything keeps running until Ctrl-C, which stops it all cleanly (no
 JVM or thread left).
 
+The console tells the story only. The logs of what runs go to files in the demo's data directory, named
+before anything starts (:class:`DemoLogs`): the simulated brokers' (which log Kafka's own errors, such as
+a crash's ``no leader can be elected for offline partition``, as part of the story), ZooKeeper's, Spark's
+and the service's. What means the demo failed still reaches the console (:class:`Failures`). The data
+directory is removed on a clean exit and kept, logs and all, when the demo fails.
+
 Exit codes: 0 the story was told (``--once``) or Ctrl-C/SIGTERM stopped it, 1 something did not start or a
 step of the story did not happen in time.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import secrets
 import shutil
 import sys
@@ -26,8 +33,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import uvicorn
@@ -36,6 +44,7 @@ from pydantic import SecretStr
 from analytics.config import AnalyticsSettings
 from analytics.rules import RuleSettings
 from app.cli.common import (
+    LOG_FORMAT,
     ExitCode,
     ListenError,
     listen_socket,
@@ -50,7 +59,7 @@ from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.reference_cluster.routes import reference_router
 from app.embedded.tansu import Tansu, TansuUnavailableError, broker_binary
 from app.embedded.webhook_receiver import WebhookReceiver
-from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError, pick_free_port
+from app.embedded.zookeeper import SERVER_LOG, EmbeddedZooKeeper, ZooKeeperServerError, pick_free_port
 from app.incidents.changes import SnapshotChanges
 from app.service.app import create_app
 from app.service.config import ServiceSettings
@@ -73,6 +82,113 @@ LAG_MS = 4000
 WINDOW_S = 5.0
 STEP_TIMEOUT_S = 120.0
 LANES = {"incident": "the incident lane (serve)", "load": "the load lane (Spark)"}
+
+
+@dataclass(frozen=True)
+class DemoLogs:
+    """Where the demo's parts log, in its data directory ``directory``."""
+
+    directory: Path
+
+    @property
+    def reference_cluster(self) -> Path:
+        """The simulated brokers and controller, and the rest of the ``app.embedded`` loggers (the embedded
+        ZooKeeper's start and stop)."""
+        return self.directory / "reference-cluster.log"
+
+    @property
+    def zookeeper_dir(self) -> Path:
+        """The embedded ZooKeeper's data directory: its server log, its JVM's console (``zookeeper.out``)."""
+        return self.directory / "zookeeper"
+
+    @property
+    def zookeeper(self) -> Path:
+        return self.zookeeper_dir / SERVER_LOG
+
+    @property
+    def spark(self) -> Path:
+        """The Spark job: its Python loggers (``analytics``, ``py4j``, ``pyspark``) and its JVM's console."""
+        return self.directory / "spark.log"
+
+    @property
+    def service(self) -> Path:
+        """The service (uvicorn, ``app``), the collectors and every other logger."""
+        return self.directory / "service.log"
+
+    @property
+    def tansu(self) -> Path:
+        """The embedded Kafka-protocol broker's console (``--transport kafka``)."""
+        return self.directory / "tansu.log"
+
+    def named(self, kafka: bool) -> str:
+        paths = [self.reference_cluster, self.zookeeper, self.spark, self.service]
+        return ", ".join(str(path) for path in (*paths, self.tansu) if kafka or path != self.tansu)
+
+
+SHOWN_LOGGERS = ("app", "collectors", "analytics", "uvicorn.error")
+"""Whose ERROR records the console shows as well as the log file: the product's (the service, its lanes,
+actions and webhooks, the collectors, the Spark job; each logs ERROR only for a failure of its own, such
+as an exception in a request, which ``uvicorn.error`` logs), as they mean the demo is failing. Not the
+embedded parts' (``app.embedded``: the simulator logs Kafka's own errors as Kafka would, a crashed broker's
+offline partition among them, which is the story), nor third-party clients' (kazoo, kafka-python: a
+stopped broker's connections), nor anyone's warnings."""
+
+
+def shown(name: str) -> bool:
+    """Whether logger ``name``'s errors reach the demo's console (:data:`SHOWN_LOGGERS`)."""
+
+    def under(parent: str) -> bool:
+        return name == parent or name.startswith(f"{parent}.")
+
+    return not under("app.embedded") and any(under(parent) for parent in SHOWN_LOGGERS)
+
+
+class Failures(logging.Filter):
+    """The records the demo's console shows: ERROR and above from :data:`SHOWN_LOGGERS`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR and shown(record.name)
+
+
+@contextlib.contextmanager
+def logs_to_files(logs: DemoLogs, console: IO[str]) -> Iterator[IO[bytes]]:
+    """Route the process's logging to ``logs``' files for the ``with`` block, and :class:`Failures` to
+    ``console`` as well; yield the file for the Spark JVM's console. The loggers' handlers are restored
+    after (the simulator's and Spark's loggers do not propagate meanwhile: their files only)."""
+    formatter = logging.Formatter(LOG_FORMAT)
+    opened: list[logging.Handler] = []
+
+    def to_file(path: Path) -> logging.Handler:
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(formatter)
+        opened.append(handler)
+        return handler
+
+    failures = logging.StreamHandler(console)
+    failures.setFormatter(formatter)
+    failures.addFilter(Failures())
+    service, spark = to_file(logs.service), to_file(logs.spark)
+    routes: dict[str, tuple[list[logging.Handler], bool]] = {  # a logger's handlers, and if it propagates
+        "": ([service, failures], True),  # the root: the service, the collectors, third-party clients
+        "uvicorn": ([], True),  # to the root, whatever uvicorn's own config did before
+        "uvicorn.access": ([], True),
+        "app.embedded": ([to_file(logs.reference_cluster)], False),
+        "analytics": ([spark, failures], False),
+        "py4j": ([spark], False),
+        "pyspark": ([spark], False),
+    }
+    loggers = {name: logging.getLogger(name or None) for name in routes}
+    saved = {name: (logger.handlers[:], logger.propagate) for name, logger in loggers.items()}
+    for name, logger in loggers.items():
+        logger.handlers, logger.propagate = routes[name]
+    try:
+        with logs.spark.open("ab") as jvm:
+            yield jvm
+    finally:
+        for name, logger in loggers.items():
+            logger.handlers, logger.propagate = saved[name]
+        for handler in opened:
+            handler.close()
 
 
 class StoryError(Exception):
@@ -216,7 +332,9 @@ def story(demo: Demo, cluster: ReferenceCluster) -> None:
 
 @contextlib.contextmanager
 def _running_server(app: Any, port: int) -> Iterator[uvicorn.Server]:
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    # log_config=None: uvicorn's loggers propagate to the demo's (its own config writes them to stderr)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", log_config=None)
+    server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()
@@ -311,10 +429,11 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"error: --transport kafka: {exc}\n")
             return ExitCode.FAILED
     workdir = Path(tempfile.mkdtemp(prefix="kafka-health-demo-"))
+    logs = DemoLogs(workdir)
     broker: Tansu | None = None
     if transport == "kafka":
         try:
-            broker = Tansu(workdir / "tansu.log", unreachable)
+            broker = Tansu(logs.tansu, unreachable)
         except TansuUnavailableError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             sys.stderr.write(f"error: --transport kafka: {exc}\n")
@@ -331,14 +450,27 @@ def run(args: argparse.Namespace) -> int:
         rules=RuleSettings(open_after=2, resolve_after=2, urp_for_s=10.0, for_s={5: 5.0}),
     )
     code = ExitCode.OK
+    clean = False  # the story told or stopped: the data directory goes; else it stays, with the logs
+
+    def remove_data() -> None:
+        if clean:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            sys.stderr.write(f"the logs are kept in {workdir}\n")
+
     with stop_signals() as stop, contextlib.ExitStack() as stack:
-        stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        stack.callback(remove_data)
+        jvm_output = stack.enter_context(logs_to_files(logs, sys.stderr))
         if broker is not None:
             stack.callback(broker.stop)
         try:
-            out.write("starting ZooKeeper, 5 brokers, the collectors, Spark and the service...\n")
+            out.write(
+                f"starting ZooKeeper, {args.brokers} brokers, the collectors, Spark and the service...\n"
+                f"logs: {logs.named(kafka=broker is not None)}\n"
+                "(this console shows the story, and of the logs only errors that mean the demo failed)\n"
+            )
             out.flush()
-            zookeeper = EmbeddedZooKeeper()
+            zookeeper = EmbeddedZooKeeper(data_dir=logs.zookeeper_dir)
             zookeeper.start()
             stack.callback(zookeeper.stop)
             cluster = ReferenceCluster(settings, zookeeper.connect_string)
@@ -373,7 +505,7 @@ def run(args: argparse.Namespace) -> int:
 
             from analytics.spark.job import running_job
 
-            stack.enter_context(running_job(analytics, migrations=MIGRATIONS))
+            stack.enter_context(running_job(analytics, migrations=MIGRATIONS, jvm_output=jvm_output))
             app = create_app(
                 ServiceSettings(
                     tokens=SecretStr(f"demo:admin:{token}"),
@@ -401,7 +533,7 @@ def run(args: argparse.Namespace) -> int:
                 f"  metrics    {base}/metrics\n"
                 f"  token      {token}   (admin; e.g. curl -H 'Authorization: Bearer {token}' "
                 f"{base}/api/v1/cluster)\n"
-                f"  data       {workdir} (removed on exit)\n"
+                f"  data       {workdir} (with the logs; removed on exit, kept if the demo fails)\n"
                 f"  samples    {source}\n"
                 f"  webhooks   {receiver.url} (a receiver subscribed to every alert)\n"
             )
@@ -423,8 +555,10 @@ def run(args: argparse.Namespace) -> int:
                 )
                 out.flush()
                 stop.wait()
+            clean = True
         except KeyboardInterrupt:
-            pass  # Spark's context installs its own SIGINT handler, which raises this: a stop, not an error
+            # Spark's context installs its own SIGINT handler, which raises this: a stop, not an error
+            clean = True
         except (StoryError, ZooKeeperServerError, RuntimeError) as exc:
             sys.stderr.write(f"error: {exc}\n")
             code = ExitCode.FAILED
