@@ -186,7 +186,7 @@ def test_a_clusters_zookeeper_section_overlays_the_shared_one_field_by_field(tmp
             zookeeper=shared, clusters={"prod": {"zookeeper": {"connect": "zk1:2181", name: value}}}
         )
         (prod,) = settings.watched()
-        expected = ZooKeeperSettings(**(shared | {"connect": "zk1:2181", name: value}))
+        expected = ZooKeeperSettings.model_validate(shared | {"connect": "zk1:2181", name: value})
         assert _plain(prod.zookeeper) == _plain(expected), name
 
 
