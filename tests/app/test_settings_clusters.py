@@ -179,11 +179,11 @@ def test_a_clusters_zookeeper_section_overlays_the_shared_one_field_by_field(tmp
         "set_acl": True,
         "auth_digest": "kh:secret",
     }
-    shared = {"session_timeout_s": 9.0, "auth_digest": "shared:secret", "set_acl": False}
+    shared: dict[str, Any] = {"session_timeout_s": 9.0, "auth_digest": "shared:secret", "set_acl": False}
     assert set(own) == set(ZooKeeperSettings.model_fields) - {"connect"}
     for name, value in own.items():
-        settings = Settings(
-            zookeeper=shared, clusters={"prod": {"zookeeper": {"connect": "zk1:2181", name: value}}}
+        settings = Settings.model_validate(
+            {"zookeeper": shared, "clusters": {"prod": {"zookeeper": {"connect": "zk1:2181", name: value}}}}
         )
         (prod,) = settings.watched()
         expected = ZooKeeperSettings.model_validate(shared | {"connect": "zk1:2181", name: value})
