@@ -13,9 +13,10 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -44,6 +45,10 @@ CLUSTER_NAME_RULE = (
 )
 
 
+CLIENT_PROPERTY: Final = "zookeeper client property"
+"""Marks a :class:`ZooKeeperSettings` field that is a key of Kafka's ZooKeeper client properties."""
+
+
 class ZooKeeperSettings(BaseModel):
     """Where the cluster's ZooKeeper is and how the collector talks to it."""
 
@@ -59,23 +64,23 @@ class ZooKeeperSettings(BaseModel):
 
     # A secured ZooKeeper (collectors/kafka/zkclient.py, docs/collectors.md "Secured ZooKeeper"): a
     # Kafka-style client properties file, and each of its keys as a field of its own (Kafka's name without
-    # "zookeeper.", dots as underscores: KAFKA_HEALTH_ZOOKEEPER__SSL_CLIENT_ENABLE=true), which wins over
-    # the file.
+    # "zookeeper.", dots as underscores: KAFKA_HEALTH_ZOOKEEPER__SSL_CLIENT_ENABLE=true; marked
+    # CLIENT_PROPERTY), which wins over the file.
     client_config: Path | None = None
     """Kafka's ZooKeeper client properties (``--zk-config``; what Kafka's tools take as
     ``--zk-tls-config-file``; a broker's ``server.properties`` works too)."""
-    ssl_client_enable: bool | None = None
-    ssl_truststore_location: str | None = None
-    ssl_truststore_type: str | None = None
-    ssl_keystore_location: str | None = None
-    ssl_keystore_type: str | None = None
-    ssl_keystore_password: SecretStr | None = None
-    ssl_endpoint_identification_algorithm: str | None = None
-    sasl_jaas_config: str | None = None
+    ssl_client_enable: Annotated[bool | None, CLIENT_PROPERTY] = None
+    ssl_truststore_location: Annotated[str | None, CLIENT_PROPERTY] = None
+    ssl_truststore_type: Annotated[str | None, CLIENT_PROPERTY] = None
+    ssl_keystore_location: Annotated[str | None, CLIENT_PROPERTY] = None
+    ssl_keystore_type: Annotated[str | None, CLIENT_PROPERTY] = None
+    ssl_keystore_password: Annotated[SecretStr | None, CLIENT_PROPERTY] = None
+    ssl_endpoint_identification_algorithm: Annotated[str | None, CLIENT_PROPERTY] = None
+    sasl_jaas_config: Annotated[str | None, CLIENT_PROPERTY] = None
     """The JAAS file Kafka names with ``-Djava.security.auth.login.config``."""
-    sasl_clientconfig: str | None = None
-    set_acl: bool | None = None
-    auth_digest: SecretStr | None = None
+    sasl_clientconfig: Annotated[str | None, CLIENT_PROPERTY] = None
+    set_acl: Annotated[bool | None, CLIENT_PROPERTY] = None
+    auth_digest: Annotated[SecretStr | None, CLIENT_PROPERTY] = None
     """``user:password`` for ZooKeeper's digest scheme (``addauth digest``)."""
 
     @model_validator(mode="after")
@@ -103,50 +108,47 @@ class ZooKeeperSettings(BaseModel):
         return zkclient.security_from_properties(overrides)
 
 
-_SECURITY_FIELDS = (
-    "ssl_client_enable",
-    "ssl_truststore_location",
-    "ssl_truststore_type",
-    "ssl_keystore_location",
-    "ssl_keystore_type",
-    "ssl_keystore_password",
-    "ssl_endpoint_identification_algorithm",
-    "sasl_jaas_config",
-    "sasl_clientconfig",
-    "set_acl",
-    "auth_digest",
+_SECURITY_FIELDS: Final = tuple(
+    name for name, field in ZooKeeperSettings.model_fields.items() if CLIENT_PROPERTY in field.metadata
 )
 
 
-class ClusterZooKeeperSettings(BaseModel):
-    """A watched cluster's ZooKeeper section: :class:`ZooKeeperSettings`' fields, each None until set, so
-    that what a cluster leaves out comes from the shared ``[zookeeper]`` section (a dump of the settings
-    validated again keeps it that way: there are no defaults here to win over the shared values)."""
+class _ZooKeeperOverlay(BaseModel):
+    """What :class:`ClusterZooKeeperSettings` adds to its fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-    connect: str | None = None
-    connections: Annotated[int, Field(ge=1, le=64)] | None = None
-    session_timeout_s: Annotated[float, Field(gt=0, le=600)] | None = None
-    start_timeout_s: Annotated[float, Field(gt=0)] | None = None
-    client_config: Path | None = None
-    ssl_client_enable: bool | None = None
-    ssl_truststore_location: str | None = None
-    ssl_truststore_type: str | None = None
-    ssl_keystore_location: str | None = None
-    ssl_keystore_type: str | None = None
-    ssl_keystore_password: SecretStr | None = None
-    ssl_endpoint_identification_algorithm: str | None = None
-    sasl_jaas_config: str | None = None
-    sasl_clientconfig: str | None = None
-    set_acl: bool | None = None
-    auth_digest: SecretStr | None = None
 
     def over(self, shared: ZooKeeperSettings) -> ZooKeeperSettings:
         """The cluster's fields over ``shared``'s (whose ``connect`` is never inherited); raises
         ValueError (a missing file, a bad store type)."""
         own = {name: value for name, value in self if value is not None}
         return ZooKeeperSettings.model_validate(shared.model_dump(exclude={"connect"}) | own)
+
+
+def _overlay_of(shared: type[BaseModel]) -> type[_ZooKeeperOverlay]:
+    """A model with every field of ``shared`` (type, constraints), each optional and None until set."""
+    fields: dict[str, Any] = {}
+    for name, field in shared.model_fields.items():
+        annotation: Any = field.annotation
+        fields[name] = (annotation | None, FieldInfo.merge_field_infos(field, default=None))
+    return create_model(
+        "ClusterZooKeeperSettings",
+        __base__=_ZooKeeperOverlay,
+        __module__=__name__,
+        __doc__=(
+            "A watched cluster's ZooKeeper section: ZooKeeperSettings' fields, each None until set, so "
+            "that what a cluster leaves out comes from the shared [zookeeper] section (a dump of the "
+            "settings validated again keeps it that way: there are no defaults here to win over the "
+            "shared values)."
+        ),
+        **fields,
+    )
+
+
+if TYPE_CHECKING:
+    ClusterZooKeeperSettings = _ZooKeeperOverlay
+else:
+    ClusterZooKeeperSettings = _overlay_of(ZooKeeperSettings)
 
 
 class ClusterSettings(BaseModel):

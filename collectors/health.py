@@ -27,8 +27,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 from collectors.kafka.effective import (
+    ConfigSource,
     MinIsrTable,
     PartitionSettings,
     StaticDefaults,
@@ -552,6 +554,48 @@ def partition_settings(
     sources (the same resolution ``report.partitions`` used for its flags)."""
     settings = report.settings if report.settings is not None else TopicSettings(snapshot)
     return settings.of_partition(info.tp.topic, info.leader)
+
+
+def partition_json(
+    info: PartitionInfo, health: PartitionHealth, settings: PartitionSettings
+) -> dict[str, Any]:
+    """One partition as JSON: its assignment and state, its health flags and its effective
+    ``min.insync.replicas`` and ``unclean.leader.election.enable`` with their sources
+    (:func:`partition_settings`). ``kafka-health describe --format json`` prints it; the API's
+    ``PartitionOut`` is the same without ``zk_version`` (the state znode's version)."""
+    state = info.state
+    min_isr, unclean = settings.min_insync_replicas, settings.unclean_leader_election_enable
+    return {
+        "topic": info.tp.topic,
+        "partition": info.tp.partition,
+        "replicas": list(info.assignment.replicas),
+        "isr": list(info.isr),
+        "leader": info.leader,
+        "leader_epoch": None if state is None else state.leader_epoch,
+        "controller_epoch": None if state is None else state.controller_epoch,
+        "leader_recovery_state": None if state is None else state.leader_recovery_state,
+        "zk_version": None if state is None else state.zk_version,
+        "adding_replicas": list(info.assignment.adding_replicas),
+        "removing_replicas": list(info.assignment.removing_replicas),
+        "under_replicated": health.under_replicated,
+        "under_min_isr": health.under_min_isr,
+        "at_min_isr": health.at_min_isr,
+        "offline": health.offline,
+        "preferred_leader": health.preferred_leader,
+        "min_isr": health.min_isr,
+        "min_isr_source": min_isr.source.value,
+        "min_isr_assumed_from": _source_json(min_isr.assumed_from),
+        "min_isr_unknown_reason": min_isr.reason,
+        "unclean_leader_election": unclean.value,
+        "unclean_leader_election_source": unclean.source.value,
+        "unclean_leader_election_assumed_from": _source_json(unclean.assumed_from),
+        "unclean_leader_election_unknown_reason": unclean.reason,
+        "state_unknown": health.state_unknown,
+    }
+
+
+def _source_json(source: ConfigSource | None) -> str | None:
+    return None if source is None else source.value
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from analytics.store.migrations import Migration, migrate
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
+    "DOUBLE_TYPE",
     "JSON_TYPE",
     "TIME_TYPE",
     "Database",
@@ -49,7 +50,9 @@ DEFAULT_BUSY_TIMEOUT: Final = 30.0
 
 JSON_TYPE: Final = sa.JSON(none_as_null=True)
 """The type of every store's JSON columns (Python's None is SQL NULL, not JSON ``null``)."""
-TIME_TYPE: Final = sa.Double
+DOUBLE_TYPE: Final = sa.DOUBLE_PRECISION
+"""The type of every store's floating-point columns: ``DOUBLE PRECISION`` on both databases."""
+TIME_TYPE: Final = DOUBLE_TYPE
 """The type of every store's times: epoch seconds as ``DOUBLE PRECISION``."""
 
 _URL_FORMS: Final = "sqlite:///PATH (a file) or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"

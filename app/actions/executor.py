@@ -68,9 +68,9 @@ from app.actions.reassignment import (
     safe_to_start_batch,
     throttle_config_from,
 )
+from app.actions.reassignment_throttle import ThrottleSpec, set_config_keys
 from app.actions.state import ActionRecord, ActionState, AuditEntry
-from app.actions.throttles import remove_throttles
-from app.actions.throttling import ThrottleSpec, set_config_keys
+from app.actions.throttle_removal import remove_throttles
 from collectors.health import HealthReport
 from collectors.kafka import zkdata
 from collectors.kafka.admin import AdminZooKeeper
@@ -648,7 +648,7 @@ class ReassignmentExecutor:
 
     def _remove_throttles(self, journal: ReassignmentJournal) -> tuple[bool, str | None]:
         """Kafka's ``clearAllThrottles``: the rates of every broker the action named or that is registered
-        now, the replica lists of its topics (:func:`app.actions.throttles.remove_throttles`)."""
+        now, the replica lists of its topics (:func:`app.actions.throttle_removal.remove_throttles`)."""
         snapshot, _ = self._state()
         brokers = sorted(set(journal.throttled_brokers) | set(snapshot.brokers))
         report = remove_throttles(self._zk, brokers=brokers, topics=journal.throttled_topics)

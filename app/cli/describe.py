@@ -21,14 +21,20 @@ from typing import Any, TextIO, get_args
 from app.cli.common import ExitCode, add_zk_config_argument, positive_duration
 from app.service.schemas.cluster import BrokerAddress
 from app.service.schemas.throttles import ThrottlesOut
-from collectors.health import HealthReport, PartitionHealth, assess, no_kafka_cluster, partition_settings
+from collectors.health import (
+    HealthReport,
+    PartitionHealth,
+    assess,
+    no_kafka_cluster,
+    partition_json,
+    partition_settings,
+)
 from collectors.kafka.effective import (
     EffectiveSetting,
-    PartitionSettings,
     parse_boolean,
     parse_min_insync_replicas,
 )
-from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
+from collectors.kafka.model import NO_LEADER, ClusterSnapshot, TopicPartition
 from collectors.kafka.throttles import (
     BrokerThrottle,
     ThrottleEntry,
@@ -164,43 +170,6 @@ def unhealthy(report: HealthReport) -> bool:
 # --- JSON ----------------------------------------------------------------------------------------------
 
 
-def _setting_json(name: str, setting: EffectiveSetting[Any]) -> dict[str, Any]:
-    return {
-        name: setting.value,
-        f"{name}_source": setting.source.value,
-        f"{name}_assumed_from": None if setting.assumed_from is None else setting.assumed_from.value,
-        f"{name}_unknown_reason": setting.reason,
-    }
-
-
-def _partition_json(
-    info: PartitionInfo, health: PartitionHealth, settings: PartitionSettings
-) -> dict[str, Any]:
-    state = info.state
-    return {
-        "topic": info.tp.topic,
-        "partition": info.tp.partition,
-        "replicas": list(info.assignment.replicas),
-        "isr": list(info.isr),
-        "leader": info.leader,
-        "leader_epoch": state.leader_epoch if state else None,
-        "controller_epoch": state.controller_epoch if state else None,
-        "leader_recovery_state": state.leader_recovery_state if state else None,
-        "zk_version": state.zk_version if state else None,
-        "adding_replicas": list(info.assignment.adding_replicas),
-        "removing_replicas": list(info.assignment.removing_replicas),
-        "under_replicated": health.under_replicated,
-        "under_min_isr": health.under_min_isr,
-        "at_min_isr": health.at_min_isr,
-        "offline": health.offline,
-        "preferred_leader": health.preferred_leader,
-        "min_isr": health.min_isr,
-        **_setting_json("min_isr", settings.min_insync_replicas),
-        **_setting_json("unclean_leader_election", settings.unclean_leader_election_enable),
-        "state_unknown": health.state_unknown,
-    }
-
-
 def effective_settings_json(snapshot: ClusterSnapshot, report: HealthReport) -> dict[str, Any]:
     """The static defaults the values were resolved with, and the config znodes that could not be read (each
     makes the source of the values below it ``unknown``)."""
@@ -322,7 +291,7 @@ def describe_json(
 
 def _partition_out(snapshot: ClusterSnapshot, report: HealthReport, tp: TopicPartition) -> dict[str, Any]:
     info = snapshot.partitions[tp]
-    return _partition_json(info, report.partitions[tp], partition_settings(report, snapshot, info))
+    return partition_json(info, report.partitions[tp], partition_settings(report, snapshot, info))
 
 
 # --- text ----------------------------------------------------------------------------------------------

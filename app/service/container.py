@@ -4,7 +4,8 @@
 several (:class:`ServedCluster`, one per cluster); each has components of its own, a
 :class:`ClusterComponents`: its ZooKeeper collector (first full scan), its metrics scraper, its
 :class:`~app.service.state.ClusterView`, its incident lane, the ZooKeeper admin session of its runbook
-actions, its :class:`~app.actions.runner.ActionRunner` and :class:`~app.actions.throttles.ThrottleCleaner`,
+actions, its :class:`~app.actions.runner.ActionRunner` and
+:class:`~app.actions.throttle_removal.ThrottleCleaner`,
 and its own leadership (elected through its own ZooKeeper) for the lane and the runner. The store, the
 token store, the webhook notifier and the store's retention pruner are shared; with several clusters they
 lead through the first cluster whose ZooKeeper answers
@@ -36,7 +37,7 @@ from analytics.store import Store
 from app.actions.measure import PartitionMetricsReader
 from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog, ActionState, AuditEntry, MemoryActionLog
-from app.actions.throttles import ThrottleCleaner
+from app.actions.throttle_removal import ThrottleCleaner
 from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
 from app.incidents.observe import cluster_name

@@ -24,7 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from analytics.store import Store
 from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog
-from app.actions.throttles import ThrottleCleaner
+from app.actions.throttle_removal import ThrottleCleaner
 from app.service.auth import Principal, Role
 from app.service.container import (
     ClusterComponents,

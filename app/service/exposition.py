@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 
 from analytics.store import Store
 from app.actions.state import ActionLog, ActionState
-from app.actions.throttles import inventory_of
+from app.actions.throttle_removal import inventory_of
 from app.incidents.lane import IncidentLane
 from app.retention.pruner import RetentionPruner
 from app.service.safe_to_stop import cluster_safety

@@ -20,7 +20,7 @@ restarted broker, a new replica) for months, unnoticed. :func:`throttle_inventor
 a snapshot shows, who uses it, whether it limits anything, and what is odd about it (a broker that is not
 registered, a partition that does not exist, half a throttle, a value Kafka would refuse). It is pure: the
 callers say which of their actions are still running (:class:`ThrottleUser`); the cleanup is the
-service's (``app.actions.throttles``).
+service's (``app.actions.throttle_removal``).
 """
 
 from __future__ import annotations

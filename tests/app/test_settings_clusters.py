@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
-from app.settings import CONFIG_ENV, Settings, cluster_overrides, load_settings, parse_cluster_flag
+from app.settings import (
+    CONFIG_ENV,
+    Settings,
+    ZooKeeperSettings,
+    cluster_overrides,
+    load_settings,
+    parse_cluster_flag,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -144,10 +152,45 @@ def test_a_dump_validated_again_keeps_the_shared_zookeeper_section(
     assert prod.zookeeper.auth_digest.get_secret_value() == "kh:secret"
 
 
-def test_a_clusters_zookeeper_section_has_every_field_of_the_shared_one() -> None:
-    """The per-cluster section repeats the shared one's fields (each None until set): a field added to one
-    and not the other would be refused per cluster, or never inherited."""
-    from app.settings import ClusterZooKeeperSettings, ZooKeeperSettings
+def test_a_clusters_zookeeper_section_overlays_the_shared_one_field_by_field(tmp_path: Path) -> None:
+    """Every field of the shared ``[zookeeper]`` section but ``connect`` can be set per cluster: the
+    cluster's value wins for that field, and the shared section gives every other."""
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        '  username="kh" password="secret";\n};\n'
+    )
+    client_config = tmp_path / "zk-client.properties"
+    client_config.write_text("zookeeper.set.acl=false\n")
+    own: dict[str, Any] = {
+        "connections": 7,
+        "session_timeout_s": 3.0,
+        "start_timeout_s": 5.0,
+        "client_config": client_config,
+        "ssl_client_enable": False,
+        "ssl_truststore_location": "/etc/kafka/ca.pem",
+        "ssl_truststore_type": "PEM",
+        "ssl_keystore_location": "/etc/kafka/client.pem",
+        "ssl_keystore_type": "PEM",
+        "ssl_keystore_password": "keystore-secret",
+        "ssl_endpoint_identification_algorithm": "",
+        "sasl_jaas_config": str(jaas),
+        "sasl_clientconfig": "Client",
+        "set_acl": True,
+        "auth_digest": "kh:secret",
+    }
+    shared: dict[str, Any] = {"session_timeout_s": 9.0, "auth_digest": "shared:secret", "set_acl": False}
+    assert set(own) == set(ZooKeeperSettings.model_fields) - {"connect"}
+    for name, value in own.items():
+        settings = Settings.model_validate(
+            {"zookeeper": shared, "clusters": {"prod": {"zookeeper": {"connect": "zk1:2181", name: value}}}}
+        )
+        (prod,) = settings.watched()
+        expected = ZooKeeperSettings.model_validate(shared | {"connect": "zk1:2181", name: value})
+        assert _plain(prod.zookeeper) == _plain(expected), name
 
-    assert set(ClusterZooKeeperSettings.model_fields) == set(ZooKeeperSettings.model_fields)
-    assert all(f.default is None for f in ClusterZooKeeperSettings.model_fields.values())
+
+def _plain(settings: ZooKeeperSettings) -> dict[str, Any]:
+    return {
+        name: value.get_secret_value() if isinstance(value, SecretStr) else value for name, value in settings
+    }

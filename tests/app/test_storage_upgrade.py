@@ -18,7 +18,16 @@ from analytics.store import Store
 from app.actions.state import ActionRecord, ActionState, AuditEntry
 from app.storage import MIGRATIONS, Storage, open_database
 from tests.app.fixtures.store_75789e8.generate import NOW, plain, table_rows
-from tests.support.store import BACKENDS, POSTGRESQL, SQLITE, TABLES, full_batch, sqlite_url
+from tests.support.store import (
+    BACKENDS,
+    POSTGRESQL,
+    SQLITE,
+    TABLES,
+    full_batch,
+    raw_engine,
+    schema,
+    sqlite_url,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +113,25 @@ def test_every_row_is_kept(old_database: tuple[str, dict[str, Any]]) -> None:
     assert [(row["version"], row["description"]) for row in versions] == [
         (m.version, m.description) for m in MIGRATIONS
     ]
+
+
+def test_the_upgraded_database_has_the_schema_of_a_fresh_one(
+    old_database: tuple[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The migrations bring the old tables (migration 4 rebuilds SQLite's ``actions``) to the shape a
+    fresh database is created in from the table definitions: every column, key, constraint and index."""
+    url, _ = old_database
+    open_database(url).close()
+    upgraded_schema = schema(url)
+    if url.startswith("sqlite"):
+        fresh = sqlite_url(tmp_path / "fresh.db")
+    else:  # the same PostgreSQL database, emptied
+        fresh = url
+        with raw_engine(url) as engine, engine.begin() as conn:
+            for name in sa.inspect(conn).get_table_names():
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
+    open_database(fresh).close()
+    assert upgraded_schema == schema(fresh)
 
 
 def test_the_new_stores_read_the_old_rows(old_database: tuple[str, dict[str, Any]]) -> None:

@@ -129,6 +129,71 @@ def versions(url: str) -> list[int]:
         ]
 
 
+def schema(url: str) -> dict[str, dict[str, Any]]:
+    """The schema of every table at ``url`` as SQLAlchemy's inspector reports it, by table name: its columns
+    (name, declared type, nullability, server default, PostgreSQL identity), primary key, foreign keys
+    (with ``ON DELETE``), unique and check constraints, indexes, and whether SQLite's ids are
+    ``AUTOINCREMENT``; comparable between two databases of one kind (order and whitespace aside)."""
+    with raw_engine(url) as engine, engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        dialect = conn.dialect
+        tables: dict[str, dict[str, Any]] = {}
+        for name in sorted(inspector.get_table_names()):
+            autoincrement = False
+            declared_types: dict[str, str] = {}
+            if dialect.name == "sqlite":  # the type as declared: the inspector maps DOUBLE PRECISION to REAL
+                sql = conn.execute(
+                    sa.text("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :name"),
+                    {"name": name},
+                ).scalar_one()
+                autoincrement = "AUTOINCREMENT" in sql.upper()
+                info = conn.exec_driver_sql(f"PRAGMA table_info({name})")
+                declared_types = {str(row[1]): str(row[2]).upper() for row in info}
+            tables[name] = {
+                "columns": [
+                    (
+                        c["name"],
+                        declared_types.get(c["name"]) or c["type"].compile(dialect=dialect),
+                        c["nullable"],
+                        _words(c.get("default")),
+                        bool(c.get("identity")),
+                    )
+                    for c in inspector.get_columns(name)
+                ],
+                "primary_key": _named(inspector.get_pk_constraint(name), "constrained_columns"),
+                "foreign_keys": sorted(
+                    (
+                        str(f["name"]),
+                        tuple(f["constrained_columns"]),
+                        f["referred_table"],
+                        tuple(f["referred_columns"]),
+                        str(f.get("options", {}).get("ondelete", "")).upper(),
+                    )
+                    for f in inspector.get_foreign_keys(name)
+                ),
+                "unique": sorted(_named(u, "column_names") for u in inspector.get_unique_constraints(name)),
+                "checks": sorted(
+                    (str(c["name"]), _words(c["sqltext"])) for c in inspector.get_check_constraints(name)
+                ),
+                "indexes": sorted(
+                    (str(i["name"]), tuple(str(c) for c in i["column_names"]), bool(i["unique"]))
+                    for i in inspector.get_indexes(name)
+                    if not i.get("duplicates_constraint")  # PostgreSQL's index of a unique constraint
+                ),
+                "autoincrement": autoincrement,
+            }
+        return tables
+
+
+def _named(constraint: Any, columns: str) -> tuple[str, tuple[str, ...]]:
+    return str(constraint.get("name")), tuple(constraint[columns])
+
+
+def _words(text: Any) -> str | None:
+    """SQL text with its whitespace and letter case evened out (None stays None)."""
+    return None if text is None else " ".join(str(text).split()).lower()
+
+
 # --- building the analytics store's rows -----------------------------------------------------------------
 
 

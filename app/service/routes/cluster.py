@@ -38,7 +38,7 @@ from app.service.schemas.common import MAX_PAGE, Page, Problem
 from app.service.schemas.migration import MigrationOut
 from app.service.schemas.params import BrokerIdPath, BrokerIdQuery, Offset, QueryBool
 from app.service.state import ClusterState, ClusterView
-from collectors.health import PartitionHealth, partition_settings
+from collectors.health import PartitionHealth, partition_json, partition_settings
 from collectors.kafka.effective import PartitionSettings
 from collectors.kafka.model import NO_LEADER, PartitionInfo, TopicPartition
 from collectors.migration import migration_view
@@ -198,34 +198,9 @@ def broker(broker_id: BrokerIdPath, _: Viewer, view: View) -> BrokerOut:
 
 
 def partition_out(info: PartitionInfo, health: PartitionHealth, settings: PartitionSettings) -> PartitionOut:
-    state = info.state
-    min_isr, unclean = settings.min_insync_replicas, settings.unclean_leader_election_enable
-    return PartitionOut(
-        topic=info.tp.topic,
-        partition=info.tp.partition,
-        replicas=list(info.assignment.replicas),
-        isr=list(info.isr),
-        leader=info.leader,
-        leader_epoch=None if state is None else state.leader_epoch,
-        controller_epoch=None if state is None else state.controller_epoch,
-        leader_recovery_state=None if state is None else state.leader_recovery_state,
-        adding_replicas=list(info.assignment.adding_replicas),
-        removing_replicas=list(info.assignment.removing_replicas),
-        under_replicated=health.under_replicated,
-        under_min_isr=health.under_min_isr,
-        at_min_isr=health.at_min_isr,
-        offline=health.offline,
-        preferred_leader=health.preferred_leader,
-        min_isr=health.min_isr,
-        min_isr_source=min_isr.source,
-        min_isr_assumed_from=min_isr.assumed_from,
-        min_isr_unknown_reason=min_isr.reason,
-        unclean_leader_election=unclean.value,
-        unclean_leader_election_source=unclean.source,
-        unclean_leader_election_assumed_from=unclean.assumed_from,
-        unclean_leader_election_unknown_reason=unclean.reason,
-        state_unknown=health.state_unknown,
-    )
+    """:func:`collectors.health.partition_json`, the JSON ``describe`` prints too, in the API's model
+    (which leaves out ``zk_version``)."""
+    return PartitionOut.model_validate(partition_json(info, health, settings))
 
 
 def _partition_out(state: ClusterState, tp: TopicPartition) -> PartitionOut:

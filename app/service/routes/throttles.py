@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, HTTPException
 
-from app.actions.throttles import InvalidThrottleRequestError
+from app.actions.throttle_removal import InvalidThrottleRequestError
 from app.service.deps import Operator, Throttles, View, Viewer
 from app.service.schemas.throttles import ClearThrottlesIn, ClearThrottlesOut, ThrottlesOut
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.actions.throttles import ClearOrder, ClearOutcome, EntityRef
+from app.actions.throttle_removal import ClearOrder, ClearOutcome, EntityRef
 from app.service.schemas.common import Flag, JavaInt
 from app.service.schemas.limits import MAX_BROKERS, MAX_TOPICS, BrokerEntity, TopicName
 from collectors.kafka.throttles import (

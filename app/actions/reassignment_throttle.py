@@ -1,7 +1,7 @@
 """A reassignment's replication throttle: what was asked for (:class:`ThrottleSpec`), and writing the throttle
 keys into entity configs (read-modify-write of ``/config/<type>/<entity>``, the brokers told through
 ``/config/changes`` as kafka-configs does; every other key of the config is kept). Their removal is
-:func:`app.actions.throttles.remove_throttles`."""
+:func:`app.actions.throttle_removal.remove_throttles`."""
 
 from __future__ import annotations
 

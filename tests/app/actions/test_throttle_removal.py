@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
 from app.actions.state import ActionRecord, ActionState, MemoryActionLog, request_digest
-from app.actions.throttles import (
+from app.actions.throttle_removal import (
     CLEAR_THROTTLES,
     ClearOrder,
     EntityRef,
