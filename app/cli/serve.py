@@ -303,6 +303,7 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
                 err.write(f"error: no Kafka cluster in any watched cluster: {reasons}\n")
             return ExitCode.FAILED
         served = []
+        waiting: list[str] = []
         for cluster, scan, missing in zip(watched, scans, no_kafka, strict=True):
             zk = cluster.zookeeper
             if isinstance(scan, ZooKeeperCollectorError):
@@ -314,13 +315,12 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
                 collector_factory = None
                 changes = None
             else:
-                if missing is not None:
+                if missing is not None:  # said once the store is open too (no warning before an error)
                     where = "" if cluster.name is None else f"cluster {cluster.name}: "
-                    err.write(
+                    waiting.append(
                         f"warning: {where}{public_connect(cluster.connect)}: {missing}; waiting for one "
                         "(not ready until a Kafka cluster is there; nothing is written into this ZooKeeper)\n"
                     )
-                    err.flush()
                 collector, changes = scan
                 listener = None if cluster.metrics is None else cluster.metrics.listener
                 absent = missing_listener(collector.snapshot.brokers, listener)
@@ -349,9 +349,10 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
             log.debug("the store cannot be opened", exc_info=True)
             err.write(f"error: {first_line(exc)}\n")
             return ExitCode.FAILED
+        err.writelines(waiting)
         if not len(token_store(settings.service)):
             err.write(f"warning: {NO_TOKEN}\n")
-            err.flush()
+        err.flush()
         app = create_app(
             settings.service,
             clusters=served,

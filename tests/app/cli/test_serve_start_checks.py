@@ -229,7 +229,9 @@ def test_an_sqlite_store_whose_directory_does_not_exist_exits_2_and_creates_noth
 
 def test_the_root_case_of_the_report_exits_2_and_creates_no_root_directory() -> None:
     assert not Path("/nonexistent").exists()
-    result = run_serve("--zookeeper", "127.0.0.1:1", "--store-url", "sqlite:////nonexistent/dir/x.db", **TOKENS)
+    result = run_serve(
+        "--zookeeper", "127.0.0.1:1", "--store-url", "sqlite:////nonexistent/dir/x.db", **TOKENS
+    )
     assert result.returncode == ExitCode.BAD_INPUT, result.stderr
     assert "store directory /nonexistent/dir does not exist" in result.stderr
     assert result.stderr.count("\n") == 1
