@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from analytics.rules import RuleSettings
-from analytics.store.database import check_store_url
+from analytics.store.database import check_store_directory, check_store_url
 from analytics.store.errors import StoreError
 from collectors.transport import parse_transport
 
@@ -38,6 +38,10 @@ class AnalyticsSettings(BaseModel):
     checkpoint: str = "./kafka-health-data/checkpoint"
     """Spark's checkpoint directory (offsets, dedup and window state): keep it to restart exactly once."""
     store_url: str = "sqlite:///./kafka-health-data/kafka-health.db"
+    create_store_dir: bool = False
+    """Create the SQLite store's directory when it does not exist (``--create-store-dir``). Off: a missing
+    directory is a start-up error (exit 2), as a missing spool directory is: a typo in the path would
+    otherwise start an empty store in a new directory tree."""
     query_name: str = "kafka_health_load"
     """Names the streaming query in the store's processed-batches table (one name per checkpoint)."""
     weights: dict[str, Annotated[float, Field(ge=0)]] | None = None
@@ -68,6 +72,16 @@ class AnalyticsSettings(BaseModel):
             return check_store_url(value)
         except StoreError as exc:
             raise ValueError(str(exc)) from None
+
+    def require_store_directory(self) -> None:
+        """What ``serve`` and ``analytics`` check before they start: unless ``create_store_dir``, the SQLite
+        store's directory exists. Raises ValueError in one line."""
+        if self.create_store_dir:
+            return
+        try:
+            check_store_directory(self.store_url)
+        except StoreError as exc:
+            raise ValueError(f"{exc} (give --create-store-dir to create it)") from None
 
     @field_validator("spark_conf")
     @classmethod

@@ -250,6 +250,26 @@ def check_store_url(url: str) -> str:
     return url
 
 
+def store_directory(url: str) -> Path | None:
+    """The directory of the SQLite file ``url`` names (what :meth:`Database.open` would create), None for
+    PostgreSQL or an SQLite ``uri=true`` URL. Raises :class:`StoreError` for a bad URL."""
+    parsed = _parse_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri"):
+        return None
+    return Path(parsed.database or "").expanduser().parent
+
+
+def check_store_directory(url: str) -> None:
+    """Raises :class:`StoreError` naming the directory when ``url`` is an SQLite file whose directory does
+    not exist (or is not a directory): without ``create_store_dir`` a typo in the path is bad input, not a
+    new empty store in a new directory tree (as a spool directory is)."""
+    directory = store_directory(url)
+    if directory is None or directory.is_dir():
+        return
+    what = "is not a directory" if directory.exists() else "does not exist"
+    raise StoreError(f"store directory {directory} {what}")
+
+
 def _parse_url(url: str) -> URL:
     if not isinstance(url, str) or not url.strip():
         raise StoreError(f"the store URL is empty; use {_URL_FORMS}")

@@ -1,7 +1,8 @@
 """``kafka-health analytics``: run the PySpark streaming job until SIGINT/SIGTERM.
 
 Before the banner and before Spark starts, what can be checked is: the settings (a bad flag, variable or
-store URL, a spool directory that does not exist without ``--create-spool``: exit 2), the store (opened
+store URL, a spool directory that does not exist without ``--create-spool``, an SQLite store's directory
+that does not exist without ``--create-store-dir``: exit 2), the store (opened
 and migrated: exit 1 when it cannot be), a Kafka source's bootstrap servers (one of them must answer
 within 10 s) and its topic (it must exist): exit 1. A query that fails later is one line too; its Spark
 plan and traceback go to the debug log (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
@@ -45,7 +46,8 @@ log = logging.getLogger(__name__)
 HELP = "run the PySpark streaming job: samples -> load model -> alert rules -> store"
 DESCRIPTION = (
     "Exit codes: 0 stopped, 1 the job failed or the store or Kafka is unreachable, 2 bad input "
-    "(including a spool directory that does not exist, without --create-spool)."
+    "(including a spool directory that does not exist, without --create-spool, and an SQLite store's "
+    "directory that does not exist, without --create-store-dir)."
 )
 KAFKA_REACH_TIMEOUT_S = 10.0
 """How long the bootstrap servers of a Kafka source get to accept a TCP connection before start-up fails."""
@@ -79,6 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store-url", metavar="URL", help="sqlite:///FILE (default) or postgresql+psycopg://..."
     )
+    parser.add_argument(
+        "--create-store-dir",
+        action="store_true",
+        default=None,
+        help="create the SQLite store's directory if it does not exist (default: a missing one is an error)",
+    )
     parser.add_argument("--rated-deviation", type=float, metavar="R", help="r of the load model (0.10)")
     add_cluster_argument(
         parser,
@@ -106,6 +114,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[AnalyticsSettings, tup
         ("watermark", "watermark_s"),
         ("checkpoint", "checkpoint"),
         ("store_url", "store_url"),
+        ("create_store_dir", "create_store_dir"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -121,6 +130,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[AnalyticsSettings, tup
             check_spool_directory(spec.directory)
         except ValueError as exc:
             raise ValueError(f"{exc} (give --create-spool to create it)") from None
+    settings.require_store_directory()
     return settings, tuple(sorted(whole.clusters))
 
 

@@ -3,13 +3,18 @@
 ``/api/v1/clusters/NAME/...``).
 
 Everything that can fail is tried before the banner, each failure one line: the settings (flags,
-``KAFKA_HEALTH_*``, the tokens, the TLS files, the store URL: exit 2), the listen address (a host that
-is not an address of this machine: exit 2; a port in use: exit 1, bound here and handed to uvicorn, so it
-cannot be taken in between), the cluster (the first full scan: exit 1) and the store (opened and
-migrated: exit 1; after the cluster, so that a ZooKeeper typo leaves no SQLite file behind). With several
-clusters their first scans run in parallel; a cluster that cannot be read is a one-line warning and is
-retried in the background (its routes answer 503 until it is read), and the start-up fails (exit 1) only
-when no cluster can be read. A failure of
+``KAFKA_HEALTH_*``, the tokens, the TLS files, the store URL, an SQLite store's directory that does not
+exist without ``--create-store-dir``: exit 2), the listen address (a host that is not an address of this
+machine: exit 2; a port in use: exit 1, bound here and handed to uvicorn, so it cannot be taken in
+between), the cluster (the first full scan: exit 1; a chroot that holds no Kafka cluster, ``describe``'s
+check: exit 1 unless ``--wait-for-cluster``) and the store (opened and migrated: exit 1; after the
+cluster, so that a ZooKeeper typo leaves no SQLite file behind). With several clusters their first scans
+run in parallel; a cluster that cannot be read is a one-line warning and is retried in the background
+(its routes answer 503 until it is read), a cluster whose chroot holds no Kafka cluster is a one-line
+warning and is served not ready until one appears, and the start-up fails (exit 1) only when no cluster
+can be read, or (without ``--wait-for-cluster``) none holds a Kafka cluster. Nothing is written into a
+ZooKeeper chroot that holds no Kafka cluster (:meth:`~app.service.container.ClusterComponents.has_kafka`).
+No API token configured is a one-line warning (every ``/api/v1`` route would answer 401). A failure of
 uvicorn's start-up after that is one line too; its traceback goes to the debug log
 (``KAFKA_HEALTH_LOG_LEVEL=DEBUG``).
 
@@ -43,17 +48,22 @@ from app.cli.common import (
     tcp_port,
 )
 from app.incidents.changes import SnapshotChanges
-from app.service.auth import hash_token
+from app.service.auth import NO_TOKEN, hash_token
 from app.service.config import ServiceSettings
 from app.settings import Settings, WatchedCluster, cluster_overrides, load_settings
 from app.storage import Storage
+from collectors.health import no_kafka_cluster
 from collectors.metrics import missing_listener
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
 log = logging.getLogger(__name__)
 
 HELP = "the REST service: cluster state, load, alerts, /metrics and runbook actions"
-DESCRIPTION = "Exit codes: 0 stopped, 1 cannot start (with several clusters: none can be read), 2 bad input."
+DESCRIPTION = (
+    "Exit codes: 0 stopped, 1 cannot start (with several clusters: none can be read; no Kafka cluster in "
+    "the chroot, without --wait-for-cluster), 2 bad input (including an SQLite store's directory that does "
+    "not exist, without --create-store-dir)."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +91,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="the store (load and alerts); with it the service writes incident alerts",
     )
+    parser.add_argument(
+        "--create-store-dir",
+        action="store_true",
+        default=None,
+        help="create the SQLite store's directory if it does not exist (default: a missing one is an error; "
+        "or KAFKA_HEALTH_ANALYTICS__CREATE_STORE_DIR)",
+    )
+    parser.add_argument(
+        "--wait-for-cluster",
+        action="store_true",
+        default=None,
+        help="start although the chroot holds no Kafka cluster yet: not ready until one appears (default: "
+        "exit 1, as describe; or KAFKA_HEALTH_SERVICE__WAIT_FOR_CLUSTER)",
+    )
     parser.add_argument("--host", help="listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=tcp_port, help="listen port (default 8080)")
     parser.add_argument(
@@ -104,6 +128,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     base |= metrics_overrides(base["metrics"], args.metrics_url_template, args.metrics_listener)
     if args.store_url is not None:
         base["analytics"]["store_url"] = args.store_url
+    if getattr(args, "create_store_dir", None) is not None:
+        base["analytics"]["create_store_dir"] = args.create_store_dir
+    if getattr(args, "wait_for_cluster", None) is not None:
+        base["service"]["wait_for_cluster"] = args.wait_for_cluster
     for flag in ("host", "port", "tls_cert", "tls_key"):
         if getattr(args, flag) is not None:
             base["service"][flag] = getattr(args, flag)
@@ -180,6 +208,7 @@ def settings_and_tokens(args: argparse.Namespace) -> Settings:
 
     token_store(settings.service)
     check_tls(settings.service)
+    settings.analytics.require_store_directory()
     return settings
 
 
@@ -239,7 +268,7 @@ def _first_scans(
 
 
 def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) -> int:
-    from app.service.app import create_app
+    from app.service.app import create_app, token_store
     from app.service.container import ServedCluster, public_connect
 
     store_url = settings.analytics.store_url
@@ -247,6 +276,11 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
     # Read the clusters before listening: an unreachable ZooKeeper is a clear error, not a traceback.
     scans = _first_scans(watched)
     started = [scan for scan in scans if not isinstance(scan, ZooKeeperCollectorError)]
+    # describe's check: a chroot that holds no Kafka cluster is a wrong connect string (or one to wait for)
+    no_kafka = [
+        None if isinstance(scan, ZooKeeperCollectorError) else no_kafka_cluster(scan[0].snapshot)
+        for scan in scans
+    ]
     try:
         if not started:
             if len(watched) == 1:
@@ -255,8 +289,22 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
                 reasons = "; ".join(f"{w.label()}: {r}" for w, r in zip(watched, scans, strict=True))
                 err.write(f"error: cannot read any cluster: {reasons}\n")
             return ExitCode.FAILED
+        if not settings.service.wait_for_cluster and all(
+            isinstance(scan, ZooKeeperCollectorError) or missing is not None
+            for scan, missing in zip(scans, no_kafka, strict=True)
+        ):
+            if len(watched) == 1:
+                err.write(f"error: {public_connect(watched[0].connect)}: {no_kafka[0]}\n")
+            else:
+                reasons = "; ".join(
+                    f"{w.label()}: {public_connect(w.connect)}: {missing or scan}"
+                    for w, scan, missing in zip(watched, scans, no_kafka, strict=True)
+                )
+                err.write(f"error: no Kafka cluster in any watched cluster: {reasons}\n")
+            return ExitCode.FAILED
         served = []
-        for cluster, scan in zip(watched, scans, strict=True):
+        waiting: list[str] = []
+        for cluster, scan, missing in zip(watched, scans, no_kafka, strict=True):
             zk = cluster.zookeeper
             if isinstance(scan, ZooKeeperCollectorError):
                 err.write(
@@ -267,6 +315,12 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
                 collector_factory = None
                 changes = None
             else:
+                if missing is not None:  # said once the store is open too (no warning before an error)
+                    where = "" if cluster.name is None else f"cluster {cluster.name}: "
+                    waiting.append(
+                        f"warning: {where}{public_connect(cluster.connect)}: {missing}; waiting for one "
+                        "(not ready until a Kafka cluster is there; nothing is written into this ZooKeeper)\n"
+                    )
                 collector, changes = scan
                 listener = None if cluster.metrics is None else cluster.metrics.listener
                 absent = missing_listener(collector.snapshot.brokers, listener)
@@ -295,6 +349,10 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
             log.debug("the store cannot be opened", exc_info=True)
             err.write(f"error: {first_line(exc)}\n")
             return ExitCode.FAILED
+        err.writelines(waiting)
+        if not len(token_store(settings.service)):
+            err.write(f"warning: {NO_TOKEN}\n")
+        err.flush()
         app = create_app(
             settings.service,
             clusters=served,

@@ -97,6 +97,13 @@ def parse_token_file(path: Path) -> list[_Entry]:
     return entries
 
 
+NO_TOKEN = (
+    "no API token configured (KAFKA_HEALTH_SERVICE__TOKENS or KAFKA_HEALTH_SERVICE__TOKENS_FILE): every "
+    "/api/v1 route answers 401; /healthz, /readyz and /metrics need none"
+)
+"""What ``serve`` warns at start-up and ``/readyz`` lists in its ``warnings`` when no token is configured."""
+
+
 class TokenStore:
     def __init__(self, entries: Iterable[_Entry]) -> None:
         self._entries = list(entries)

@@ -33,6 +33,10 @@ class ServiceSettings(BaseModel):
     reassignment znode may hold when Kafka's own tool writes it; raise it to send more at once."""
     tokens_file: Path | None = None
     """Lines ``name:role:sha256:<hex>`` (production): ``kafka-health serve --hash-token`` prints one."""
+    wait_for_cluster: bool = False
+    """``serve --wait-for-cluster``: start although the connect string's chroot holds no Kafka cluster yet
+    (not ready, ``/readyz`` 503 saying so, nothing written into ZooKeeper), and become ready once one
+    appears there. Off: such a chroot (most often a typo) fails the start-up (exit 1), as ``describe``."""
     view: ViewSettings = Field(default_factory=ViewSettings)
     webhooks: NotifierSettings = Field(default_factory=NotifierSettings)
     """The webhook notifier (``KAFKA_HEALTH_SERVICE__WEBHOOKS__*``): polling, retries, leader election."""

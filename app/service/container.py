@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -55,8 +55,8 @@ from app.webhooks.notifier import (
     shared_leadership,
 )
 from app.webhooks.store import WebhookStore
-from collectors.health import HealthReport
-from collectors.kafka.admin import KazooAdmin
+from collectors.health import HealthReport, no_kafka_cluster
+from collectors.kafka.admin import AdminZooKeeper, KazooAdmin
 from collectors.kafka.model import ClusterSnapshot
 from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.metrics import MetricsCollector, MetricsSettings
@@ -151,6 +151,14 @@ class ClusterComponents:
     def label(self) -> str:
         """How messages name it: its name, else its ZooKeeper."""
         return self.name if self.name is not None else self.zookeeper
+
+    def has_kafka(self) -> bool:
+        """Whether its ZooKeeper was read and its snapshot shows a Kafka cluster (``describe``'s check,
+        :func:`~collectors.health.no_kafka_cluster`): the service writes into the cluster's ZooKeeper (its
+        election's znodes, the runbook actions' admin znodes) only then, never into a chroot that holds no
+        Kafka cluster."""
+        parts = self._parts
+        return parts is not None and no_kafka_cluster(parts.view.collector.snapshot) is None
 
     # the started parts (AttributeError-free access for the single-cluster call sites and tests)
     def _started(self) -> ClusterParts:
@@ -341,26 +349,33 @@ def service_components(
         if storage is not None:
             stack.callback(storage.close)
         webhooks = None if storage is None else storage.webhooks
+        entries = [ClusterComponents(served) for served in clusters]
         if several:
-            leadership = shared_leadership([(c.zookeeper, c.security) for c in clusters], settings.webhooks)
+            leadership = shared_leadership(
+                [(c.zookeeper, c.security) for c in clusters],
+                settings.webhooks,
+                present=[entry.has_kafka for entry in entries],
+            )
         else:
             leadership = service_leadership(
-                clusters[0].zookeeper, settings.webhooks, security=clusters[0].security
+                clusters[0].zookeeper,
+                settings.webhooks,
+                security=clusters[0].security,
+                present=entries[0].has_kafka,
             )
         notifier = stack.enter_context(
             service_notifier(webhooks, clusters[0].zookeeper, settings.webhooks, leadership)
         )
         shared = _Shared(settings, storage, notifier, leadership, several, actions, rules, load_window_s)
-        entries: dict[str, ClusterComponents] = {}
+        keyed: dict[str, ClusterComponents] = {}
         pending: list[ClusterComponents] = []
-        for served, collector in zip(clusters, collectors, strict=True):
-            entry = ClusterComponents(served)
+        for entry, collector in zip(entries, collectors, strict=True):
             if isinstance(collector, BaseException):
                 entry.error = str(collector)
                 pending.append(entry)
             else:
-                entry.ready(_cluster_parts(stack, shared, served, collector.collector))
-            entries[entry.key] = entry
+                entry.ready(_cluster_parts(stack, shared, entry, collector.collector))
+            keyed[entry.key] = entry
         retention = None
         if storage is not None and notifier is not None:
             # the notifier started the shared leadership: one replica prunes the shared database
@@ -372,7 +387,7 @@ def service_components(
             retrier.start()
             stack.callback(retrier.stop)
         yield ServiceContainer(
-            dict(sorted(entries.items())) if several else entries,
+            dict(sorted(keyed.items())) if several else keyed,
             tokens,
             None if storage is None else storage.analytics,
             webhooks,
@@ -487,7 +502,7 @@ class _Retrier:
                         return
                     self._stack.callback(handle.stop)
                     try:
-                        entry.ready(_cluster_parts(self._stack, self._shared, entry.served, handle.collector))
+                        entry.ready(_cluster_parts(self._stack, self._shared, entry, handle.collector))
                     except Exception as exc:  # logged, retried: a start-up failure must not end the loop
                         log.warning("cluster %s: its components did not start: %s", entry.label, exc)
                         entry.error = str(exc)
@@ -497,9 +512,10 @@ class _Retrier:
 
 
 def _cluster_parts(
-    stack: ExitStack, shared: _Shared, served: ServedCluster, collector: SnapshotCollector
+    stack: ExitStack, shared: _Shared, entry: ClusterComponents, collector: SnapshotCollector
 ) -> ClusterParts:
     """Start one cluster's components on its started ``collector``; ``stack`` stops them."""
+    served = entry.served
     settings = shared.settings
     scraper = MetricsCollector(served.metrics) if served.metrics is not None else None
     if scraper is not None:
@@ -516,7 +532,11 @@ def _cluster_parts(
         # a leadership of its own, through its own ZooKeeper: its lane and its runner go on while another
         # cluster's ZooKeeper is down (the notifier starts and stops the shared one)
         leadership = service_leadership(
-            served.zookeeper, settings.webhooks, security=served.security, cluster=served.name
+            served.zookeeper,
+            settings.webhooks,
+            security=served.security,
+            cluster=served.name,
+            present=entry.has_kafka,
         )
         leadership.start()
         stack.callback(leadership.stop)
@@ -554,8 +574,9 @@ def _cluster_parts(
             stack.callback(served.changes.subscribe(lane.changed))
         lane.start()
         stack.callback(lane.stop)
-    admin = KazooAdmin(served.zookeeper, security=served.security)
-    stack.callback(admin.close)
+    kazoo_admin = KazooAdmin(served.zookeeper, security=served.security)
+    stack.callback(kazoo_admin.close)
+    admin = KafkaOnlyAdmin(kazoo_admin, entry.has_kafka, entry.zookeeper)
 
     def cluster() -> tuple[ClusterSnapshot, HealthReport]:
         state = view.state
@@ -578,6 +599,45 @@ def _cluster_parts(
     stack.callback(runner.shutdown)
     throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
     return ClusterParts(view, actions, runner, throttles, lane, leadership if notifier is not None else None)
+
+
+class NoKafkaClusterError(RuntimeError):
+    """A write into a cluster's ZooKeeper refused: its chroot holds no Kafka cluster (now)."""
+
+
+class KafkaOnlyAdmin:
+    """:class:`~collectors.kafka.admin.AdminZooKeeper` over ``admin`` that refuses to write while
+    ``present()`` is False (the cluster's snapshot shows no Kafka cluster): an admin znode's ``makepath``
+    would otherwise create the chroot of a wrong connect string. Reads pass through."""
+
+    def __init__(self, admin: AdminZooKeeper, present: Callable[[], bool], zookeeper: str) -> None:
+        self._admin = admin
+        self._present = present
+        self._zookeeper = zookeeper
+
+    def _writable(self) -> None:
+        if not self._present():
+            raise NoKafkaClusterError(f"{self._zookeeper}: no Kafka cluster there; nothing is written")
+
+    def exists(self, path: str) -> bool:
+        return self._admin.exists(path)
+
+    def read(self, path: str) -> bytes | None:
+        return self._admin.read(path)
+
+    def create(self, path: str, data: bytes) -> None:
+        self._writable()
+        self._admin.create(path, data)
+
+    def wait_deleted(self, path: str, timeout_s: float) -> bool:
+        return self._admin.wait_deleted(path, timeout_s)
+
+    def get_config(self, entity_type: str, entity: str) -> dict[str, str]:
+        return self._admin.get_config(entity_type, entity)
+
+    def set_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
+        self._writable()
+        self._admin.set_config(entity_type, entity, config)
 
 
 def _action_log(storage: Storage | None, given: ActionLog | None, cluster: str | None) -> ActionLog:

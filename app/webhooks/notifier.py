@@ -239,6 +239,11 @@ class ZooKeeperLeadership:
     znode, so that another instance takes over at its next poll; a crashed instance's znode goes when its
     session expires (``session_timeout_s``). The client connects in the background: a ZooKeeper that is
     down delays the leadership, not the start.
+
+    ``present`` (the service passes "the cluster's snapshot shows a Kafka cluster") guards the creation:
+    while it answers False the znode is not created (this instance is a follower), so that the election
+    never writes into a chroot that holds no Kafka cluster (``host:port/typo`` would otherwise get a
+    persistent ``/typo/kafka-health``); None: always allowed.
     """
 
     def __init__(
@@ -249,9 +254,11 @@ class ZooKeeperLeadership:
         identity: str | None = None,
         session_timeout_s: float = 10.0,
         security: ZooKeeperSecurity | None = None,
+        present: Callable[[], bool] | None = None,
         **client_options: Any,
     ) -> None:
         self.path = path
+        self._present = present
         self.identity = identity or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=5.0)
         self._client = kazoo_client(
@@ -279,6 +286,11 @@ class ZooKeeperLeadership:
     def connected(self) -> bool:
         """Whether its session answers now (started and CONNECTED)."""
         return self._started and self._client.state == KazooState.CONNECTED
+
+    @property
+    def eligible(self) -> bool:
+        """Connected, and allowed to create its znode now (``present``)."""
+        return self.connected and (self._present is None or self._present())
 
     def release(self) -> None:
         """Give the leadership up (delete the znode when this session owns it) and keep the session: another
@@ -309,6 +321,9 @@ class ZooKeeperLeadership:
             try:
                 stat = self._client.exists(self.path)
                 if stat is None:
+                    if self._present is not None and not self._present():
+                        self._was_leader = False
+                        return "follower"
                     with contextlib.suppress(NodeExistsError):  # another instance was quicker
                         self._client.create(self.path, self.identity.encode(), ephemeral=True, makepath=True)
                     stat = self._client.exists(self.path)
@@ -374,7 +389,7 @@ class FirstAnswering:
     def standing(self) -> Standing:
         with self._mutex:
             for index, candidate in enumerate(self.candidates):
-                if not candidate.connected:
+                if not candidate.eligible:
                     continue
                 standing = candidate.standing()
                 if self._through is not None and self._through != index:
@@ -387,7 +402,7 @@ class FirstAnswering:
     @property
     def answering(self) -> int | None:
         """The index of the candidate whose ZooKeeper answers first, or None."""
-        return next((i for i, c in enumerate(self.candidates) if c.connected), None)
+        return next((i for i, c in enumerate(self.candidates) if c.eligible), None)
 
     def stop(self) -> None:
         for candidate in self.candidates:
@@ -791,13 +806,16 @@ def service_leadership(
     *,
     security: ZooKeeperSecurity | None = None,
     cluster: str | None = None,
+    present: Callable[[], bool] | None = None,
 ) -> Leadership:
     """The service's one leadership (its notifier's and its incident lane's), not started: elected through
     the cluster's ZooKeeper (``settings.zookeeper`` to use another) unless ``settings.election`` is
     ``none``. ``security`` (the cluster's ZooKeeper credentials) applies to the cluster's ZooKeeper only,
     not to another one named by ``settings.zookeeper``. ``cluster``: a named cluster of a service that
     watches several (its incident lane's and its runner's leadership); on a dedicated election ZooKeeper
-    its znode is ``lock_path-cluster-NAME``, so that each cluster elects on its own."""
+    its znode is ``lock_path-cluster-NAME``, so that each cluster elects on its own. ``present``: whether
+    the cluster's ZooKeeper holds a Kafka cluster now; on the cluster's own ZooKeeper the election's znode
+    is created only then (:class:`ZooKeeperLeadership`)."""
     settings = settings or NotifierSettings()
     if settings.election == "zookeeper":
         path = settings.lock_path
@@ -808,6 +826,7 @@ def service_leadership(
             path,
             session_timeout_s=settings.session_timeout_s,
             security=None if settings.zookeeper else security,
+            present=None if settings.zookeeper else present,
         )
     return AlwaysLeader()
 
@@ -817,12 +836,14 @@ def shared_leadership(
     settings: NotifierSettings | None = None,
     *,
     identity: str | None = None,
+    present: Sequence[Callable[[], bool] | None] | None = None,
 ) -> Leadership:
     """The leadership of the shared parts (notifier, retention pruner) of a service that watches several
     clusters, not started: on ``settings.zookeeper`` at ``lock_path`` when it is set; else
     :class:`FirstAnswering` over the clusters' ``zookeepers`` (connect string, credentials; in the
     clusters' name order) at ``lock_path`` + :data:`SHARED_LOCK_SUFFIX`; :class:`AlwaysLeader` when
-    ``settings.election`` is ``none``."""
+    ``settings.election`` is ``none``. ``present``: per cluster, whether its ZooKeeper holds a Kafka
+    cluster now; a candidate is skipped (and writes nothing) while it does not."""
     settings = settings or NotifierSettings()
     if settings.election != "zookeeper":
         return AlwaysLeader()
@@ -842,8 +863,9 @@ def shared_leadership(
                 identity=identity,
                 session_timeout_s=settings.session_timeout_s,
                 security=security,
+                present=None if present is None else present[index],
             )
-            for connect, security in zookeepers
+            for index, (connect, security) in enumerate(zookeepers)
         ]
     )
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from app.service.auth import NO_TOKEN
 from app.service.container import ClusterComponents, ClusterNotReadyError
 from app.service.deps import Container
 from app.service.exposition import ClusterMetrics, render
@@ -32,7 +33,8 @@ def readyz(container: Container, response: Response) -> Readyz:
         reason = "ok" if ready else "; ".join(f"{c.key}: {c.reason}" for c in clusters)
     if not ready:
         response.status_code = 503
-    return Readyz(ready=ready, reason=reason, clusters=clusters)
+    warnings = [] if len(container.tokens) else [NO_TOKEN]
+    return Readyz(ready=ready, reason=reason, clusters=clusters, warnings=warnings)
 
 
 def _readiness(cluster: ClusterComponents) -> ClusterReadiness:

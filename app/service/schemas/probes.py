@@ -25,3 +25,6 @@ class Readyz(BaseModel):
     """``ok``, or why not (each cluster's reason)."""
     clusters: list[ClusterReadiness] = Field(default_factory=list)
     """Each watched cluster's readiness."""
+    warnings: list[str] = Field(default_factory=list)
+    """What is wrong in the configuration though the service may be ready, one line each: e.g. no API
+    token configured (every ``/api/v1`` route answers 401). Empty when nothing is."""

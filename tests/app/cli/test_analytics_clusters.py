@@ -25,6 +25,7 @@ def test_the_cluster_names_come_from_the_flags_and_the_config_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spool = f"spool:{tmp_path}"
+    monkeypatch.setenv("KAFKA_HEALTH_ANALYTICS__STORE_URL", f"sqlite:///{tmp_path / 'store.db'}")
     parse = build_parser().parse_args
     _, names = settings_from_args(parse(["analytics", "--source", spool]))
     assert names == ()  # one cluster: every cluster the samples name is evaluated

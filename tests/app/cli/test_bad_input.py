@@ -400,8 +400,8 @@ CASES: dict[str, Case] = {
         FAILED,
         "port {busy} on 127.0.0.1 is in use",
     ),
-    "serve: PostgreSQL down": Case(
-        ["serve", "--zookeeper", "{zk}", "--port", "{closed}", "--store-url", PG_DOWN],
+    "serve: PostgreSQL down": Case(  # the chroot holds no Kafka cluster: waited for, the store is opened
+        ["serve", "--zookeeper", "{zk}", "--port", "{closed}", "--store-url", PG_DOWN, "--wait-for-cluster"],
         FAILED,
         "cannot open the store at postgresql+psycopg://kh@127.0.0.1:",
     ),

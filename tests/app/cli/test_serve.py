@@ -204,12 +204,12 @@ def test_bad_input_exits_2(
     assert message in err
 
 
-def test_an_unreachable_zookeeper_exits_1_with_a_message() -> None:
+def test_an_unreachable_zookeeper_exits_1_with_a_message(tmp_path: Path) -> None:
     port = pick_free_port()
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "app.cli.main", "serve", "--zookeeper", f"127.0.0.1:{pick_free_port()}",
-         "--port", str(port)],
+         "--port", str(port), "--store-url", f"sqlite:///{tmp_path / 'store.db'}"],
         check=False,
         cwd=REPO,
         env=env(KAFKA_HEALTH_ZOOKEEPER__START_TIMEOUT_S="3"),

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -64,10 +65,11 @@ def test_bad_clusters_exit_2_in_one_line(
     assert message in err
 
 
-def test_no_readable_cluster_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_readable_cluster_exits_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("KAFKA_HEALTH_ZOOKEEPER__START_TIMEOUT_S", "1")
+    monkeypatch.setenv("KAFKA_HEALTH_ANALYTICS__STORE_URL", f"sqlite:///{tmp_path / 'store.db'}")
     code, out, err = serve(
         "--cluster", f"a=127.0.0.1:{pick_free_port()}", "--cluster", f"b=127.0.0.1:{pick_free_port()}",
         "--port", str(pick_free_port()),
@@ -79,12 +81,13 @@ def test_no_readable_cluster_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_unreadable_cluster_is_retried_while_the_others_are_served(
-    make_cluster: ClusterFactory, zk_connect: str
+    make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
 ) -> None:
     make_cluster()
     port, down = pick_free_port(), f"127.0.0.1:{pick_free_port()}"
     argv = [
         sys.executable, "-m", "app.cli.main", "serve", "--port", str(port),
+        "--store-url", f"sqlite:///{tmp_path / 'store.db'}",
         "--cluster", f"a={zk_connect}", "--cluster", f"b={down}",
     ]  # fmt: skip
     child = subprocess.Popen(
