@@ -705,11 +705,12 @@ class Notifier:
         groups: dict[int, list[WebhookDelivery]] = {}
         for delivery in due:
             groups.setdefault(delivery.webhook_id, []).append(delivery)
+        with self._mutex:
+            quiet = dict(self._quiet_until)
         probed = [
             webhook_id
             for webhook_id, tried in self.store.backed_off_webhooks(now).items()
-            if webhook_id not in groups
-            and probe_at(tried, settings, self._quiet_until.get(webhook_id)) <= now
+            if webhook_id not in groups and probe_at(tried, settings, quiet.get(webhook_id)) <= now
         ]
         if not groups and not probed:
             return
