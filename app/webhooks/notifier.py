@@ -16,6 +16,14 @@ exponential backoff with full jitter (``uniform(0, min(backoff_max_s, backoff_ba
 the n-th attempt, or the receiver's ``Retry-After`` if longer), until ``max_attempts``; any other status
 (3xx, 4xx) is a permanent error: the row is dead at once. Dead rows stay visible until requeued.
 
+The backoff grows to minutes, and a receiver that answers again must not wait that long for its pending
+events (a page): while a webhook has deliveries waiting on a backoff, its receiver is **probed** once
+nobody has tried it for ``probe_interval_s`` (:func:`probe_at`; not before a ``Retry-After`` it asked
+for). A probe sends those deliveries now (claimed and leased like attempts, the same key and body), oldest
+event first, until one fails; a probe is not counted as an attempt and a failed one puts the delivery's
+due time back, so the backoff schedule, ``max_attempts`` and the time to give up are what they were. So a
+receiver's pending events go out within ``probe_interval_s`` (plus a poll) of its recovery.
+
 Only one instance delivers: :class:`ZooKeeperLeadership` is an ephemeral znode on the cluster's ZooKeeper,
 held for as long as the instance's session lives; :class:`AlwaysLeader` is for a single instance. The
 service shares one leadership between its notifier and its incident lane (:func:`service_leadership`), so
@@ -31,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import random
 import socket
@@ -70,12 +79,15 @@ __all__ = [
     "Notifier",
     "NotifierSettings",
     "NotifierStats",
+    "Outcome",
     "Standing",
     "ZooKeeperLeadership",
     "backoff_s",
     "egress_guard",
     "ping",
     "post",
+    "probe_at",
+    "retry_delay_s",
     "service_leadership",
     "service_notifier",
     "shared_leadership",
@@ -102,9 +114,14 @@ class NotifierSettings(BaseModel):
     timeout_s: Annotated[float, Field(gt=0, le=120)] = 5.0
     """HTTP timeout of one attempt (connect, write and read, each)."""
     max_attempts: Annotated[int, Field(ge=1, le=1000)] = 12
-    """Attempts of one delivery before it is dead (with the defaults: retried for up to ~19 minutes)."""
+    """Attempts of one delivery before it is dead (with the defaults: retried for up to ~19 minutes);
+    probes are not counted."""
     backoff_base_s: Annotated[float, Field(gt=0)] = 1.0
     backoff_max_s: Annotated[float, Field(gt=0)] = 300.0
+    probe_interval_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    """While a webhook has deliveries waiting on a backoff, its receiver is tried (probed, not counted as
+    an attempt) at least this often: the longest a receiver that answers again waits for its pending
+    events, however long their backoffs have grown."""
     recent_s: Annotated[float, Field(gt=0)] = 600.0
     """Every poll looks for new events this recent (event time: their window's end)..."""
     full_scan_interval_s: Annotated[float, Field(gt=0)] = 30.0
@@ -412,12 +429,15 @@ class FirstAnswering:
 # --- one attempt -----------------------------------------------------------------------------------------
 
 
+Outcome = Literal["delivered", "retry", "permanent", "refused"]
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptResult:
     """What one POST came to: ``delivered`` (2xx), ``retry``, ``permanent`` (do not retry) or ``refused``
     (the egress policy refused every address of the host: nothing was sent)."""
 
-    outcome: Literal["delivered", "retry", "permanent", "refused"]
+    outcome: Outcome
     status: int | None
     error: str | None
     retry_after_s: float | None = None
@@ -522,6 +542,21 @@ def backoff_s(attempts: int, settings: NotifierSettings, rng: random.Random) -> 
     return ceiling * rng.random()
 
 
+def probe_at(
+    last_tried_at: float | None, settings: NotifierSettings, quiet_until: float | None = None
+) -> float:
+    """When a receiver whose deliveries wait on a backoff is probed: ``probe_interval_s`` after any of its
+    pending deliveries was last tried (``last_tried_at``; at once when none was), and not before the end of
+    a ``Retry-After`` it answered (``quiet_until``)."""
+    at = -math.inf if last_tried_at is None else last_tried_at + settings.probe_interval_s
+    return at if quiet_until is None else max(at, quiet_until)
+
+
+def retry_delay_s(delay_s: float, retry_after_s: float | None, settings: NotifierSettings) -> float:
+    """``delay_s``, or the receiver's ``Retry-After`` (capped at ``backoff_max_s``) if that is longer."""
+    return delay_s if retry_after_s is None else max(delay_s, min(retry_after_s, settings.backoff_max_s))
+
+
 # --- the notifier ----------------------------------------------------------------------------------------
 
 
@@ -537,6 +572,8 @@ class NotifierStats:
     entered: int = 0
     """Rows written to the outbox (pending, or skipped by a filter)."""
     attempts: int = 0
+    probes: int = 0
+    """Early tries of deliveries waiting on a backoff (not counted in ``attempts``)."""
     delivered: int = 0
     retried: int = 0
     dead: int = 0
@@ -572,6 +609,8 @@ class Notifier:
         self._mutex = threading.Lock()
         self._stats = NotifierStats()
         self._next_full_scan = 0.0
+        self._quiet_until: dict[int, float] = {}
+        """Per webhook: the end of the last ``Retry-After`` its receiver answered (no probe before)."""
 
     # -- running
 
@@ -678,26 +717,51 @@ class Notifier:
         if full and entered < limit:  # else more are waiting: scan everything again next time
             self._next_full_scan = now + settings.full_scan_interval_s
         due = self.store.due_deliveries(now, limit=settings.batch_size)
-        if due:
-            hooks = {hook.id: hook for hook in self.store.webhooks(enabled=True)}
-            groups: dict[int, list[WebhookDelivery]] = {}
-            for delivery in due:
-                if delivery.webhook_id in hooks:
-                    groups.setdefault(delivery.webhook_id, []).append(delivery)
-            for webhook_id, deliveries in groups.items():
-                with self._mutex:
-                    if webhook_id in self._busy or self._pool is None:
-                        continue
-                    self._busy.add(webhook_id)
-                    self._pool.submit(self._send_all, hooks[webhook_id], deliveries)
+        groups: dict[int, list[WebhookDelivery]] = {}
+        for delivery in due:
+            groups.setdefault(delivery.webhook_id, []).append(delivery)
+        with self._mutex:
+            quiet = dict(self._quiet_until)
+        probed = [
+            webhook_id
+            for webhook_id, tried in self.store.backed_off_webhooks(now).items()
+            if webhook_id not in groups and probe_at(tried, settings, quiet.get(webhook_id)) <= now
+        ]
+        if not groups and not probed:
+            return
+        hooks = {hook.id: hook for hook in self.store.webhooks(enabled=True)}
+        for webhook_id, deliveries in groups.items():
+            if webhook_id in hooks:
+                self._submit(hooks[webhook_id], deliveries, probe=False)
+        for webhook_id in probed:
+            if webhook_id in hooks and not self._is_busy(webhook_id):
+                waiting = self.store.backed_off_deliveries(webhook_id, now, limit=settings.batch_size)
+                if waiting:
+                    self._submit(hooks[webhook_id], waiting, probe=True)
 
-    def _send_all(self, webhook: Webhook, deliveries: list[WebhookDelivery]) -> None:
+    def _is_busy(self, webhook_id: int) -> bool:
+        with self._mutex:
+            return webhook_id in self._busy
+
+    def _submit(self, webhook: Webhook, deliveries: list[WebhookDelivery], *, probe: bool) -> None:
+        """Send ``deliveries`` to ``webhook`` in a worker, unless one is sending to it already."""
+        with self._mutex:
+            if webhook.id in self._busy or self._pool is None:
+                return
+            self._busy.add(webhook.id)
+            self._pool.submit(self._send_all, webhook, deliveries, probe)
+
+    def _send_all(self, webhook: Webhook, deliveries: list[WebhookDelivery], probe: bool = False) -> None:
+        """Send ``deliveries`` one at a time; a probe stops at the first that is to be retried (the receiver
+        still fails: the others keep their backoffs)."""
         try:
             with _client(self.settings, self.egress) as client:
                 for delivery in deliveries:
                     if self._stopping.is_set() or not self.stats().leader:
                         break
-                    self._send(client, webhook, delivery)
+                    outcome = self._send(client, webhook, delivery, probe=probe)
+                    if probe and outcome == "retry":
+                        break
         except Exception:
             self._count(errors=1)
             log.exception("webhook notifier: sending to webhook %d (%s) failed", webhook.id, webhook.name)
@@ -705,16 +769,26 @@ class Notifier:
             with self._mutex:
                 self._busy.discard(webhook.id)
 
-    def _send(self, client: httpx.Client, webhook: Webhook, delivery: WebhookDelivery) -> None:
+    def _send(
+        self, client: httpx.Client, webhook: Webhook, delivery: WebhookDelivery, *, probe: bool = False
+    ) -> Outcome | None:
+        """One attempt of ``delivery`` (a probe: an early try of its next attempt, not counted, that puts its
+        due time back if it fails), recorded; its outcome, or None when it was not sent."""
         settings = self.settings
         now = self._clock()
-        claimed = self.store.claim_delivery(delivery.id, now, lease_until=now + settings.lease_s)
+        lease_until = now + settings.lease_s
+        due_at = delivery.next_attempt_at
+        if probe:
+            claimed = self.store.claim_probe(delivery, now, lease_until=lease_until)
+        else:
+            claimed = self.store.claim_delivery(delivery.id, now, lease_until=lease_until)
         if claimed is None:
-            return  # delivered or claimed meanwhile
+            return None  # delivered, claimed or tried meanwhile (or, for a probe, due now)
         if claimed.payload is None:
             self.store.mark_dead(claimed.id, error="the outbox row has no payload")
             self._count(dead=1)
-            return
+            return "permanent"
+        attempt = claimed.attempts + 1 if probe else claimed.attempts
         result = post(
             client,
             webhook.url,
@@ -722,15 +796,21 @@ class Notifier:
             claimed.idempotency_key,
             webhook.secret,
             timeout_s=settings.timeout_s,
-            attempt=claimed.attempts,
+            attempt=attempt,
         )
-        self._count(attempts=1)
+        self._count(**({"probes": 1} if probe else {"attempts": 1}))
         done = self._clock()
+        if result.outcome == "retry" and result.retry_after_s is not None:
+            with self._mutex:
+                self._quiet_until[webhook.id] = done + retry_delay_s(0.0, result.retry_after_s, settings)
         where = f"webhook {webhook.id} ({webhook.name}) delivery {claimed.id} [{claimed.idempotency_key}]"
         if result.outcome == "delivered":
             self.store.mark_delivered(claimed.id, at=done, status=result.status)
             self._count(delivered=1)
-            log.debug("%s delivered (attempt %d)", where, claimed.attempts)
+            if probe:
+                log.info("%s delivered by a probe: the receiver answers again", where)
+            else:
+                log.debug("%s delivered (attempt %d)", where, claimed.attempts)
         elif result.outcome == "refused":
             error = (
                 f"not sent: {result.error}; fix the webhook's URL (or allow the receiver: allow_networks, "
@@ -744,15 +824,32 @@ class Notifier:
             self.store.mark_dead(claimed.id, error=error, status=result.status)
             self._count(dead=1)
             log.warning("%s is dead: %s", where, error)
+        elif probe and due_at is not None:
+            next_attempt_at = max(due_at, done + retry_delay_s(0.0, result.retry_after_s, settings))
+            self.store.mark_failed(
+                claimed.id,
+                next_attempt_at=next_attempt_at,
+                error=f"probe before attempt {attempt}: {result.error}",
+                status=result.status,
+            )
+            log.info(
+                "%s: the receiver still fails (probe, not counted): %s; attempt %d in %.1f s, the next probe "
+                "in %g s",
+                where,
+                result.error,
+                attempt,
+                max(0.0, next_attempt_at - done),
+                settings.probe_interval_s,
+            )
         elif claimed.attempts >= settings.max_attempts:
             error = f"gave up after {claimed.attempts} attempts: {result.error}"
             self.store.mark_dead(claimed.id, error=error, status=result.status)
             self._count(dead=1)
             log.warning("%s is dead: %s", where, error)
         else:
-            delay = backoff_s(claimed.attempts, settings, self._rng)
-            if result.retry_after_s is not None:
-                delay = max(delay, min(result.retry_after_s, settings.backoff_max_s))
+            delay = retry_delay_s(
+                backoff_s(claimed.attempts, settings, self._rng), result.retry_after_s, settings
+            )
             self.store.mark_failed(
                 claimed.id,
                 next_attempt_at=done + delay,
@@ -763,6 +860,7 @@ class Notifier:
             log.info(
                 "%s failed (attempt %d), retrying in %.1f s: %s", where, claimed.attempts, delay, result.error
             )
+        return result.outcome
 
     def _count(self, **increments: int) -> None:
         with self._mutex:

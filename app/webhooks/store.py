@@ -270,6 +270,79 @@ class WebhookStore:
             row = conn.execute(statement).first()
         return None if row is None else _delivery(row)
 
+    def backed_off_webhooks(self, now: float) -> dict[int, float | None]:
+        """Enabled webhooks with a pending delivery waiting on a backoff (due after ``now``), each with the
+        last time any of its pending deliveries was tried (None: never): what the notifier decides its
+        probes on (:func:`app.webhooks.notifier.probe_at`)."""
+        now = finite(now, "backed_off_webhooks: now")
+        d = webhook_deliveries_table.c
+        query = (
+            sa.select(d.webhook_id, sa.func.max(d.last_attempt_at))
+            .join(webhooks_table, webhooks_table.c.id == d.webhook_id)
+            .where(webhooks_table.c.enabled, d.state == "pending")
+            .group_by(d.webhook_id)
+            .having(sa.func.max(d.next_attempt_at) > now)
+            .order_by(d.webhook_id)
+        )
+        with self._db.errors("read backed-off webhooks"), self._db.read() as conn:
+            return {int(webhook_id): opt_float(tried) for webhook_id, tried in conn.execute(query)}
+
+    def backed_off_deliveries(self, webhook_id: int, now: float, limit: int = 100) -> list[WebhookDelivery]:
+        """The webhook's pending deliveries waiting on a backoff (due after ``now``), only the first pending
+        event of each alert (as :meth:`due_deliveries`), oldest event first, at most ``limit``: what a probe
+        of the receiver sends (:meth:`claim_probe`)."""
+        check_page(limit, 0)
+        now = finite(now, "backed_off_deliveries: now")
+        d = webhook_deliveries_table.c
+        earlier = webhook_deliveries_table.alias("earlier")
+        query = (
+            sa.select(webhook_deliveries_table)
+            .join(webhooks_table, webhooks_table.c.id == d.webhook_id)
+            .where(
+                webhooks_table.c.enabled,
+                d.webhook_id == webhook_id,
+                d.state == "pending",
+                d.next_attempt_at > now,
+                ~sa.exists().where(
+                    earlier.c.webhook_id == d.webhook_id,
+                    earlier.c.fingerprint == d.fingerprint,
+                    earlier.c.state == "pending",
+                    earlier.c.sequence < d.sequence,
+                ),
+            )
+            .order_by(d.id)
+            .limit(limit)
+        )
+        with self._db.errors(f"read backed-off deliveries of webhook {webhook_id}"), self._db.read() as conn:
+            return [_delivery(row) for row in conn.execute(query)]
+
+    def claim_probe(self, seen: WebhookDelivery, now: float, lease_until: float) -> WebhookDelivery | None:
+        """Take a delivery that waits on its backoff (``seen``, as :meth:`backed_off_deliveries` read it:
+        due after ``now``) for a probe: an early try that is not counted as an attempt (``attempts`` stays),
+        recorded as tried at ``now`` and held like a claim (until ``lease_until``, or its due time if
+        later). None when it changed since it was read (claimed, tried, settled or requeued) or is due
+        already (then it is an attempt: :meth:`claim_delivery`). A probe that fails puts the due time back
+        (:meth:`mark_failed`)."""
+        now = finite(now, "claim_probe: now")
+        due_at = seen.next_attempt_at
+        if due_at is None or due_at <= now:
+            return None
+        d = webhook_deliveries_table.c
+        tried = (
+            d.last_attempt_at.is_(None)
+            if seen.last_attempt_at is None
+            else d.last_attempt_at == seen.last_attempt_at
+        )
+        statement = (
+            sa.update(webhook_deliveries_table)
+            .where(d.id == seen.id, d.state == "pending", d.next_attempt_at == due_at, tried)
+            .values(last_attempt_at=now, next_attempt_at=max(due_at, lease_until))
+            .returning(*webhook_deliveries_table.columns)
+        )
+        with self._db.errors(f"claim webhook delivery {seen.id} for a probe"), self._db.write() as conn:
+            row = conn.execute(statement).first()
+        return None if row is None else _delivery(row)
+
     def mark_delivered(self, delivery_id: int, *, at: float, status: int | None) -> bool:
         """The receiver accepted the delivery; False when it was not pending."""
         return self._settle(

@@ -5,6 +5,7 @@ letters, and the ZooKeeper leadership on the real test ZooKeeper."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import threading
 import time
@@ -34,6 +35,8 @@ from app.webhooks.notifier import (
     ZooKeeperLeadership,
     backoff_s,
     post,
+    probe_at,
+    retry_delay_s,
     service_notifier,
 )
 from app.webhooks.signing import SIGNATURE_HEADER
@@ -322,6 +325,76 @@ def test_retry_after_is_honoured(
     first, second = receiver.requests()
     assert first.status == 429
     assert second.received_at - first.received_at >= 0.3  # Retry-After capped at backoff_max_s (0.3)
+
+
+@pytest.mark.parametrize("failure", ["answers 503", "hangs"])
+def test_a_receiver_that_answers_again_gets_its_backed_off_events_within_the_probe_interval(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory, failure: str
+) -> None:
+    """A receiver fails (503s, or no answer within the timeout) until the backoff is ten minutes away;
+    once it answers again, its pending events (the backed-off ones, and the events of an alert queued
+    behind its backed-off one) arrive within the probe interval, not when the backoff ends. The probes
+    while it fails are not counted as attempts and leave the due time where the backoff put it."""
+    settings = FAST.model_copy(
+        update={"timeout_s": 0.5, "backoff_base_s": 600.0, "backoff_max_s": 600.0, "probe_interval_s": 0.5}
+    )
+    failing = threading.Event()
+    failing.set()
+
+    def respond(_request: Any) -> int:
+        if not failing.is_set():
+            return 200
+        if failure == "hangs":
+            time.sleep(settings.timeout_s + 0.3)  # the notifier gave up on the answer meanwhile
+        return 503
+
+    receiver.respond_with(respond)
+    create_webhook(store_url, receiver)
+    notifier = notifiers(store_url, settings, rng=Highest())  # every backoff ~600 s
+    with Storage.open(store_url) as job:
+        alerts = Alerts(job)
+        alerts.event("opened", "topic:a")
+        alerts.event("opened", "topic:b")
+        wait_for(lambda: notifier.stats().retried == 2, message="both first attempts failed")
+        alerts.event("resolved", "topic:a")  # queued behind the backed-off opened event of its alert
+        wait_for(lambda: notifier.stats().probes >= 4, timeout=60, message="probes while the receiver fails")
+        rows = deliveries(store_url)
+        a1, b1, a2 = (rows[key] for key in alerts.keys)
+        assert (a1.attempts, b1.attempts, a2.attempts) == (1, 1, 0)  # probes are not counted
+        assert a1.last_error.startswith("probe before attempt 2: ")
+        backoff_ends = {key: rows[key].next_attempt_at for key in alerts.keys[:2]}
+        assert all(end is not None and end > time.time() + 500 for end in backoff_ends.values())
+        failing.clear()  # the receiver answers again
+        wait_for(lambda: all_delivered(store_url, 3), timeout=60, message="the pending events delivered")
+    rows = deliveries(store_url)
+    for key, end in backoff_ends.items():
+        assert rows[key].delivered_at < end - 500  # long before the backoff would have sent it
+        assert rows[key].attempts == 1
+    assert set(receiver.accepted()) == set(alerts.keys)
+    accepted = {r.idempotency_key: r for r in receiver.accepted_requests()}
+    assert accepted[alerts.keys[0]].received_at < accepted[alerts.keys[2]].received_at  # the alert's order
+    assert accepted[alerts.keys[0]].headers["x-kafka-health-attempt"] == "2"  # a probe: the next attempt
+    assert accepted[alerts.keys[2]].headers["x-kafka-health-attempt"] == "1"
+    assert notifier.stats().attempts == 3  # the two that failed, and the queued event's
+
+
+def test_a_probe_waits_for_the_receivers_retry_after(
+    store_url: str, receiver: WebhookReceiver, notifiers: NotifierFactory
+) -> None:
+    answers = iter([(503, {"Retry-After": "2"}), (200, {})])
+    receiver.respond_with(lambda _request: next(answers))
+    create_webhook(store_url, receiver)
+    settings = FAST.model_copy(
+        update={"backoff_base_s": 600.0, "backoff_max_s": 600.0, "probe_interval_s": 0.1}
+    )
+    notifier = notifiers(store_url, settings, rng=Highest())  # the backoff: ~600 s
+    with Storage.open(store_url) as job:
+        Alerts(job).event("opened", "topic:a")
+        wait_for(lambda: all_delivered(store_url, 1), timeout=60, message="delivered by a probe")
+    first, second = receiver.requests()
+    assert second.received_at - first.received_at >= 1.9  # not at the probe interval (0.1 s)
+    assert second.headers["x-kafka-health-attempt"] == "2"
+    assert (notifier.stats().attempts, notifier.stats().probes) == (1, 1)
 
 
 def test_a_client_error_is_permanent_and_dead_at_once(
@@ -661,6 +734,52 @@ def test_backoff_is_full_jitter_under_an_exponential_ceiling() -> None:
     samples = [backoff_s(4, settings, rng) for _ in range(1000)]
     assert 0 <= min(samples) < 0.5
     assert 7.5 < max(samples) <= 8.0
+
+
+@pytest.mark.unit
+def test_a_receiver_is_probed_after_the_probe_interval_not_before_its_retry_after() -> None:
+    settings = NotifierSettings(probe_interval_s=30.0)
+    assert probe_at(None, settings) == -math.inf  # never tried: at once
+    assert probe_at(100.0, settings) == 130.0
+    assert probe_at(100.0, settings, quiet_until=120.0) == 130.0
+    assert probe_at(100.0, settings, quiet_until=190.0) == 190.0
+    assert retry_delay_s(5.0, None, settings) == 5.0
+    assert retry_delay_s(5.0, 60.0, settings) == 60.0
+    assert retry_delay_s(5.0, 1e6, settings) == 300.0  # Retry-After capped at backoff_max_s
+    assert retry_delay_s(5.0, 1.0, settings) == 5.0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("jitter", [Highest(), random.Random(7)])
+def test_the_retry_schedule_tries_a_failing_receiver_every_probe_interval_and_gives_up_as_before(
+    jitter: random.Random,
+) -> None:
+    """One delivery to a receiver that never answers, with the default settings: the counted attempts
+    follow the backoff (at the top of the jitter: 1, 2, 4, ..., 256, 300, 300 s apart: dead after the 12th,
+    ~1,110 s after the first, as without probes), and between them the receiver is probed whenever nobody
+    tried it for ``probe_interval_s``; so whenever it answers again, it is tried within 30 s."""
+    settings = NotifierSettings()
+    tries: list[tuple[float, str]] = [(0.0, "attempt")]
+    attempts, due = 1, backoff_s(1, settings, jitter)
+    while attempts < settings.max_attempts:
+        probe = probe_at(tries[-1][0], settings)
+        if probe < due:
+            tries.append((probe, "probe"))  # fails: not counted, the due time stays
+            continue
+        tries.append((due, "attempt"))
+        attempts += 1
+        due += backoff_s(attempts, settings, jitter)
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(tries)]
+    assert max(gaps) <= settings.probe_interval_s + 1e-9
+    assert [kind for _, kind in tries].count("attempt") == settings.max_attempts
+    if isinstance(jitter, Highest):
+        ceilings = [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]
+        assert tries[-1][0] == pytest.approx(0.999 * sum(ceilings))  # ~18.5 minutes, as without probes
+        probes = [round(at) for at, kind in tries if kind == "probe"]
+        assert probes[:7] == [61, 93, 123, 157, 187, 217, 247]  # between the attempts 32, 64, 128 s apart
+        assert len(probes) == 1 + 2 + 4 + 8 + 9 + 9  # then 8 in the 256 s gap, 9 in each 300 s one
+    else:
+        assert tries[-1][0] < sum([1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300])
 
 
 @pytest.mark.unit

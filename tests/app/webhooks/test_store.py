@@ -311,6 +311,53 @@ def test_due_deliveries_keep_each_alerts_events_in_order(store: WebhookStore) ->
     assert store.due_deliveries(NOW + 60) == []  # held while disabled
 
 
+def test_deliveries_waiting_on_a_backoff_are_probed_without_counting_an_attempt(store: WebhookStore) -> None:
+    """What the notifier's probe reads and writes: the webhooks with a delivery waiting on a backoff and when
+    any of their pending deliveries was last tried, those deliveries (first of each alert, oldest first),
+    and the probe's claim, which leases the row without counting an attempt; a failed probe puts the due
+    time back."""
+    created = hook(store)
+    other = hook(store, "other")
+    alerts = Alerts(store)
+    a1 = alerts.event("opened", subject="topic:a")
+    alerts.event("updated", subject="topic:a", at=NOW + 1)
+    b1 = alerts.event("opened", subject="topic:b")
+    store.enqueue_deliveries(NOW + 1, render)
+    assert store.backed_off_webhooks(NOW + 1) == {}  # everything is due: nothing waits on a backoff
+    rows = {(d.webhook_id, d.fingerprint, d.sequence): d for d in store.deliveries(limit=100)}
+    for fp, tried in ((a1.fingerprint, NOW + 2), (b1.fingerprint, NOW + 3)):
+        row = rows[(created.id, fp, 1)]
+        assert store.claim_delivery(row.id, tried, lease_until=tried + 25) is not None
+        assert store.mark_failed(row.id, next_attempt_at=tried + 600, error="attempt 1: HTTP 503", status=503)
+    assert store.backed_off_webhooks(NOW + 10) == {created.id: NOW + 3}  # not the other one: all due
+    waiting = store.backed_off_deliveries(created.id, NOW + 10)
+    assert [(d.fingerprint, d.sequence) for d in waiting] == [(a1.fingerprint, 1), (b1.fingerprint, 1)]
+    assert store.backed_off_deliveries(other.id, NOW + 10) == []
+    assert store.backed_off_deliveries(created.id, NOW + 700) == []  # due by then
+
+    first = waiting[0]
+    assert first.next_attempt_at == NOW + 602
+    assert store.claim_probe(first, NOW + 603, lease_until=NOW + 628) is None  # due: an attempt, not a probe
+    probed = store.claim_probe(first, NOW + 40, lease_until=NOW + 65)
+    assert probed is not None
+    assert (probed.attempts, probed.last_attempt_at, probed.next_attempt_at) == (1, NOW + 40, NOW + 602)
+    assert store.claim_probe(first, NOW + 41, lease_until=NOW + 66) is None  # tried meanwhile
+    # a lease that ends after the due time holds the row until then
+    leased = store.claim_probe(probed, NOW + 590, lease_until=NOW + 615)
+    assert leased is not None
+    assert leased.next_attempt_at == NOW + 615
+    assert store.claim_delivery(first.id, NOW + 603, lease_until=NOW + 628) is None  # held by the probe
+    assert store.backed_off_webhooks(NOW + 591) == {created.id: NOW + 590}
+    assert store.mark_failed(first.id, next_attempt_at=NOW + 602, error="probe before attempt 2: HTTP 503")
+    again = store.delivery(first.id)
+    assert again is not None
+    assert (again.attempts, again.next_attempt_at, again.state) == (1, NOW + 602, "pending")
+
+    store.update_webhook(created.id, {"enabled": False}, NOW)
+    assert store.backed_off_webhooks(NOW + 10) == {}  # held while disabled
+    assert store.backed_off_deliveries(created.id, NOW + 10) == []
+
+
 def test_dead_letters_are_counted_listed_and_requeued(store: WebhookStore) -> None:
     created = hook(store)
     other = hook(store, "other")
