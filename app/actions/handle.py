@@ -21,9 +21,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from app.actions.state import TERMINAL, ActionLog, ActionRecord, ActionState, StaleRecordError
+from app.leadership import StandingSource
 
 MAX_CONFLICTS = 20
 """Compare-and-set retries before giving up (only a cancel and the owner write a running action)."""
@@ -41,19 +42,12 @@ class StoppedError(Exception):
     """This instance no longer leads, or the service stops: leave the action for whoever adopts it."""
 
 
-class Standing(Protocol):
-    """The service's leadership as the executors need it (the notifier's and the incident lane's)."""
-
-    def standing(self) -> str:
-        """``leader``, ``last-leader`` (cut off from ZooKeeper) or ``follower``."""
-
-
 class Gate:
     """Whether executors may act: the service runs (``stop`` not set) and this instance leads. A
     ``last-leader`` (its session to ZooKeeper is down) pauses: it cannot write the cluster anyway, and
     another instance may be taking over. Leadership is checked at most every ``check_s``."""
 
-    def __init__(self, leadership: Standing | None = None, check_s: float = 1.0) -> None:
+    def __init__(self, leadership: StandingSource | None = None, check_s: float = 1.0) -> None:
         self.leadership = leadership
         self.stop = threading.Event()
         self.check_s = check_s

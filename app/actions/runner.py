@@ -46,7 +46,7 @@ from app.actions.executor import (
     LogSizes,
     ReassignmentExecutor,
 )
-from app.actions.handle import ActionHandle, Gate, Standing, claim
+from app.actions.handle import ActionHandle, Gate, claim
 from app.actions.journal import ElectionJournal, JournalError, ReassignmentJournal, items_json, rollback_items
 from app.actions.reassignment import (
     Problem,
@@ -72,6 +72,7 @@ from app.actions.state import (
     new_action_id,
     request_digest,
 )
+from app.leadership import StandingSource
 from collectors.health import HealthReport
 from collectors.kafka import zkdata
 from collectors.kafka.admin import AdminZooKeeper
@@ -395,7 +396,7 @@ class ActionRunner:
         pool: ActionPool | None = None,
         plans_kept: int = PLANS_KEPT,
         settings: ActionSettings | None = None,
-        leadership: Standing | None = None,
+        leadership: StandingSource | None = None,
         identity: str | None = None,
         log_sizes: LogSizes | None = None,
         scrape: LatestScrape | None = None,

@@ -54,8 +54,8 @@ from analytics.rules import (
 from analytics.store import Store, StoreConflictError, StoreError
 from app.incidents.config import IncidentSettings
 from app.incidents.observe import ControllerHistory, HealthObserver, LiveView
+from app.leadership import Leadership, Standing
 from app.webhooks.model import WebhookRenderer
-from app.webhooks.notifier import Leadership, Standing
 from app.webhooks.store import DEFAULT_WEBHOOK_HORIZON_S, WebhookStore
 from collectors.kafka.model import ClusterSnapshot
 

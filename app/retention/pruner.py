@@ -35,6 +35,7 @@ from analytics.store.tables import (
     processed_batches_table,
 )
 from app.actions.store import actions_table, audit_log_table
+from app.leadership import Leadership
 from app.retention.config import TABLES, RetentionSettings
 from app.retention.plan import (
     KEEP_LAST_BATCHES,
@@ -51,7 +52,6 @@ from app.retention.plan import (
     rollup_cluster,
     windows_per_transaction,
 )
-from app.webhooks.notifier import Leadership
 from app.webhooks.tables import webhook_deliveries_table
 
 __all__ = ["PassReport", "RetentionPruner", "RetentionStats"]

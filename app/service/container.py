@@ -41,19 +41,14 @@ from app.actions.throttle_removal import ThrottleCleaner
 from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
 from app.incidents.observe import cluster_name
+from app.leadership import Leadership, service_leadership, shared_leadership
 from app.retention.pruner import RetentionPruner
 from app.service.auth import TokenStore
 from app.service.config import ServiceSettings
 from app.service.schemas.common import MAX_ID
 from app.service.state import ClusterView, SnapshotCollector
 from app.storage import Storage
-from app.webhooks.notifier import (
-    Leadership,
-    Notifier,
-    service_leadership,
-    service_notifier,
-    shared_leadership,
-)
+from app.webhooks.notifier import Notifier, service_notifier
 from app.webhooks.store import WebhookStore
 from collectors.health import HealthReport, no_kafka_cluster
 from collectors.kafka.admin import AdminZooKeeper, KazooAdmin

@@ -30,8 +30,8 @@ from app.embedded.reference_cluster.config import TopicSpec
 from app.incidents.changes import SnapshotChanges
 from app.incidents.config import IncidentSettings
 from app.incidents.lane import IncidentLane
+from app.leadership import AlwaysLeader
 from app.service.state import ClusterView, ViewSettings
-from app.webhooks.notifier import AlwaysLeader
 from collectors.metrics import MetricsCollector
 from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import SampleNumbering

@@ -20,9 +20,9 @@ from analytics.model import AlertEvent, AlertState, fingerprint
 from analytics.rules import LOAD_LANE_SUBJECT, VIEW_SUBJECT, RuleSettings
 from app.incidents.config import IncidentSettings
 from app.incidents.lane import IncidentLane
+from app.leadership import Standing
 from app.storage import Storage
 from app.webhooks.model import AlertNotice, Webhook
-from app.webhooks.notifier import Standing
 from collectors.health import HealthReport, assess
 from collectors.kafka.model import ClusterSnapshot, ControllerInfo
 from collectors.metrics import MetricsScrape

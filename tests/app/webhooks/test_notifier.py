@@ -22,17 +22,15 @@ from analytics.model import AlertEvent, EventKind, Severity, fingerprint
 from app.embedded.webhook_receiver import Answer, WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
 from app.incidents.config import IncidentSettings
+from app.leadership import AlwaysLeader, Leadership, ZooKeeperLeadership
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.container import ServiceContainer
 from app.storage import Storage
 from app.webhooks.model import Webhook
 from app.webhooks.notifier import (
-    AlwaysLeader,
-    Leadership,
     Notifier,
     NotifierSettings,
-    ZooKeeperLeadership,
     backoff_s,
     post,
     probe_at,

@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 from kazoo.client import KazooClient
 
-from app.webhooks.notifier import (
+from app.leadership import (
     SHARED_LOCK_SUFFIX,
     AlwaysLeader,
     FirstAnswering,
-    NotifierSettings,
     ZooKeeperLeadership,
     service_leadership,
     shared_leadership,
 )
+from app.webhooks.notifier import NotifierSettings
 from tests.support.reference_cluster import wait_for
 from tests.support.tcp_proxy import TcpProxy
 
