@@ -252,6 +252,7 @@ print(json.dumps({"message": message, "elapsed": elapsed, "threads": threads}))
 """
 
 
+@pytest.mark.integration
 def test_no_broker_is_a_clear_error_within_the_bootstrap_timeout() -> None:
     """Connects to a local port nobody listens on, in a child process: kafka-python 3.0.12 leaves the
     refused connections' sockets to the garbage collector, and their ResourceWarnings would land in

@@ -674,6 +674,7 @@ def test_the_model_needs_no_zookeeper() -> None:
     assert (readable.errors, readable.partitions[tp("orders", 0)].state_error) == ((), None)
 
 
+@pytest.mark.unit
 def test_the_model_reads_the_migration_znode_and_a_kraft_controller() -> None:
     """``/migration`` and the KRaft form of ``/controller`` (Kafka 3.4-3.9 formats), then a rollback to a ZK
     controller and ``/migration`` gone; a bad ``/migration`` is reported, not guessed."""
