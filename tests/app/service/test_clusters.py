@@ -230,8 +230,8 @@ def test_an_election_posted_for_b_runs_on_b_only(two: Two) -> None:
 
 
 def _timed(two: Two, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
-    """A request while b's ZooKeeper is down: answered from a's view (the client's timeout is the limit;
-    how long it took is bench/latency.py's figure, not a bound here)."""
+    """A request while b's ZooKeeper is down: answered from a's view (the client's timeout is the limit, not
+    a bound of this test: the machine may be loaded)."""
     return two.get(path, headers=headers)
 
 
