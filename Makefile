@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install install-dev clean
+.PHONY: demo test test-fast lint install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ prometheus:
 
 test: lint prometheus
 	$(BIN)/pytest --durations=30
+
+# The pure tests alone (marker `unit`: no sockets, no subprocesses, no Spark), the property tests with
+# fewer examples: about 2 minutes on 2 busy cores. `make test` runs everything.
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/pytest -m "unit and not spark" -q -p no:cacheprovider --hypothesis-profile=fast
 
 # Schemathesis against the running service, longer than CI's run (docs/api.md, "Fuzzing the API").
 FUZZ_EXAMPLES ?= 200

@@ -9,10 +9,16 @@ client by name) get the same through ``PYTHONPATH``.
 import os
 from pathlib import Path
 
+from hypothesis import settings
+
 _ROOT = str(Path(__file__).resolve().parent.parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [_ROOT, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != _ROOT)]
 )
+
+# ``make test-fast`` runs the property tests with fewer examples (``--hypothesis-profile=fast``);
+# ``make test`` runs them in full.
+settings.register_profile("fast", max_examples=20)
 
 pytest_plugins = [
     "tests.support.zookeeper",

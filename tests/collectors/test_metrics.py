@@ -729,15 +729,25 @@ def test_a_broker_that_left_or_moved_starts_without_a_rate(
 def test_brokers_are_scraped_concurrently(
     collector_for: Callable[..., MetricsCollector], fake: FakeFetcher
 ) -> None:
-    collector = collector_for(timeout_s=2.0)
+    collector = collector_for(timeout_s=30.0)
+    all_in_flight = threading.Event()  # each answer waits until all six requests are under way
     for b in range(6):
-        fake.serve(b, broker_text(COUNTERS_AT_0), delay_s=0.3)
+        fake.serve(b, broker_text(COUNTERS_AT_0), delay_s=0.3, hold=all_in_flight)
 
+    def release_once_all_asked() -> None:
+        deadline = time.monotonic() + 60
+        while len(fake.calls) < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        all_in_flight.set()
+
+    releaser = threading.Thread(target=release_once_all_asked)
+    releaser.start()
     scrape = collector.scrape(brokers(*range(6)))
+    releaser.join()
 
+    # one after the other, the first would have waited for the other five: 30 s, then timed out
     assert scrape.failures == {}
-    assert scrape.duration_s < 1.0, "six 0.3 s scrapes one after the other would take 1.8 s"
-    assert all(0.25 < s.duration_s < 1.0 for s in scrape.scrapes.values())
+    assert all(s.duration_s >= 0.25 for s in scrape.scrapes.values())
 
 
 @unit
@@ -754,8 +764,7 @@ def test_a_broker_that_ignores_its_timeout_does_not_hold_up_the_others(
     finally:
         hold.set()
 
-    assert scrape.failures == {1: "timed out after 0.3 s"}
-    assert scrape.duration_s < 0.3 + 0.25 + 0.4
+    assert scrape.failures == {1: "timed out after 0.3 s"}  # returned while broker 1 is still held
     assert scrape.scrapes[1].duration_s >= 0.3
 
 
@@ -896,10 +905,8 @@ def test_contract_a_refused_connection_is_a_fetch_error(target: ContractTarget) 
 
 
 def test_contract_a_slow_answer_times_out_in_time(target: ContractTarget) -> None:
-    started = time.monotonic()
-    with pytest.raises(FetchTimeoutError, match=r"within 0\.2 s"):
+    with pytest.raises(FetchTimeoutError, match=r"within 0\.2 s"):  # not the answer, 2 s later
         target.fetcher.fetch(f"{target.base}/slow", 0.2)
-    assert time.monotonic() - started < 1.0
 
 
 def test_contract_the_collector_reads_through_either(target: ContractTarget, clock: Clock) -> None:
@@ -1035,11 +1042,9 @@ def test_http_a_body_over_the_size_cap_is_a_fetch_error(
 def test_http_the_timeout_bounds_the_whole_body_not_only_each_read(
     keep_alive_server: KeepAliveServer, http_fetcher: HttpFetcher
 ) -> None:
-    trickle_s = TRICKLE_BYTES * TRICKLE_GAP_S
-    started = time.monotonic()
+    # each read comes within 0.05 s: a timeout per read would return the whole body after 2 s
     with pytest.raises(FetchTimeoutError, match=r"^body not complete within 0\.3 s$"):
         http_fetcher.fetch(f"{keep_alive_server.base}/trickle", 0.3)
-    assert time.monotonic() - started < trickle_s / 2
 
 
 @pytest.mark.integration

@@ -118,7 +118,7 @@ def test_batches_kept_while_the_broker_is_down_arrive_in_order_when_it_returns()
         assert "cannot publish samples to Kafka topic 'down'" in (error or ""), rounds
         assert written == 0
     assert [r[2] for r in rounds[1:4]] == [1, 2, 3]  # kept, none dropped
-    assert outcome["down_s"] < 3 * (2 * SINK_TIMEOUT_S + 5), "a round with the broker down must not hang"
+    assert outcome["down_s"] < 120, "a round with the broker down must not hang"
     assert rounds[4] == [None, 4, 0]  # the three kept batches, then this round's
     per_round = 4  # three brokers and the cluster
     # the round before the broker went down was lost with it (in memory); every later one arrives once,

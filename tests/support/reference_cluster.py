@@ -53,7 +53,7 @@ def small_settings(**overrides: Any) -> ReferenceClusterSettings:
 
 def wait_for(
     predicate: Callable[[], T | None],
-    timeout: float = 10.0,
+    timeout: float = 60.0,
     message: str = "the condition",
     *,
     ignore: tuple[type[BaseException], ...] = (),
@@ -63,7 +63,8 @@ def wait_for(
 
     Exceptions of the types in ``ignore`` count as "not yet" (e.g. ``NoNodeError`` while a znode is being
     created); any other exception propagates at once. On timeout the AssertionError names ``message``, the
-    timeout and the last value (or exception) seen.
+    timeout and the last value (or exception) seen. The default timeout is generous (the machine may be
+    loaded): a test waits for the event and asserts what happened, never how long it took (``bench/``).
     """
     deadline = time.monotonic() + timeout
     last: object = "<never evaluated>"

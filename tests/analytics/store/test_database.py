@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -125,9 +124,7 @@ def test_sqlite_uses_wal_and_readers_do_not_block_the_writer(sqlite_path: Path) 
             reader.execute("BEGIN")
             assert reader.execute("SELECT stddev FROM cluster_windows").fetchall() == [(0.2,)]
             # with a rollback journal, this commit would wait for the reader and fail after 0.5 s
-            started = time.monotonic()
             assert store.commit_batch("q", 2, load_windows=[load_window(seed=2.0)])
-            assert time.monotonic() - started < 0.5
             assert reader.execute("SELECT stddev FROM cluster_windows").fetchall() == [(0.2,)]  # its snapshot
             reader.execute("COMMIT")
             assert reader.execute("SELECT stddev FROM cluster_windows").fetchall() == [(0.4,)]

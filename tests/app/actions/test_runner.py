@@ -138,7 +138,7 @@ def not_preferred(**options: object) -> ClusterSnapshot:
 
 
 def wait_until_done(log: MemoryActionLog, action_id: str) -> ActionRecord:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         record = log.get(action_id)
         if record is not None and record.state not in (ActionState.PENDING, ActionState.RUNNING):
@@ -414,17 +414,19 @@ def test_the_pool_runs_at_most_its_workers_at_once() -> None:
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
-        release.wait(10)
+        release.wait(60)
         with lock:
             running[0] -= 1
             done.append(n)
 
     for n in range(5):
         pool.submit(functools.partial(work, n))
-    time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while running[0] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # a third would have started by now: none does
     assert (running[0], pool.threads) == (2, 2)
     release.set()
-    deadline = time.monotonic() + 10
     while len(done) < 5 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sorted(done) == [0, 1, 2, 3, 4]
@@ -437,16 +439,22 @@ def test_shutdown_drops_what_waits_and_takes_nothing_more() -> None:
     release = threading.Event()
     ran: list[str] = []
 
+    started = threading.Event()
+
     def first() -> None:
-        release.wait(10)
+        started.set()
+        release.wait(60)
         ran.append("first")
 
     pool.submit(first)
     pool.submit(lambda: ran.append("queued"))
-    time.sleep(0.1)
+    assert started.wait(60)
     pool.shutdown()
     release.set()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while not ran and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the queued one would have run by now: it does not
     assert ran == ["first"]
     with pytest.raises(RuntimeError, match="shut down"):
         pool.submit(lambda: None)

@@ -543,7 +543,7 @@ def test_unreachable_wants_a_kafka_broker_not_just_an_open_port(kafka_broker: st
         f"127.0.0.1:{busy_port}: accepts connections but did not answer Kafka's ApiVersions request in time"
     )
     assert web_why.startswith(f"{web}: accepts connections but ")
-    assert took < 5
+    assert took < 30  # about the 1.5 s given (on a loaded machine), not Spark's minutes of retries
 
 
 @contextmanager

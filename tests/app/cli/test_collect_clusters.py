@@ -122,6 +122,14 @@ def rounds(spool: Path, cluster: str) -> list[float]:
     return sorted(times)
 
 
+def assert_rounds_between(a_rounds: list[float], b_rounds: list[float]) -> None:
+    """Cluster a started rounds while each of b's slow rounds (5 s of scrape timeouts) was under way: had
+    a waited for b, one round of a would fall between two of b's."""
+    for b_start, b_next in itertools.pairwise(b_rounds):
+        between = [t for t in a_rounds if b_start < t < b_next]
+        assert len(between) >= 2, (b_start, b_next, a_rounds)
+
+
 def samples(spool: Path) -> list[dict[str, object]]:
     return [json.loads(line) for path in spool.glob("*.ndjson") for line in path.read_text().splitlines()]
 
@@ -172,17 +180,19 @@ def test_two_clusters_are_sampled_by_name_and_one_zookeeper_down_does_not_delay_
         assert "[a] " in out, out
         assert "[b] " in out, out
 
-        # b's rounds each wait 5 s for its scrapes; a's rounds keep their interval all along
-        a_rounds = rounds(tmp_path, "a")
-        assert max(b - a for a, b in itertools.pairwise(a_rounds)) < 3 * INTERVAL_S, a_rounds
+        # b's rounds each wait 5 s for its scrapes; a's rounds go on meanwhile (how evenly: bench/latency.py)
+        wait_for(lambda: len(rounds(tmp_path, "b")) >= 2, timeout=60, message="two rounds of cluster b")
+        assert_rounds_between(rounds(tmp_path, "a"), rounds(tmp_path, "b"))
 
         cluster_b_up.zookeeper_down()
         down_at = time.time()
-        time.sleep(12 * INTERVAL_S)
+        wait_for(
+            lambda: len([t for t in rounds(tmp_path, "b") if t >= down_at]) >= 2,
+            timeout=60,
+            message="two rounds of cluster b with its ZooKeeper down",
+        )
         after = [t for t in rounds(tmp_path, "a") if t >= down_at]
-        gaps = [later - earlier for earlier, later in itertools.pairwise(after)]
-        assert len(after) >= 8, after
-        assert max(gaps) < 3 * INTERVAL_S, gaps
+        assert_rounds_between(after, [t for t in rounds(tmp_path, "b") if t >= down_at])
         assert "scrape failed" in collect.out.getvalue()
         assert collect.thread.is_alive()
         assert collect.code is None
@@ -253,7 +263,7 @@ def test_once_writes_a_round_of_each_cluster_and_warns_of_one_that_cannot_be_rea
 def test_no_cluster_readable_exits_1_and_the_clusters_are_tried_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KAFKA_HEALTH_ZOOKEEPER__START_TIMEOUT_S", "3")
+    monkeypatch.setenv("KAFKA_HEALTH_ZOOKEEPER__START_TIMEOUT_S", "10")
     names = ("a", "b", "c")
     argv = [arg for name in names for arg in ("--cluster", f"{name}=127.0.0.1:{pick_free_port()}")]
     args = build_parser().parse_args(["collect", *argv, "--sink", f"spool:{tmp_path}", "--once"])
@@ -268,7 +278,8 @@ def test_no_cluster_readable_exits_1_and_the_clusters_are_tried_at_once(
     assert "; cluster b: cannot read" in line
     assert "; cluster c: cannot read" in line
     assert out.getvalue() == ""
-    assert took < 2 * 3 + 3, f"three clusters took {took:.1f} s: their first scans did not run at once"
+    # at once: one start timeout (10 s); one after the other: three (30 s). The margin is the machine's load.
+    assert took < 2 * 10, f"three clusters took {took:.1f} s: their first scans did not run at once"
 
 
 @pytest.mark.parametrize(

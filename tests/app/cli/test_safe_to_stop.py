@@ -112,7 +112,7 @@ def test_an_unreachable_zookeeper_exits_1(capsys: pytest.CaptureFixture[str], wa
     assert code == 1
     assert out == ""
     assert err.startswith(f"error: cannot read the cluster at {nobody}: ")
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # it gave up (after --timeout 1, or --wait 5), rather than hang
 
 
 @pytest.mark.integration
@@ -134,7 +134,7 @@ def test_wait_runs_out_printing_what_it_waits_for_once(
     code, out, _ = safe_to_stop(capsys, "--zookeeper", zk_connect, "--broker", "0", "--wait", "1.5")
     waited = time.monotonic() - started
     assert code == 3
-    assert 1.5 <= waited < 10
+    assert 1.5 <= waited < 60  # the whole --wait, then it gave up
     assert out.count("waiting for broker 0") == 1, out
     assert "would go under min ISR: payments-0, payments-1, payments-2" in out
     assert "broker 0: NOT safe to stop\n" in out
@@ -332,7 +332,7 @@ def test_a_rolling_restart_driven_by_safe_to_stop_wait(
         crash = time.monotonic()
         cluster.stop_broker(order[0])
         cluster.stop_broker(order[1])
-        wait_for(lambda: watcher.since(crash), timeout=10, message="the watcher seeing under min ISR")
+        wait_for(lambda: watcher.since(crash), timeout=60, message="the watcher seeing under min ISR")
     finally:
         for timer in timers:
             timer.cancel()

@@ -431,7 +431,7 @@ def test_a_burst_of_changes_is_one_evaluation_and_the_timer_ticks(storage: Stora
     )
     lane.start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while lane.stats().evaluations < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert lane.stats().evaluations == 1  # the first, at start
@@ -467,8 +467,7 @@ def test_the_lane_stops_even_while_waiting_a_long_interval(storage: Storage) -> 
         View(Clock()), storage.analytics, Leadership(), settings=IncidentSettings(interval_s=60.0)
     )
     lane.start()
-    started = time.monotonic()
     stopper = threading.Thread(target=lane.stop)
     stopper.start()
-    stopper.join(10)
-    assert time.monotonic() - started < 5
+    stopper.join(45)
+    assert not stopper.is_alive(), "stop waited for the interval (60 s)"

@@ -627,8 +627,8 @@ def test_an_unreachable_zookeeper_fails_start_with_a_clear_error() -> None:
     started = time.monotonic()
     with pytest.raises(ZooKeeperUnreachableError, match=f"127.0.0.1:{port}"):
         collector.start(timeout=2.0)
-    assert time.monotonic() - started < 5.0
-    wait_for(lambda: threading.active_count() <= before, 5, "the collector's threads to end")
+    assert time.monotonic() - started < 60  # it gave up (after its 2 s), rather than hang
+    wait_for(lambda: threading.active_count() <= before, 60, "the collector's threads to end")
 
 
 @pytest.mark.unit
@@ -674,6 +674,7 @@ def test_the_model_needs_no_zookeeper() -> None:
     assert (readable.errors, readable.partitions[tp("orders", 0)].state_error) == ((), None)
 
 
+@pytest.mark.unit
 def test_the_model_reads_the_migration_znode_and_a_kraft_controller() -> None:
     """``/migration`` and the KRaft form of ``/controller`` (Kafka 3.4-3.9 formats), then a rollback to a ZK
     controller and ``/migration`` gone; a bad ``/migration`` is reported, not guessed."""

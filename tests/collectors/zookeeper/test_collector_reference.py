@@ -15,12 +15,12 @@ from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import TopicSpec
 from collectors.kafka.model import ClusterSnapshot, TopicPartition
 from collectors.zookeeper.collector import ZooKeeperCollector, scan
-from tests.support.reference_cluster import LAG_MS, ClusterFactory, wait_for, zk_partitions
+from tests.support.reference_cluster import ClusterFactory, wait_for, zk_partitions
 
 pytestmark = pytest.mark.integration
 
 Condition = Callable[[ClusterSnapshot], bool]
-FAULT_TIMEOUT = LAG_MS / 1000 * 6
+FAULT_TIMEOUT = 60.0  # generous: the machine may be loaded; the wait is for the event, not a bound
 
 
 def content(snapshot: ClusterSnapshot) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from app.embedded.reference_cluster.loop import EventLoop, LoopStoppedError
 
 pytestmark = pytest.mark.unit
 
-WAIT_S = 5.0
+WAIT_S = 60.0
+"""How long a test waits for what it expects (generous: the machine may be loaded)."""
 
 
 class Errors:
@@ -206,21 +207,19 @@ def test_call_pending_when_the_loop_stops_raises_loop_stopped(loop: EventLoop) -
 
     def caller() -> None:
         try:
-            outcome.append(str(loop.call(lambda: "ran", timeout=2.0)))
+            outcome.append(str(loop.call(lambda: "ran", timeout=10 * WAIT_S)))
         except BaseException as exc:
             outcome.append(exc)
 
     thread = threading.Thread(target=caller)
     thread.start()
     _wait_for(lambda: _queued(loop) >= 1)
-    started = time.monotonic()
     loop.stop(timeout=0)
     gate.set()
     thread.join(WAIT_S)
 
-    assert len(outcome) == 1
+    assert len(outcome) == 1  # within WAIT_S: the call did not sit out its timeout (10 x WAIT_S)
     assert isinstance(outcome[0], LoopStoppedError)
-    assert time.monotonic() - started < 1.0
 
 
 def _queued(loop: EventLoop) -> int:

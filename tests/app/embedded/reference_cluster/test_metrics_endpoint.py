@@ -124,7 +124,7 @@ def assert_urp_agrees(cluster: ReferenceCluster, zk: KazooClient, expected: set[
     gauges to agree, on two scrapes (the state is settled: no ISR change is left to happen)."""
     wait_for(
         lambda: urp_from_zookeeper(zk) == expected,
-        timeout=LAG_MS / 1000 * 6,
+        timeout=60,
         message=f"ZooKeeper to show exactly {sorted(expected)} under-replicated",
     )
     for _ in range(2):
@@ -283,7 +283,7 @@ def test_urp_with_a_stalled_follower_matches_zookeeper_and_clears_on_resume(
     cluster.stall_follower(stalled)
     first_shrink = wait_for(
         lambda: time.monotonic() if urp_from_zookeeper(zk_client) else None,
-        timeout=LAG_MS / 1000 * 6,
+        timeout=60,
         message="a first ISR shrink",
     )
     tick_s = cluster.settings.tick_ms / 1000
@@ -427,7 +427,7 @@ def test_idle_ratios_fall_and_produce_latency_rises_with_a_skew_and_come_back_af
     assert any(p.leader == skewed for p in zk_partitions(zk_client).values()), "broker 1 should lead"
 
     def settled(check: Callable[[Signals], bool]) -> Signals:
-        deadline = time.monotonic() + smoothing_s * 30
+        deadline = time.monotonic() + 60
         seen: Signals = {}
         while time.monotonic() < deadline:
             seen = {b: request_signals(s) for b, s in scrape_brokers(cluster, [0, 1, 2]).items()}

