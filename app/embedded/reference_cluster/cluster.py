@@ -501,9 +501,8 @@ class ReferenceCluster:
             self.loop.post(self._tick, delay_ms=self.settings.tick_ms)
 
     def _advance_disks(self, broker: SimBroker, dt_s: float) -> None:
-        """Measure the broker's log dirs, grow the other files on them, and fail a dir that is full, as
-        Kafka fails a log dir on "No space left on device"."""
-        broker.measure_log_dirs(self.settings.traffic.message_bytes)
+        """Grow the other files on the broker's log dirs (measured by ``update_host`` this tick) and fail
+        a dir that is full, as Kafka fails a log dir on "No space left on device"."""
         for log_dir, disk in enumerate(broker.disks):
             if log_dir in broker.failed_log_dirs:
                 continue
