@@ -7,6 +7,7 @@ simulation loop live in :mod:`app.embedded.reference_cluster.cluster`; nothing h
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -24,6 +25,14 @@ if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
 
+@functools.lru_cache(maxsize=1 << 20)
+def series_labels(topic: str, partition: int) -> str:
+    """The labels of a replica's ``kafka_log_log_size`` series as the text format writes them (names in
+    order), made once per partition and shared by its replicas: a scrape only joins strings. Topic names
+    are ``[a-zA-Z0-9._-]``, so nothing needs escaping."""
+    return f'partition="{partition}",topic="{topic}"'
+
+
 @dataclass(slots=True)
 class ReplicaLog:
     """A replica's log, in messages: offsets [log_start, leo)."""
@@ -31,6 +40,31 @@ class ReplicaLog:
     log_start: float
     leo: float
     log_dir: int
+    labels: str = ""
+    """:func:`series_labels` of its partition."""
+
+
+@dataclass(slots=True)
+class LogDirDisk:
+    """The filesystem a log dir is mounted on: its size, the bytes other files take (``base_bytes``,
+    growing at ``growth_bytes_per_s``) and, as of the last tick, the bytes the dir's logs take."""
+
+    size_bytes: float
+    base_bytes: float
+    growth_bytes_per_s: float = 0.0
+    log_bytes: float = 0.0
+
+    @property
+    def used_bytes(self) -> float:
+        return min(self.size_bytes, self.base_bytes + self.log_bytes)
+
+    @property
+    def avail_bytes(self) -> float:
+        return self.size_bytes - self.used_bytes
+
+    @property
+    def full(self) -> bool:
+        return self.base_bytes + self.log_bytes >= self.size_bytes
 
 
 @dataclass(slots=True)
@@ -139,11 +173,27 @@ SIM_METADATA_VERSION_RANGE = {"min_version": 1, "max_version": 14}
 class SimBroker:
     """One simulated Kafka broker: identity, ZooKeeper session, logs, partition views, faults."""
 
-    def __init__(self, broker_id: int, rack: str | None, endpoint: BrokerEndpoint, log_dirs: int) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        rack: str | None,
+        endpoint: BrokerEndpoint,
+        log_dirs: int,
+        log_dir_size_bytes: float = 100 * 1024**3,
+        log_dir_base_bytes: float = 0.0,
+    ) -> None:
         self.id = broker_id
         self.rack = rack
         self.endpoint = endpoint
         self.log_dirs = log_dirs
+        self.log_dir_size_bytes = log_dir_size_bytes
+        self.log_dir_base_bytes = log_dir_base_bytes
+        self.disks = [LogDirDisk(log_dir_size_bytes, log_dir_base_bytes) for _ in range(log_dirs)]
+        """The host's filesystems, one per log dir: they survive a broker restart (a failed one is
+        replaced)."""
+        self.metric_overrides: dict[str, float] = {}
+        """Served series name -> the value every series of that name shows (``POST .../metrics``); kept
+        across restarts until reset."""
         self.client: KazooClient | None = None
         self.alive = False
         self.registered = False
@@ -186,12 +236,22 @@ class SimBroker:
 
     def create_log(self, tp: TopicPartition, leo: float) -> ReplicaLog:
         """A replica log that already holds ``leo`` messages (data written before the simulation began)."""
-        log = self.logs[tp] = ReplicaLog(log_start=0.0, leo=leo, log_dir=self.log_dir_for(tp))
+        log = self.logs[tp] = ReplicaLog(
+            log_start=0.0, leo=leo, log_dir=self.log_dir_for(tp), labels=series_labels(tp.topic, tp.partition)
+        )
         return log
 
     def is_replica_online(self, tp: TopicPartition) -> bool:
         log = self.logs.get(tp)
         return self.alive and (log is None or log.log_dir not in self.failed_log_dirs)
+
+    def measure_log_dirs(self, message_bytes: int) -> None:
+        """Add up the bytes of the logs in each log dir (one pass over the logs)."""
+        per_dir = [0.0] * self.log_dirs
+        for log in self.logs.values():
+            per_dir[log.log_dir] += log.leo - log.log_start
+        for disk, messages in zip(self.disks, per_dir, strict=True):
+            disk.log_bytes = max(0.0, messages) * message_bytes
 
     def offline_replicas(self) -> list[TopicPartition]:
         return [tp for tp, log in self.logs.items() if log.log_dir in self.failed_log_dirs]
@@ -225,7 +285,12 @@ class SimBroker:
         log = self.logs.get(tp)
         if log is None:
             start = log_start if state.leader != self.id else 0.0
-            log = self.logs[tp] = ReplicaLog(log_start=start, leo=start, log_dir=self.log_dir_for(tp))
+            log = self.logs[tp] = ReplicaLog(
+                log_start=start,
+                leo=start,
+                log_dir=self.log_dir_for(tp),
+                labels=series_labels(tp.topic, tp.partition),
+            )
         view = PartitionView(state=state, assignment=assignment)
         if state.leader == self.id:
             self._make_leader(view, current, log, now_ms)
@@ -263,6 +328,8 @@ class SimBroker:
         taken as replaced by the restart: its logs are gone and the replicas will copy them again."""
         self.partitions.clear()
         self.logs = {tp: log for tp, log in self.logs.items() if log.log_dir not in self.failed_log_dirs}
+        for log_dir in self.failed_log_dirs:
+            self.disks[log_dir] = LogDirDisk(self.log_dir_size_bytes, self.log_dir_base_bytes)
         self.failed_log_dirs.clear()
         self.session_lost = False
         self.counters = BrokerCounters()

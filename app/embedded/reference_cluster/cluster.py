@@ -30,7 +30,14 @@ from app.embedded.reference_cluster.config import ReferenceClusterSettings, Topi
 from app.embedded.reference_cluster.controller import Controller
 from app.embedded.reference_cluster.dynamic_config import DynamicConfigs
 from app.embedded.reference_cluster.loop import EventLoop
-from app.embedded.reference_cluster.metrics import BrokerMetricsServer, MetricsSnapshot, take_snapshot
+from app.embedded.reference_cluster.metrics import (
+    BrokerMetricsServer,
+    MetricsSnapshot,
+    OverrideError,
+    check_overrides,
+    take_snapshot,
+)
+from app.embedded.reference_cluster.replication import Retention
 from app.embedded.reference_cluster.traffic import TrafficModel, update_host, update_request_load
 from collectors.kafka import zkdata
 from collectors.kafka.model import (
@@ -46,6 +53,7 @@ from collectors.kafka.placement import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
 )
+from collectors.metrics.names import Dialect
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +104,8 @@ class ReferenceCluster:
                 settings.rack_of(i),
                 BrokerEndpoint("PLAINTEXT", settings.broker_host(i), settings.listener_port(i)),
                 settings.log_dirs_per_broker,
+                settings.log_dir_size_bytes,
+                settings.log_dir_base_used_ratio * settings.log_dir_size_bytes,
             )
             for i in range(settings.brokers)
         }
@@ -103,7 +113,14 @@ class ReferenceCluster:
         self.migration: MigrationState | None = None
         """Set once :meth:`start_migration` has simulated a ZK→KRaft migration."""
         self.traffic = TrafficModel(settings.traffic)
-        self.configs = DynamicConfigs(self.brokers, settings.min_insync_replicas)
+        self.configs = DynamicConfigs(
+            self.brokers,
+            settings.min_insync_replicas,
+            Retention(
+                None if settings.log_retention_bytes < 0 else float(settings.log_retention_bytes),
+                float(settings.log_segment_bytes),
+            ),
+        )
         self._admin_client: KazooClient | None = None
         self.admin: ZkAdmin | None = None
         self._last_tick_ms: float | None = None
@@ -149,7 +166,7 @@ class ReferenceCluster:
                 self.settings.broker_host(broker.id),
                 port,
                 functools.partial(self.metrics_snapshot, broker.id),
-                self.settings.broker_metrics_dialects.get(broker.id, self.settings.metrics_dialect),
+                self.dialect_of(broker.id),
             )
         self.loop.call(self._start_all)
         self.wait_until(
@@ -469,17 +486,31 @@ class ReferenceCluster:
                 self.configs.min_insync_replicas,
                 now,
                 dt_s,
+                self.configs.retention,
             )
             for broker in self.brokers.values():
                 if broker.alive:
                     update_host(broker, moved[broker.id], dt_s, self.settings.traffic)
                     update_request_load(broker, moved[broker.id], dt_s, self.settings.traffic)
+                    self._advance_disks(broker, dt_s)
             self._apply_isr_changes(changes, now)
             self._propagate_isr_notifications(now)
         except KazooException as exc:
             log.warning("tick: ZooKeeper error %r", exc)
         finally:
             self.loop.post(self._tick, delay_ms=self.settings.tick_ms)
+
+    def _advance_disks(self, broker: SimBroker, dt_s: float) -> None:
+        """Grow the other files on the broker's log dirs (measured by ``update_host`` this tick) and fail
+        a dir that is full, as Kafka fails a log dir on "No space left on device"."""
+        for log_dir, disk in enumerate(broker.disks):
+            if log_dir in broker.failed_log_dirs:
+                continue
+            if disk.growth_bytes_per_s:
+                disk.base_bytes = max(0.0, disk.base_bytes + disk.growth_bytes_per_s * dt_s)
+            if disk.full:
+                log.warning("broker %d: log dir %d is full", broker.id, log_dir)
+                self._fail_log_dir(broker, log_dir)
 
     def _apply_isr_changes(self, changes: list[replication.IsrChange], now: float) -> None:
         for change in changes:
@@ -619,6 +650,19 @@ class ReferenceCluster:
             "stalled": broker.stalled,
             "slow": broker.slow,
             "failed_log_dirs": sorted(broker.failed_log_dirs),
+            "log_dirs": [
+                {
+                    "log_dir": n,
+                    "mountpoint": self.settings.mountpoint(n),
+                    "size_bytes": disk.size_bytes,
+                    "used_bytes": disk.used_bytes,
+                    "used_ratio": disk.used_bytes / disk.size_bytes,
+                    "growth_bytes_per_s": disk.growth_bytes_per_s,
+                    "failed": n in broker.failed_log_dirs,
+                }
+                for n, disk in enumerate(broker.disks)
+            ],
+            "metric_overrides": dict(sorted(broker.metric_overrides.items())),
             "metrics_url": self.metrics_url(broker.id),
             "partitions": len(broker.partitions),
             "leaders": len(broker.led_partitions()),
@@ -793,24 +837,82 @@ class ReferenceCluster:
         ``/log_dir_event_notification``. Returns the replicas lost."""
 
         def run() -> list[TopicPartition]:
-            broker = self._running(broker_id)
-            if not 0 <= log_dir < broker.log_dirs:
-                raise ClusterError(404, f"broker {broker_id} has log dirs 0..{broker.log_dirs - 1}")
-            if log_dir in broker.failed_log_dirs:
-                raise ClusterError(409, f"log dir {log_dir} of broker {broker_id} has failed already")
-            broker.failed_log_dirs.add(log_dir)
-            lost = [tp for tp, lg in broker.logs.items() if lg.log_dir == log_dir]
-            for tp in lost:
-                broker.partitions.pop(tp, None)
-            assert broker.client is not None
-            broker.client.create(
-                f"{zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH}/{zkdata.LOG_DIR_EVENT_PREFIX}",
-                zkdata.encode_log_dir_event(broker.id),
-                sequence=True,
-            )
-            return lost
+            broker = self._healthy_log_dir(broker_id, log_dir)
+            return self._fail_log_dir(broker, log_dir)
 
         return self.loop.call(run)
+
+    def _healthy_log_dir(self, broker_id: int, log_dir: int) -> SimBroker:
+        broker = self._running(broker_id)
+        if not 0 <= log_dir < broker.log_dirs:
+            raise ClusterError(404, f"broker {broker_id} has log dirs 0..{broker.log_dirs - 1}")
+        if log_dir in broker.failed_log_dirs:
+            raise ClusterError(409, f"log dir {log_dir} of broker {broker_id} has failed already")
+        return broker
+
+    def _fail_log_dir(self, broker: SimBroker, log_dir: int) -> list[TopicPartition]:
+        broker.failed_log_dirs.add(log_dir)
+        lost = [tp for tp, lg in broker.logs.items() if lg.log_dir == log_dir]
+        for tp in lost:
+            broker.partitions.pop(tp, None)
+        assert broker.client is not None
+        broker.client.create(
+            f"{zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH}/{zkdata.LOG_DIR_EVENT_PREFIX}",
+            zkdata.encode_log_dir_event(broker.id),
+            sequence=True,
+        )
+        return lost
+
+    def fill_log_dir(
+        self, broker_id: int, log_dir: int, used_ratio: float | None, bytes_per_s: float | None
+    ) -> None:
+        """Set how full a log dir's filesystem is now (``used_ratio``: other files take what the logs
+        leave of it) and how fast the other files grow (``bytes_per_s``, from the next tick). A dir that
+        is full fails at once, as it does when it fills up later."""
+
+        def run() -> None:
+            broker = self._healthy_log_dir(broker_id, log_dir)
+            disk = broker.disks[log_dir]
+            if used_ratio is not None:
+                broker.measure_log_dirs(self.settings.traffic.message_bytes)
+                base = used_ratio * disk.size_bytes - disk.log_bytes
+                if base < 0:
+                    raise ClusterError(
+                        409,
+                        f"the logs in log dir {log_dir} of broker {broker_id} take "
+                        f"{disk.log_bytes / disk.size_bytes:.6f} of it already: used_ratio {used_ratio} "
+                        "cannot be set below that",
+                    )
+                disk.base_bytes = base
+            if bytes_per_s is not None:
+                disk.growth_bytes_per_s = bytes_per_s
+            if disk.full:
+                log.warning("broker %d: log dir %d is full", broker.id, log_dir)
+                self._fail_log_dir(broker, log_dir)
+
+        self.loop.call(run)
+
+    def override_metrics(self, broker_id: int, values: Mapping[str, float], reset: bool) -> None:
+        """Serve ``values`` for those series names (as the broker's dialect names them) instead of the
+        simulation's, on every label set, until a ``reset``; a reset clears the earlier ones first. Every
+        name must be a gauge the broker serves now (ClusterError 422 naming the others)."""
+
+        def run() -> None:
+            broker = self._running(broker_id)
+            snapshot = take_snapshot(self, broker)
+            assert snapshot is not None
+            try:
+                check_overrides(snapshot, self.dialect_of(broker_id), values)
+            except OverrideError as exc:
+                raise ClusterError(422, str(exc)) from None
+            if reset:
+                broker.metric_overrides.clear()
+            broker.metric_overrides.update(values)
+
+        self.loop.call(run)
+
+    def dialect_of(self, broker_id: int) -> Dialect:
+        return self.settings.broker_metrics_dialects.get(broker_id, self.settings.metrics_dialect)
 
     CORRUPT_STATE = b'{"version":1,"leader":"corrupted by the reference cluster","isr":'
     """What :meth:`corrupt_partition_state` writes: not JSON (a hand edit gone wrong), so no decoder of

@@ -115,6 +115,18 @@ class ReferenceClusterSettings(BaseModel):
     unclean_leader_election_enable: bool = False
     min_insync_replicas: Annotated[int, Field(ge=1)] = 1
     log_dirs_per_broker: Annotated[int, Field(ge=1, le=16)] = 2
+    log_dir_size_bytes: Annotated[int, Field(ge=1024**2)] = 100 * 1024**3
+    """Size of the filesystem each log dir is mounted on (``/var/lib/kafka/data-<n>``), as node_exporter's
+    ``node_filesystem_size_bytes`` shows it."""
+    log_dir_base_used_ratio: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    """Share of each log dir's filesystem taken by other files from the start (used bytes are this plus the
+    logs of the replicas in the dir); ``POST /brokers/{id}/log-dirs/{n}/fill`` changes it."""
+    log_retention_bytes: Annotated[int, Field(ge=-1)] = 1024**3
+    """``log.retention.bytes``, the default of the topics' ``retention.bytes``: a log longer than this plus
+    its oldest segment drops that segment. Kafka's default is -1 (no limit); 1 GiB here, so that the
+    disks of a long-running demo stay level (a sawtooth between 1 GiB and 1 GiB + a segment)."""
+    log_segment_bytes: Annotated[int, Field(ge=1024)] = 1024**3
+    """``log.segment.bytes`` (Kafka's default, 1 GiB), the default of the topics' ``segment.bytes``."""
     tick_ms: Annotated[int, Field(ge=10, le=5000)] = 100
     placement_seed: int | None = None
     """Seed of the random start and shift of Kafka's replica placement (None: random, as Kafka)."""
@@ -131,6 +143,10 @@ class ReferenceClusterSettings(BaseModel):
 
     def listener_port(self, broker_id: int) -> int:
         return self.listener_port_base if self.address_per_broker else self.listener_port_base + broker_id
+
+    def mountpoint(self, log_dir: int) -> str:
+        """Where log dir ``log_dir`` (0-based) of every broker is mounted."""
+        return f"/var/lib/kafka/data-{log_dir}"
 
     @field_validator("inter_broker_protocol_version")
     @classmethod

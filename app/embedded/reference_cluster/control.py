@@ -2,7 +2,9 @@
 
 ``GET /``; ``POST /brokers/{id}/stop`` (body ``{"controlled": true}`` for a controlled shutdown),
 ``/brokers/{id}/start``, ``/brokers/{id}/stall``, ``/brokers/{id}/slow``, ``/brokers/{id}/resume``,
-``/brokers/{id}/log-dirs/{n}/fail``, ``POST /controller/stop``, ``POST /load/skew``, ``POST /topics``,
+``/brokers/{id}/log-dirs/{n}/fail``, ``/brokers/{id}/log-dirs/{n}/fill`` (body ``{"used_ratio": 0.9,
+"bytes_per_s": 5e6}``, either or both), ``/brokers/{id}/metrics`` (body ``{"set": {"<series>": value}}``
+or ``{"reset": true}``), ``POST /controller/stop``, ``POST /load/skew``, ``POST /topics``,
 ``POST /topics/{topic}/partitions/{p}/corrupt-state`` (the state znode becomes unparseable),
 ``POST /migration/start`` (body ``{"kraft_controller_id": 3000, "kraft_controller_epoch": 1}``, both
 optional: a simulated ZK→KRaft migration).
@@ -12,6 +14,7 @@ Each answers with the cluster's new state; 404, 409 and 422 carry ``{"error": me
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from collections.abc import Callable
@@ -31,6 +34,8 @@ MAX_BODY_BYTES = 64 * 1024
 
 _BROKER_ACTION = re.compile(r"^/brokers/(?P<id>[^/]+)/(?P<action>stop|start|stall|slow|resume)$")
 _LOG_DIR_FAIL = re.compile(r"^/brokers/(?P<id>[^/]+)/log-dirs/(?P<dir>[^/]+)/fail$")
+_LOG_DIR_FILL = re.compile(r"^/brokers/(?P<id>[^/]+)/log-dirs/(?P<dir>[^/]+)/fill$")
+_BROKER_METRICS = re.compile(r"^/brokers/(?P<id>[^/]+)/metrics$")
 _CORRUPT_STATE = re.compile(r"^/topics/(?P<topic>[^/]+)/partitions/(?P<partition>[^/]+)/corrupt-state$")
 
 
@@ -45,6 +50,49 @@ def _int(text: str, what: str) -> int:
     if not text.lstrip("-").isdigit():
         raise RequestError(404, f"{what} {text!r} is not a number")
     return int(text)
+
+
+def _number(value: Any) -> float | None:
+    """A finite JSON number (not a boolean), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _fill_body(payload: dict[str, Any]) -> tuple[float | None, float | None]:
+    """``{"used_ratio": 0..1, "bytes_per_s": N}``, at least one of them."""
+    allowed = {"used_ratio", "bytes_per_s"}
+    if not payload or set(payload) - allowed:
+        raise RequestError(
+            422, f"a fill body is an object with used_ratio and/or bytes_per_s, got {payload!r}"
+        )
+    used_ratio = bytes_per_s = None
+    if "used_ratio" in payload:
+        used_ratio = _number(payload["used_ratio"])
+        if used_ratio is None or not 0.0 <= used_ratio <= 1.0:
+            raise RequestError(422, f"used_ratio must be a number in [0, 1], got {payload['used_ratio']!r}")
+    if "bytes_per_s" in payload:
+        bytes_per_s = _number(payload["bytes_per_s"])
+        if bytes_per_s is None:
+            raise RequestError(422, f"bytes_per_s must be a finite number, got {payload['bytes_per_s']!r}")
+    return used_ratio, bytes_per_s
+
+
+def _metrics_body(payload: dict[str, Any]) -> tuple[dict[str, float], bool]:
+    """``{"set": {"<series name as served>": value, ...}, "reset": true}``, at least one of them."""
+    allowed = {"set", "reset"}
+    if not payload or set(payload) - allowed:
+        raise RequestError(422, f"a metrics body is an object with set and/or reset, got {payload!r}")
+    reset = payload.get("reset", False)
+    if not isinstance(reset, bool):
+        raise RequestError(422, "reset must be true or false")
+    values = payload.get("set", {})
+    if not isinstance(values, dict):
+        raise RequestError(422, "set must be an object of series name -> value")
+    bad = sorted(name for name, value in values.items() if _number(value) is None)
+    if bad:
+        raise RequestError(422, f"the value of {', '.join(bad)} is not a finite number")
+    return {name: float(value) for name, value in values.items()}, reset
 
 
 class ControlApi:
@@ -92,6 +140,14 @@ class ControlApi:
         if match := _LOG_DIR_FAIL.match(path):
             broker_id, log_dir = _int(match["id"], "broker"), _int(match["dir"], "log dir")
             return lambda: cluster.fail_log_dir(broker_id, log_dir)
+        if match := _LOG_DIR_FILL.match(path):
+            broker_id, log_dir = _int(match["id"], "broker"), _int(match["dir"], "log dir")
+            used_ratio, bytes_per_s = _fill_body(payload)
+            return lambda: cluster.fill_log_dir(broker_id, log_dir, used_ratio, bytes_per_s)
+        if match := _BROKER_METRICS.match(path):
+            broker_id = _int(match["id"], "broker")
+            values, reset = _metrics_body(payload)
+            return lambda: cluster.override_metrics(broker_id, values, reset)
         if match := _CORRUPT_STATE.match(path):
             tp = TopicPartition(match["topic"], _int(match["partition"], "partition"))
             return lambda: cluster.corrupt_partition_state(tp)

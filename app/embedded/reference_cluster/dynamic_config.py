@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
-from app.embedded.reference_cluster.replication import Throttles, parse_throttled_replicas
+from app.embedded.reference_cluster.replication import Retention, Throttles, parse_throttled_replicas
 from collectors.kafka import zkdata
 
 log = logging.getLogger(__name__)
@@ -24,12 +24,21 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
+RETENTION_BYTES = "retention.bytes"
+SEGMENT_BYTES = "segment.bytes"
 
 
 class DynamicConfigs:
-    def __init__(self, broker_ids: Iterable[int], default_min_insync_replicas: int) -> None:
+    def __init__(
+        self,
+        broker_ids: Iterable[int],
+        default_min_insync_replicas: int,
+        default_retention: Retention | None = None,
+    ) -> None:
         self.broker_ids = list(broker_ids)
         self.default_min_insync_replicas = default_min_insync_replicas
+        self.default_retention = default_retention or Retention(None, 1024**3)
+        self._retention: dict[str, Retention] = {}
         self.topics: dict[str, dict[str, str]] = {}
         self.brokers: dict[str, dict[str, str]] = {}
         self.throttles = Throttles.none()
@@ -61,6 +70,23 @@ class DynamicConfigs:
         if value is not None and value.strip().isdecimal():
             return int(value)
         return self.default_min_insync_replicas
+
+    def retention(self, topic: str) -> Retention:
+        """The topic's ``retention.bytes`` and ``segment.bytes``, the brokers' defaults where not set."""
+        known = self._retention.get(topic)
+        if known is None:
+            config = self.topics.get(topic, {})
+            default = self.default_retention
+            retention = _integer(config.get(RETENTION_BYTES))
+            segment = _integer(config.get(SEGMENT_BYTES))
+            retention_bytes = default.retention_bytes
+            if retention is not None:
+                retention_bytes = None if retention < 0 else float(retention)
+            known = self._retention[topic] = Retention(
+                retention_bytes,
+                default.segment_bytes if segment is None or segment <= 0 else float(segment),
+            )
+        return known
 
     def on_changes(self) -> None:
         """Process the notifications newer than the last one seen (Kafka's brokers do the same)."""
@@ -110,6 +136,7 @@ class DynamicConfigs:
         return rates
 
     def _rebuild_throttles(self) -> None:
+        self._retention.clear()
         self.throttles = Throttles(
             leader_rate=self._rates(LEADER_RATE),
             follower_rate=self._rates(FOLLOWER_RATE),
@@ -124,3 +151,10 @@ class DynamicConfigs:
                 if FOLLOWER_REPLICAS in c
             },
         )
+
+
+def _integer(value: str | None) -> int | None:
+    try:
+        return None if value is None else int(value.strip())
+    except ValueError:
+        return None

@@ -8,15 +8,18 @@ prometheus_client in the standard text format. A stopped broker's endpoint refus
 
 from __future__ import annotations
 
+import functools
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from app.embedded.reference_cluster.broker import SimBroker
 from app.embedded.reference_cluster.dialects import Bean, Family, Kind, parse_bean, translate
@@ -40,6 +43,13 @@ class MetricsSnapshot:
     counters: dict[str, float]
     labelled_counters: dict[str, dict[tuple[tuple[str, str], ...], float]] = field(default_factory=dict)
     labelled_gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = field(default_factory=dict)
+    log_sizes: list[tuple[str, float]] = field(default_factory=list)
+    """``kafka_log_log_size`` per replica: its labels as the text format writes them, and its bytes.
+    Rendered apart from the other families (:func:`render`): at hundreds of replicas per broker a scrape
+    joins precomputed strings instead of building label dicts."""
+    overrides: Mapping[str, float] = field(default_factory=dict)
+    """Served series name -> the value that every series of that name shows (the control port's
+    ``POST /brokers/{id}/metrics``)."""
 
 
 # name -> (MBean, attribute) for the HELP text jmx_exporter writes
@@ -172,12 +182,32 @@ _HOST_HELP = {
     "node_memory_MemAvailable_bytes": "Memory information field MemAvailable_bytes.",
     "process_open_fds": "Number of open file descriptors.",
     "process_max_fds": "Maximum number of open file descriptors.",
+    "node_filesystem_size_bytes": "Filesystem size in bytes.",
+    "node_filesystem_avail_bytes": "Filesystem space available to non-root users in bytes.",
 }
+
+_go_float = cast(Callable[[float], str], floatToGoString)
+"""prometheus_client's value format (``1.2e+07``), typed."""
 
 BROKER_STATE_RUNNING = 3
 REQUEST_HANDLER_IDLE = "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent"
 NETWORK_PROCESSOR_IDLE = "kafka_network_socketserver_networkprocessoravgidlepercent"
 REQUEST_TOTAL_TIME = "kafka_network_requestmetrics_totaltimems"
+LOG_SIZE = "kafka_log_log_size"
+FILESYSTEM_SIZE = "node_filesystem_size_bytes"
+FILESYSTEM_AVAIL = "node_filesystem_avail_bytes"
+FILESYSTEM_TYPE = "xfs"
+
+
+def filesystem_device(log_dir: int) -> str:
+    """The block device log dir ``log_dir`` is mounted from: a partition of the broker's one disk
+    (``nvme0n1``, whose I/O ``node_disk_*`` counts)."""
+    return f"/dev/{DISK_DEVICE}p{log_dir + 1}"
+
+
+@functools.lru_cache(maxsize=64)
+def _filesystem_labels(mountpoint: str, log_dir: int) -> tuple[tuple[str, str], ...]:
+    return (("device", filesystem_device(log_dir)), ("fstype", FILESYSTEM_TYPE), ("mountpoint", mountpoint))
 
 
 def _help(name: str) -> str:
@@ -262,14 +292,30 @@ def take_snapshot(cluster: ReferenceCluster, broker: SimBroker) -> MetricsSnapsh
     message_bytes = cluster.settings.traffic.message_bytes
     labelled_gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = {
         "kafka_server_replicafetchermanager_maxlag": {(("clientId", "Replica"),): _max_lag(cluster, broker)},
-        "kafka_log_log_size": {
-            (("topic", tp.topic), ("partition", str(tp.partition))): (lg.leo - lg.log_start) * message_bytes
-            for tp, lg in sorted(broker.logs.items())
-            if lg.log_dir not in broker.failed_log_dirs
-        },
         REQUEST_TOTAL_TIME: _produce_latency(cluster, broker),
     }
-    return MetricsSnapshot(gauges, counters, labelled_counters, labelled_gauges)
+    settings = cluster.settings
+    filesystems = [_filesystem_labels(settings.mountpoint(n), n) for n in range(len(broker.disks))]
+    labelled_gauges[FILESYSTEM_SIZE] = {
+        labels: disk.size_bytes for labels, disk in zip(filesystems, broker.disks, strict=True)
+    }
+    labelled_gauges[FILESYSTEM_AVAIL] = {
+        labels: disk.avail_bytes for labels, disk in zip(filesystems, broker.disks, strict=True)
+    }
+    failed = broker.failed_log_dirs
+    log_sizes = [
+        (lg.labels, (lg.leo - lg.log_start) * message_bytes)
+        for lg in broker.logs.values()
+        if lg.log_dir not in failed
+    ]
+    return MetricsSnapshot(
+        gauges,
+        counters,
+        labelled_counters,
+        labelled_gauges,
+        log_sizes,
+        dict(broker.metric_overrides),
+    )
 
 
 def _controller_gauges(cluster: ReferenceCluster, broker: SimBroker) -> dict[str, float]:
@@ -365,8 +411,72 @@ class _SnapshotCollector(Collector):
         self.dialect = dialect
 
     def collect(self) -> Iterator[Metric]:
-        for family in translate(families(self.snapshot), self.dialect):
-            yield _family(_KINDS[family.kind], family.name, family.help, family.series)
+        overrides = self.snapshot.overrides
+        for source, bean in families(self.snapshot):
+            for family in translate([(source, bean)], self.dialect):
+                series = family.series
+                if overrides and source.kind == "gauge" and family.name in overrides:
+                    series = dict.fromkeys(series, overrides[family.name])
+                yield _family(_KINDS[family.kind], family.name, family.help, series)
+
+
+@functools.lru_cache(maxsize=8)
+def log_size_family(dialect: Dialect) -> tuple[str, Kind]:
+    """The name and type ``dialect``'s rules give ``kafka.log:type=Log,name=Size`` with its topic and
+    partition: ``kafka_log_log_size`` in all four (a gauge in jmx_exporter's example and Strimzi's,
+    untyped in Confluent's and Bitnami's)."""
+    probe = Family(LOG_SIZE, "gauge", {(("partition", "0"), ("topic", "t")): 0.0}, "")
+    [served] = translate([(probe, parse_bean(*_BEANS[LOG_SIZE]))], dialect)
+    return served.name, served.kind
+
+
+def _render_log_sizes(snapshot: MetricsSnapshot, dialect: Dialect) -> bytes:
+    """``kafka_log_log_size`` as prometheus_client would write it, from the precomputed label strings."""
+    if not snapshot.log_sizes:
+        return b""
+    name, kind = log_size_family(dialect)
+    head = f"{name}{{"
+    override = snapshot.overrides.get(name)
+    if override is None:
+        lines = [f"{head}{labels}}} {_go_float(value)}\n" for labels, value in snapshot.log_sizes]
+    else:
+        shown = _go_float(override)
+        lines = [f"{head}{labels}}} {shown}\n" for labels, _ in snapshot.log_sizes]
+    lines.insert(0, f"# HELP {name} {_help(LOG_SIZE)}\n# TYPE {name} {kind}\n")
+    return "".join(lines).encode()
+
+
+class OverrideError(ValueError):
+    """A metrics override names a series the broker does not serve, or one that is not a gauge."""
+
+
+def check_overrides(snapshot: MetricsSnapshot, dialect: Dialect, values: Mapping[str, float]) -> None:
+    """Every name in ``values`` must be a gauge family the broker serves in ``dialect`` (untyped families
+    count when their MBean attribute is a gauge's), every value a finite number."""
+    gauges = {log_size_family(dialect)[0]}
+    others: set[str] = set()
+    for source, bean in families(snapshot):
+        for family in translate([(source, bean)], dialect):
+            if source.kind == "gauge":
+                gauges.add(family.name)
+            else:
+                others.update((family.name, f"{family.name}_total"))
+    counters = sorted(n for n in values if n in others and n not in gauges)
+    unknown = sorted(n for n in values if n not in gauges and n not in others)
+    bad_values = sorted(
+        n
+        for n, v in values.items()
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+    )
+    problems = []
+    if unknown:
+        problems.append(f"broker serves no series named {', '.join(unknown)} (in the {dialect} dialect)")
+    if counters:
+        problems.append(f"{', '.join(counters)}: a counter, not a gauge")
+    if bad_values:
+        problems.append(f"the value of {', '.join(bad_values)} is not a finite number")
+    if problems:
+        raise OverrideError("; ".join(problems))
 
 
 def _family(
@@ -387,7 +497,7 @@ def render(snapshot: MetricsSnapshot, dialect: Dialect = "jmx-exporter-example")
     """The snapshot in the text format, named as ``dialect``'s rules name it."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_SnapshotCollector(snapshot, dialect))
-    return generate_latest(registry)
+    return generate_latest(registry) + _render_log_sizes(snapshot, dialect)
 
 
 class BrokerMetricsServer:

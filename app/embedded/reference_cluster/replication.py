@@ -11,11 +11,12 @@ once its log end reaches the high watermark and the start of the leader's epoch.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from app.embedded.reference_cluster.broker import FollowerState, SimBroker
+from app.embedded.reference_cluster.broker import FollowerState, ReplicaLog, SimBroker
 from app.embedded.reference_cluster.config import ReferenceClusterSettings
 from app.embedded.reference_cluster.traffic import TickTraffic, TrafficModel
 from collectors.kafka.model import TopicPartition
@@ -55,6 +56,31 @@ class Throttles:
         return broker in entry.get(tp.partition, frozenset())
 
 
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """A topic's size-based retention as its brokers read it: ``retention.bytes`` (None: -1, no limit)
+    and ``segment.bytes``."""
+
+    retention_bytes: float | None
+    segment_bytes: float
+
+
+def retain(log: ReplicaLog, retention: Retention, message_bytes: int) -> None:
+    """Kafka's size-based retention (``UnifiedLog.deleteRetentionSizeBreachedSegments``): the oldest
+    segment goes while the log without it still holds ``retention.bytes``; the active segment stays. The
+    segments are the offset ranges [k × segment, (k + 1) × segment) (in messages), so a log grows to
+    retention + one segment and drops back by a segment: a sawtooth."""
+    if retention.retention_bytes is None:
+        return
+    segment = retention.segment_bytes / message_bytes
+    keep = retention.retention_bytes / message_bytes
+    while True:
+        next_base = (math.floor(log.log_start / segment + 1e-9) + 1) * segment
+        if next_base >= log.leo or log.leo - next_base < keep:
+            return
+        log.log_start = next_base
+
+
 def parse_throttled_replicas(value: str) -> dict[int, frozenset[int]] | str:
     """``"0:1,0:2,1:3"`` (partition:broker pairs) or ``"*"``; malformed pairs are ignored, as Kafka's
     brokers ignore them after the config was validated on write."""
@@ -77,11 +103,14 @@ def advance(
     min_isr: Callable[[str], int],
     now_ms: float,
     dt_s: float,
+    retention: Callable[[str], Retention] | None = None,
 ) -> tuple[list[IsrChange], dict[int, TickTraffic]]:
-    """Run one tick of ``dt_s`` seconds; returns the ISR changes leaders ask for and the bytes moved."""
+    """Run one tick of ``dt_s`` seconds; returns the ISR changes leaders ask for and the bytes moved.
+    ``retention`` gives each topic's retention (None: the logs only grow); leaders apply it and their
+    followers take the leader's log start with their next fetch, as Kafka's fetch response carries it."""
     moved: dict[int, dict[str, float]] = {b: defaultdict(float) for b in brokers}
     live = {b.id: b for b in brokers.values() if b.alive}
-    _produce(live, settings, traffic, min_isr, dt_s, moved)
+    _produce(live, settings, traffic, min_isr, dt_s, moved, retention)
     _fetch(live, settings, traffic, throttles, now_ms, dt_s, moved)
     changes = _maintain_isr(live, settings, now_ms)
     return changes, {
@@ -97,6 +126,7 @@ def _produce(
     min_isr: Callable[[str], int],
     dt_s: float,
     moved: Mapping[int, dict[str, float]],
+    retention: Callable[[str], Retention] | None,
 ) -> None:
     message_bytes = settings.traffic.message_bytes
     acks_all = settings.traffic.producer_acks == "all"
@@ -112,7 +142,10 @@ def _produce(
                 counters.failed_produce_requests[tp.topic] += dt_s * rate / (16 * message_bytes)
                 continue  # NotEnoughReplicas: acks=all producers are refused below min ISR
             produced = rate * dt_s
-            broker.logs[tp].leo += produced / message_bytes
+            log = broker.logs[tp]
+            log.leo += produced / message_bytes
+            if retention is not None:
+                retain(log, retention(tp.topic), message_bytes)
             counters.bytes_in[tp.topic] += produced
             counters.messages_in[tp.topic] += produced / message_bytes
             counters.bytes_out[tp.topic] += produced * fanout
@@ -154,6 +187,8 @@ def _fetch(
             log, leader_log = follower.logs[tp], leader.logs[tp]
             if log.leo < leader_log.log_start:
                 log.log_start = log.leo = leader_log.log_start
+            elif log.log_start < leader_log.log_start:
+                log.log_start = leader_log.log_start
             in_sync = follower.id in leader_view.isr
             wanted = max(0.0, leader_log.leo - log.leo) * message_bytes
             allowed = min(wanted, capacity)

@@ -143,7 +143,8 @@ def _factor(value: Any) -> float:
 
 
 def update_host(broker: SimBroker, moved: TickTraffic, dt_s: float, settings: TrafficSettings) -> None:
-    """Advance the broker's host counters (node_exporter's) and gauges by one tick of ``moved`` bytes."""
+    """Advance the broker's host counters (node_exporter's) and gauges by one tick of ``moved`` bytes, and
+    measure its log dirs (:meth:`SimBroker.measure_log_dirs`)."""
     c = broker.host_counters
     cores = settings.cpu_cores
     total_bytes = moved.produce_in + moved.consumer_out + moved.replication_in + moved.replication_out
@@ -163,9 +164,8 @@ def update_host(broker: SimBroker, moved: TickTraffic, dt_s: float, settings: Tr
     c.disk_io_time_seconds += io_busy * dt_s
     c.network_receive_bytes += moved.produce_in + moved.replication_in
     c.network_transmit_bytes += moved.consumer_out + moved.replication_out
-    log_bytes = (
-        sum(max(0.0, log.leo - log.log_start) for log in broker.logs.values()) * settings.message_bytes
-    )
+    broker.measure_log_dirs(settings.message_bytes)
+    log_bytes = sum(disk.log_bytes for disk in broker.disks)
     page_cache_hot = min(settings.memory_bytes * 0.5, (disk_write / dt_s if dt_s else 0) * 60)
     broker.host.memory_used_bytes = min(
         settings.memory_bytes * 0.98, JVM_HEAP_BYTES + 64 * 1024 * len(broker.logs) + page_cache_hot

@@ -9,18 +9,21 @@ Brokers are built by hand; nothing here touches ZooKeeper.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import pytest
 
-from app.embedded.reference_cluster.broker import FollowerState, SimBroker
+from app.embedded.reference_cluster.broker import FollowerState, ReplicaLog, SimBroker
 from app.embedded.reference_cluster.config import ReferenceClusterSettings, TrafficSettings
 from app.embedded.reference_cluster.replication import (
     IsrChange,
+    Retention,
     Throttles,
     advance,
     parse_throttled_replicas,
+    retain,
 )
 from app.embedded.reference_cluster.traffic import TickTraffic, TrafficModel
 from collectors.kafka.model import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment, TopicPartition
@@ -448,3 +451,31 @@ def test_throttles_is_listed() -> None:
     assert Throttles.is_listed(table, TopicPartition("payments", 7), 9)
     assert not Throttles.is_listed(table, TopicPartition("other", 0), 1)
     assert not Throttles.is_listed(Throttles.none().follower_replicas, TopicPartition("orders", 0), 1)
+
+
+# --- retention ----------------------------------------------------------------------------------------
+
+
+def test_size_retention_drops_the_oldest_segment_once_the_rest_holds_retention_bytes() -> None:
+    """1-byte messages, 100-byte segments, 250 bytes kept: the log grows to 350 and drops to 250, a
+    sawtooth; the active segment is never deleted."""
+    log = ReplicaLog(log_start=0.0, leo=0.0, log_dir=0)
+    retention = Retention(retention_bytes=250, segment_bytes=100)
+    sizes = []
+    for _ in range(1000):
+        log.leo += 10
+        retain(log, retention, message_bytes=1)
+        sizes.append(log.leo - log.log_start)
+        assert log.log_start % 100 == 0
+    assert max(sizes) == 340
+    assert min(sizes[100:]) == 250
+    assert set(sizes[100:]) == set(range(250, 341, 10))
+    drops = [later - earlier for earlier, later in itertools.pairwise(sizes) if later < earlier]
+    assert len(drops) >= 90
+    assert set(drops) == {-90}, "one segment (100) goes as the next append (10) comes"
+    unlimited = ReplicaLog(log_start=0.0, leo=5000.0, log_dir=0)
+    retain(unlimited, Retention(retention_bytes=None, segment_bytes=100), message_bytes=1)
+    assert unlimited.log_start == 0
+    everything = ReplicaLog(log_start=0.0, leo=450.0, log_dir=0)
+    retain(everything, Retention(retention_bytes=0, segment_bytes=100), message_bytes=1)
+    assert everything.log_start == 400, "retention.bytes 0 keeps only the active segment"

@@ -29,3 +29,32 @@ def test_the_reference_cluster_controls_are_served_to_admins(service: Service) -
     audit = service.get("/api/v1/audit", headers=ADMIN).json()
     assert audit[0]["action"] == "reference /load/skew"
     assert audit[0]["outcome"] == "refused"
+
+
+def test_the_fill_and_metrics_controls_are_served_too(service: Service) -> None:
+    from tests.support.service import ADMIN
+
+    filled = service.post(
+        "/api/v1/reference/brokers/0/log-dirs/1/fill", headers=ADMIN, json={"used_ratio": 0.5}
+    )
+    assert filled.status_code == 200
+    [broker] = [b for b in filled.json()["brokers"] if b["id"] == 0]
+    assert broker["log_dirs"][1]["used_ratio"] == pytest.approx(0.5)
+    assert broker["log_dirs"][1]["mountpoint"] == "/var/lib/kafka/data-1"
+    out_of_range = service.post(
+        "/api/v1/reference/brokers/0/log-dirs/1/fill", headers=ADMIN, json={"used_ratio": 2}
+    )
+    assert out_of_range.status_code == 422
+    assert "used_ratio" in out_of_range.json()["detail"]
+    idle = "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent"
+    overridden = service.post(
+        "/api/v1/reference/brokers/2/metrics", headers=ADMIN, json={"set": {idle: 0.05}}
+    )
+    assert overridden.status_code == 200
+    [broker] = [b for b in overridden.json()["brokers"] if b["id"] == 2]
+    assert broker["metric_overrides"] == {idle: 0.05}
+    unknown = service.post("/api/v1/reference/brokers/2/metrics", headers=ADMIN, json={"set": {"nope": 1}})
+    assert unknown.status_code == 422
+    assert "nope" in unknown.json()["detail"]
+    reset = service.post("/api/v1/reference/brokers/2/metrics", headers=ADMIN, json={"reset": True})
+    assert reset.status_code == 200
