@@ -28,8 +28,8 @@ from typing import Any, TextIO
 from app.cli.common import (
     CLUSTER_AND_ZOOKEEPER,
     ExitCode,
-    add_cluster_argument,
-    add_zk_config_argument,
+    add_metrics_arguments,
+    add_watched_cluster_arguments,
     first_line,
     metrics_overrides,
     positive_duration,
@@ -71,22 +71,8 @@ STOP_GRACE_S = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--zookeeper",
-        metavar="HOST:PORT[/chroot]",
-        help="the cluster's ZooKeeper (or KAFKA_HEALTH_ZOOKEEPER__CONNECT); one cluster",
-    )
-    add_cluster_argument(parser)
-    add_zk_config_argument(parser)
-    parser.add_argument(
-        "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
-    )
-    parser.add_argument(
-        "--metrics-listener",
-        metavar="NAME",
-        help="the brokers' listener whose host and port fill {host}/{port} "
-        "(or KAFKA_HEALTH_METRICS__LISTENER; default: PLAINTEXT if a broker has it, else its first endpoint)",
-    )
+    add_watched_cluster_arguments(parser)
+    add_metrics_arguments(parser)
     parser.add_argument(
         "--sink",
         metavar="spool:DIR|kafka:BOOTSTRAP/TOPIC",

@@ -39,7 +39,8 @@ from app.cli.common import (
     CLUSTER_AND_ZOOKEEPER,
     ExitCode,
     ListenError,
-    add_zk_config_argument,
+    add_metrics_arguments,
+    add_watched_cluster_arguments,
     first_line,
     listen_socket,
     metrics_overrides,
@@ -66,25 +67,8 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper")
-    parser.add_argument(
-        "--cluster",
-        action="append",
-        metavar="NAME=HOST:PORT[/chroot][,TEMPLATE]",
-        help="a cluster to watch, by name, with its ZooKeeper and optionally its brokers' metrics URL "
-        "template; repeat it for several (each served under /api/v1/clusters/NAME/...; not with "
-        "--zookeeper)",
-    )
-    add_zk_config_argument(parser)
-    parser.add_argument(
-        "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
-    )
-    parser.add_argument(
-        "--metrics-listener",
-        metavar="NAME",
-        help="the brokers' listener whose host and port fill {host}/{port} "
-        "(or KAFKA_HEALTH_METRICS__LISTENER; default: PLAINTEXT if a broker has it, else its first endpoint)",
-    )
+    add_watched_cluster_arguments(parser)
+    add_metrics_arguments(parser)
     parser.add_argument(
         "--store-url",
         metavar="URL",
@@ -114,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    flags: list[str] | None = getattr(args, "cluster", None)
+    flags: list[str] | None = getattr(args, "clusters", None)
     if flags and args.zookeeper is not None:
         raise ValueError(CLUSTER_AND_ZOOKEEPER)
     loaded = load_settings()
