@@ -12,6 +12,8 @@ from analytics.store.database import check_store_directory, check_store_url
 from analytics.store.errors import StoreError
 from collectors.transport import parse_transport
 
+DEFAULT_WINDOW_S = 30.0
+"""The analytics job's window (``window_s``), which the service's load lane judges silence by too."""
 DEFAULT_MASTER = "local[2]"
 """The master when neither the settings nor Spark's own configuration name one."""
 
@@ -30,7 +32,7 @@ class AnalyticsSettings(BaseModel):
     typo would otherwise make the job wait forever on an empty directory nobody writes to)."""
     trigger_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
     """Micro-batch interval."""
-    window_s: Annotated[float, Field(gt=0, le=86400)] = 30.0
+    window_s: Annotated[float, Field(gt=0, le=86400)] = DEFAULT_WINDOW_S
     """Event-time window the brokers' samples are averaged over; one load row per broker per window."""
     watermark_s: Annotated[float, Field(ge=0, le=86400)] = 10.0
     """How late a sample may arrive and still count in its window; a window is final (and its alerts

@@ -27,11 +27,18 @@ from pydantic_settings import (
 from analytics.config import AnalyticsSettings
 from app.embedded.reference_cluster.config import ReferenceClusterSettings
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
 from collectors.kafka import zkclient
 from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics.config import MetricsSettings
 from collectors.sampler import SamplerSettings
+from collectors.zookeeper.collector import (
+    DEFAULT_CONNECTIONS,
+    DEFAULT_SESSION_TIMEOUT_S,
+    DEFAULT_START_TIMEOUT_S,
+)
+from collectors.zookeeper.first_scan import CollectorSpec
 
 NO_ZOOKEEPER = (
     "no ZooKeeper: give --zookeeper HOST:PORT[/chroot] or KAFKA_HEALTH_ZOOKEEPER__CONNECT "
@@ -56,10 +63,10 @@ class ZooKeeperSettings(BaseModel):
 
     connect: str | None = None
     """``HOST:PORT[,HOST:PORT...][/chroot]``; None: the embedded reference cluster (demo) or a flag."""
-    connections: Annotated[int, Field(ge=1, le=64)] = 4
+    connections: Annotated[int, Field(ge=1, le=64)] = DEFAULT_CONNECTIONS
     """Sessions the full scan is spread over (a 200k-partition scan needs several)."""
-    session_timeout_s: Annotated[float, Field(gt=0, le=600)] = 18.0
-    start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    session_timeout_s: Annotated[float, Field(gt=0, le=600)] = DEFAULT_SESSION_TIMEOUT_S
+    start_timeout_s: Annotated[float, Field(gt=0)] = DEFAULT_START_TIMEOUT_S
     """How long the first full scan may take before start-up fails."""
 
     # A secured ZooKeeper (collectors/kafka/zkclient.py, docs/collectors.md "Secured ZooKeeper"): a
@@ -106,6 +113,18 @@ class ZooKeeperSettings(BaseModel):
         if self.client_config is not None:
             return zkclient.security_from_file(self.client_config.expanduser(), overrides)
         return zkclient.security_from_properties(overrides)
+
+    def collector_spec(self) -> CollectorSpec:
+        """How a collector (and every other session on this ZooKeeper) connects; needs ``connect``."""
+        if self.connect is None:
+            raise ValueError(NO_ZOOKEEPER)
+        return CollectorSpec(
+            self.connect,
+            connections=self.connections,
+            session_timeout_s=self.session_timeout_s,
+            start_timeout_s=self.start_timeout_s,
+            security=self.security(),
+        )
 
 
 _SECURITY_FIELDS: Final = tuple(
@@ -182,6 +201,10 @@ class WatchedCluster:
         """How messages name it: its name, else its connect string."""
         return self.name if self.name is not None else self.connect
 
+    def spec(self) -> ClusterSpec:
+        """The cluster as the service watches it."""
+        return ClusterSpec(self.zookeeper.collector_spec(), name=self.name, metrics=self.metrics)
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
@@ -247,6 +270,17 @@ class Settings(BaseSettings):
                     raise
                 raise ValueError(f"cluster {cluster.name}: {str(exc).splitlines()[0]}") from None
         return watched
+
+    def service_spec(self) -> ServiceSpec:
+        """The service these settings describe (``serve``): its settings, each watched cluster, the store
+        and the analytics rules its incident lanes judge with. Raises ValueError."""
+        return ServiceSpec(
+            self.service,
+            [cluster.spec() for cluster in self.require_watched()],
+            store_url=self.analytics.store_url,
+            rules=self.analytics.rules,
+            load_window_s=self.analytics.window_s,
+        )
 
     @classmethod
     def settings_customise_sources(

@@ -40,6 +40,7 @@ from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.exposition import ClusterMetrics, render
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ClusterView
 from collectors.kafka.model import (
     ClusterSnapshot,
@@ -50,6 +51,7 @@ from collectors.kafka.model import (
     TopicPartition,
 )
 from collectors.zookeeper.collector import ScanStats
+from collectors.zookeeper.first_scan import CollectorSpec
 
 TARGET_RENDER_S = 1.0
 TARGET_P99_S = 0.050
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(args: argparse.Namespace, collector: StaticCollector) -> int:
     settings = ServiceSettings(tokens=SecretStr(f"bench:viewer:{TOKEN}"))
-    app = create_app(settings, zookeeper="127.0.0.1:1", collector_factory=lambda _: collector)
+    app = create_app(ServiceSpec(settings, [ClusterSpec(CollectorSpec("127.0.0.1:1"), collector=collector)]))
     uvicorn.run(app, host="127.0.0.1", port=args.serve, log_level="warning")
     return 0
 

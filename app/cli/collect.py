@@ -28,8 +28,8 @@ from typing import Any, TextIO
 from app.cli.common import (
     CLUSTER_AND_ZOOKEEPER,
     ExitCode,
-    add_cluster_argument,
-    add_zk_config_argument,
+    add_metrics_arguments,
+    add_watched_cluster_arguments,
     first_line,
     metrics_overrides,
     positive_duration,
@@ -51,6 +51,7 @@ from collectors.transport import (
     parse_transport,
 )
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
+from collectors.zookeeper.first_scan import first_scans, start_collector
 
 log = logging.getLogger(__name__)
 
@@ -70,22 +71,8 @@ STOP_GRACE_S = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--zookeeper",
-        metavar="HOST:PORT[/chroot]",
-        help="the cluster's ZooKeeper (or KAFKA_HEALTH_ZOOKEEPER__CONNECT); one cluster",
-    )
-    add_cluster_argument(parser)
-    add_zk_config_argument(parser)
-    parser.add_argument(
-        "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
-    )
-    parser.add_argument(
-        "--metrics-listener",
-        metavar="NAME",
-        help="the brokers' listener whose host and port fill {host}/{port} "
-        "(or KAFKA_HEALTH_METRICS__LISTENER; default: PLAINTEXT if a broker has it, else its first endpoint)",
-    )
+    add_watched_cluster_arguments(parser)
+    add_metrics_arguments(parser)
     parser.add_argument(
         "--sink",
         metavar="spool:DIR|kafka:BOOTSTRAP/TOPIC",
@@ -196,30 +183,31 @@ class _Watch:
         what = f"cannot read the cluster at {self.cluster.connect}: {self.why}"
         return what if self.cluster.name is None else f"cluster {self.cluster.name}: {what}"
 
-    def try_start(self, timeout: float) -> bool:
-        """One attempt at the first full scan; on success the collector is kept (unless the command is
-        closing meanwhile, then it is stopped again)."""
-        zk = self.cluster.zookeeper
-        collector = ZooKeeperCollector(
-            self.cluster.connect,
-            connections=zk.connections,
-            session_timeout_s=zk.session_timeout_s,
-            security=zk.security(),
-        )
+    def try_start(self) -> bool:
+        """One attempt at the first full scan (:func:`adopt` its outcome)."""
+        spec = self.cluster.zookeeper.collector_spec()
         try:
-            collector.start(timeout=timeout)
-        except ZooKeeperCollectorError as exc:
-            self.why = first_line(exc)
+            outcome: ZooKeeperCollector | Exception = start_collector(spec)
+        except Exception as exc:
+            outcome = exc
+        return self.adopt(outcome)
+
+    def adopt(self, outcome: ZooKeeperCollector | Exception) -> bool:
+        """A first scan's outcome: on success the collector is kept (unless the command is closing
+        meanwhile, then it is stopped again); a failure is :attr:`why` (this cluster only, never the
+        others)."""
+        if isinstance(outcome, ZooKeeperCollectorError):
+            self.why = first_line(outcome)
             return False
-        except Exception as exc:  # a bug or an OS error: this cluster only, never the others
-            log.debug("starting the collector of %s failed", self.cluster.label(), exc_info=True)
-            self.why = f"{type(exc).__name__}: {first_line(exc)}"
+        if isinstance(outcome, Exception):  # a bug or an OS error
+            log.debug("starting the collector of %s failed", self.cluster.label(), exc_info=outcome)
+            self.why = f"{type(outcome).__name__}: {first_line(outcome)}"
             return False
         with self.lock:
             if self.closed:
-                collector.stop()
+                outcome.stop()
                 return False
-            self.collector = collector
+            self.collector = outcome
         return True
 
     def close(self) -> None:
@@ -310,23 +298,11 @@ def _sink_unusable(spec: TransportSpec) -> str | None:
 
 
 def _first_scans(watches: list[_Watch]) -> None:
-    """Every cluster's first full scan at once, so that N clusters take one start timeout, not N."""
-    if len(watches) == 1:
-        watches[0].try_start(watches[0].cluster.zookeeper.start_timeout_s)
-        return
-    threads = [
-        threading.Thread(
-            target=watch.try_start,
-            args=(watch.cluster.zookeeper.start_timeout_s,),
-            name=f"collect-start-{watch.cluster.label()}",
-            daemon=True,
-        )
-        for watch in watches
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    """Every cluster's first full scan at once (:func:`~collectors.zookeeper.first_scan.first_scans`), so
+    that N clusters take one start timeout, not N."""
+    outcomes = first_scans([w.cluster.zookeeper.collector_spec() for w in watches])
+    for watch, outcome in zip(watches, outcomes, strict=True):
+        watch.adopt(outcome)
 
 
 def _make_sampler(
@@ -389,9 +365,8 @@ def _run(
 
     def sample(watch: _Watch) -> None:
         if watch.sampler is None:
-            timeout = watch.cluster.zookeeper.start_timeout_s
             while not stop.wait(retry_s):
-                if watch.try_start(timeout):
+                if watch.try_start():
                     break
                 log.info("%s", watch.cannot_read())
             if stop.is_set():

@@ -264,7 +264,34 @@ def add_zk_config_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# --- several clusters ------------------------------------------------------------------------------------
+# --- the watched clusters and their metrics ---------------------------------------------------------------
+
+
+def add_watched_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The clusters a long-running command watches (``collect``, ``serve``): ``--zookeeper`` for one,
+    ``--cluster`` (:func:`add_cluster_argument`) for each of several, and ``--zk-config``
+    (:func:`add_zk_config_argument`) for a secured ZooKeeper."""
+    parser.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/chroot]",
+        help="the cluster's ZooKeeper (or KAFKA_HEALTH_ZOOKEEPER__CONNECT); one cluster",
+    )
+    add_cluster_argument(parser)
+    add_zk_config_argument(parser)
+
+
+def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-url-template`` and ``--metrics-listener``: where the brokers' metrics are (merged into
+    the settings by :func:`metrics_overrides`)."""
+    parser.add_argument(
+        "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
+    )
+    parser.add_argument(
+        "--metrics-listener",
+        metavar="NAME",
+        help="the brokers' listener whose host and port fill {host}/{port} "
+        "(or KAFKA_HEALTH_METRICS__LISTENER; default: PLAINTEXT if a broker has it, else its first endpoint)",
+    )
 
 
 def add_cluster_argument(parser: argparse.ArgumentParser, text: str | None = None) -> None:

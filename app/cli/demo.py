@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,9 +60,9 @@ from app.embedded.reference_cluster.routes import reference_router
 from app.embedded.tansu import Tansu, TansuUnavailableError, broker_binary
 from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import SERVER_LOG, EmbeddedZooKeeper, ZooKeeperServerError, pick_free_port
-from app.incidents.changes import SnapshotChanges
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ViewSettings
 from app.storage import MIGRATIONS
 from app.webhooks.notifier import NotifierSettings
@@ -71,6 +71,7 @@ from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import SampleNumbering, new_collector_id
 from collectors.transport import KafkaTopicSink, SampleSink, SpoolDirectorySink
 from collectors.zookeeper.collector import ZooKeeperCollector
+from collectors.zookeeper.first_scan import CollectorSpec, start_collector
 
 LOOPBACK = ("127.0.0.0/8", "::1/128")
 """What the demo's webhooks may reach besides global addresses: its own receiver on loopback."""
@@ -408,6 +409,74 @@ def demo_cluster(brokers: int) -> ReferenceClusterSettings:
     )
 
 
+def _sample(
+    stack: contextlib.ExitStack,
+    collector: ZooKeeperCollector,
+    urls: dict[int, str],
+    broker: Tansu | None,
+    workdir: Path,
+) -> None:
+    """The demo's sampler on ``collector``, every 2 s, into the spool (or ``broker``'s topic) until
+    ``stack`` closes."""
+    metrics = MetricsCollector(urls=urls, timeout_s=2.0)
+    stack.callback(metrics.close)
+    sink: SampleSink
+    if broker is None:
+        sink = SpoolDirectorySink(workdir / "spool")
+    else:
+        create_topic(broker.bootstrap, DEMO_TOPIC)
+        sink = KafkaTopicSink(broker.bootstrap, DEMO_TOPIC)
+        stack.callback(sink.close)
+    sampler = Sampler(
+        collector,
+        sink,
+        SampleNumbering(new_collector_id("demo")),
+        metrics=metrics,
+        settings=SamplerSettings(interval_s=2.0),
+    )
+    sampling = threading.Event()
+    thread = threading.Thread(target=sampler.run, args=(sampling,), name="sampler", daemon=True)
+    thread.start()
+    stack.callback(thread.join, 10)
+    stack.callback(sampling.set)
+
+
+def _analytics_settings(source: str, workdir: Path) -> AnalyticsSettings:
+    """The demo's analytics job: short windows and quick rules, so that the story's alerts open and
+    resolve within seconds; its checkpoint and store in ``workdir``."""
+    return AnalyticsSettings(
+        source=source,
+        create_spool=True,
+        window_s=WINDOW_S,
+        watermark_s=1.0,
+        trigger_s=1.0,
+        checkpoint=str(workdir / "checkpoint"),
+        store_url=f"sqlite:///{workdir / 'kafka-health.db'}",
+        rules=RuleSettings(open_after=2, resolve_after=2, urp_for_s=10.0, for_s={5: 5.0}),
+    )
+
+
+def _service_spec(
+    token: str, watched: ClusterSpec, analytics: AnalyticsSettings, cluster: ReferenceCluster
+) -> ServiceSpec:
+    """The demo's service: an admin ``token``, the ``watched`` cluster, the analytics job's store and
+    rules, and the reference ``cluster``'s fault controls."""
+    return ServiceSpec(
+        ServiceSettings(
+            tokens=SecretStr(f"demo:admin:{token}"),
+            view=ViewSettings(metrics_interval_s=2.0),
+            # a local demo: its webhook receiver is on loopback, which the egress policy refuses by
+            # default (docs/webhooks.md, "Egress policy")
+            webhooks=NotifierSettings(allow_networks=LOOPBACK),
+        ),
+        [watched],
+        store_url=analytics.store_url,
+        rules=analytics.rules,
+        load_window_s=analytics.window_s,
+        extra_routers=[reference_router(ControlApi(cluster))],
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     token = secrets.token_urlsafe(16)
@@ -439,16 +508,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"error: --transport kafka: {exc}\n")
             return ExitCode.FAILED
     source = f"spool:{workdir / 'spool'}" if broker is None else f"kafka:{broker.bootstrap}/{DEMO_TOPIC}"
-    analytics = AnalyticsSettings(
-        source=source,
-        create_spool=True,
-        window_s=WINDOW_S,
-        watermark_s=1.0,
-        trigger_s=1.0,
-        checkpoint=str(workdir / "checkpoint"),
-        store_url=f"sqlite:///{workdir / 'kafka-health.db'}",
-        rules=RuleSettings(open_after=2, resolve_after=2, urp_for_s=10.0, for_s={5: 5.0}),
-    )
+    analytics = _analytics_settings(source, workdir)
     code = ExitCode.OK
     clean = False  # the story told or stopped: the data directory goes; else it stays, with the logs
 
@@ -477,52 +537,19 @@ def run(args: argparse.Namespace) -> int:
             cluster.start()
             stack.callback(cluster.stop)
             urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
-            changes = SnapshotChanges()
-            collector = ZooKeeperCollector(zookeeper.connect_string, on_change=changes)
-            collector.start()
-            stack.callback(collector.stop)
-            metrics = MetricsCollector(urls=urls, timeout_s=2.0)
-            stack.callback(metrics.close)
-            sink: SampleSink
-            if broker is None:
-                sink = SpoolDirectorySink(workdir / "spool")
-            else:
-                create_topic(broker.bootstrap, DEMO_TOPIC)
-                sink = KafkaTopicSink(broker.bootstrap, DEMO_TOPIC)
-                stack.callback(sink.close)
-            sampler = Sampler(
-                collector,
-                sink,
-                SampleNumbering(new_collector_id("demo")),
-                metrics=metrics,
-                settings=SamplerSettings(interval_s=2.0),
+            # the service watches the collector the sampler samples (one set of sessions)
+            watched = ClusterSpec(
+                CollectorSpec(zookeeper.connect_string), metrics=MetricsSettings(urls=urls, timeout_s=2.0)
             )
-            sampling = threading.Event()
-            thread = threading.Thread(target=sampler.run, args=(sampling,), name="sampler", daemon=True)
-            thread.start()
-            stack.callback(thread.join, 10)
-            stack.callback(sampling.set)
+            collector = start_collector(watched.zookeeper, on_change=watched.changes)
+            stack.callback(collector.stop)
+            _sample(stack, collector, urls, broker, workdir)
 
             from analytics.spark.job import running_job
 
             stack.enter_context(running_job(analytics, migrations=MIGRATIONS, jvm_output=jvm_output))
-            app = create_app(
-                ServiceSettings(
-                    tokens=SecretStr(f"demo:admin:{token}"),
-                    view=ViewSettings(metrics_interval_s=2.0),
-                    # a local demo: its webhook receiver is on loopback, which the egress policy refuses
-                    # by default (docs/webhooks.md, "Egress policy")
-                    webhooks=NotifierSettings(allow_networks=LOOPBACK),
-                ),
-                zookeeper=zookeeper.connect_string,
-                metrics=MetricsSettings(urls=urls, timeout_s=2.0),
-                store_url=analytics.store_url,
-                collector_factory=lambda _: collector,
-                extra_routers=[reference_router(ControlApi(cluster))],
-                changes=changes,
-                rules=analytics.rules,
-                load_window_s=analytics.window_s,
-            )
+            spec = _service_spec(token, replace(watched, collector=collector), analytics, cluster)
+            app = create_app(spec)
             stack.enter_context(_running_server(app, port))
             receiver = stack.enter_context(WebhookReceiver(secret=token))
             base = f"http://127.0.0.1:{port}"

@@ -30,8 +30,8 @@ import logging
 import socket
 import ssl
 import sys
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, TextIO
 
 from analytics.store import StoreError
@@ -39,7 +39,8 @@ from app.cli.common import (
     CLUSTER_AND_ZOOKEEPER,
     ExitCode,
     ListenError,
-    add_zk_config_argument,
+    add_metrics_arguments,
+    add_watched_cluster_arguments,
     first_line,
     listen_socket,
     metrics_overrides,
@@ -47,14 +48,13 @@ from app.cli.common import (
     settings_or_error,
     tcp_port,
 )
-from app.incidents.changes import SnapshotChanges
 from app.service.auth import NO_TOKEN, hash_token
 from app.service.config import ServiceSettings
-from app.settings import Settings, WatchedCluster, cluster_overrides, load_settings
+from app.settings import Settings, cluster_overrides, load_settings
 from app.storage import Storage
 from collectors.health import no_kafka_cluster
 from collectors.metrics import missing_listener
-from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
+from collectors.zookeeper.collector import ZooKeeperCollector
 
 log = logging.getLogger(__name__)
 
@@ -67,25 +67,8 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper")
-    parser.add_argument(
-        "--cluster",
-        action="append",
-        metavar="NAME=HOST:PORT[/chroot][,TEMPLATE]",
-        help="a cluster to watch, by name, with its ZooKeeper and optionally its brokers' metrics URL "
-        "template; repeat it for several (each served under /api/v1/clusters/NAME/...; not with "
-        "--zookeeper)",
-    )
-    add_zk_config_argument(parser)
-    parser.add_argument(
-        "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
-    )
-    parser.add_argument(
-        "--metrics-listener",
-        metavar="NAME",
-        help="the brokers' listener whose host and port fill {host}/{port} "
-        "(or KAFKA_HEALTH_METRICS__LISTENER; default: PLAINTEXT if a broker has it, else its first endpoint)",
-    )
+    add_watched_cluster_arguments(parser)
+    add_metrics_arguments(parser)
     parser.add_argument(
         "--store-url",
         metavar="URL",
@@ -115,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    flags: list[str] | None = getattr(args, "cluster", None)
+    flags: list[str] | None = getattr(args, "clusters", None)
     if flags and args.zookeeper is not None:
         raise ValueError(CLUSTER_AND_ZOOKEEPER)
     loaded = load_settings()
@@ -234,52 +217,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return _serve(settings, sock, out, err)
 
 
-def _start(watched: WatchedCluster) -> tuple[ZooKeeperCollector, SnapshotChanges]:
-    zk = watched.zookeeper
-    changes = SnapshotChanges()
-    collector = ZooKeeperCollector(
-        watched.connect,
-        connections=zk.connections,
-        session_timeout_s=zk.session_timeout_s,
-        on_change=changes,
-        security=zk.security(),
-    )
-    collector.start(timeout=zk.start_timeout_s)
-    return collector, changes
-
-
-def _first_scans(
-    watched: list[WatchedCluster],
-) -> list[tuple[ZooKeeperCollector, SnapshotChanges] | ZooKeeperCollectorError]:
-    """Each cluster's first full scan, in parallel: its started collector, or why it failed."""
-    if len(watched) == 1:
-        try:
-            return [_start(watched[0])]
-        except ZooKeeperCollectorError as exc:
-            return [exc]
-    results: list[tuple[ZooKeeperCollector, SnapshotChanges] | ZooKeeperCollectorError] = []
-    with ThreadPoolExecutor(len(watched), thread_name_prefix="first-scan") as pool:
-        for future in [pool.submit(_start, w) for w in watched]:
-            try:
-                results.append(future.result())
-            except ZooKeeperCollectorError as exc:
-                results.append(exc)
-    return results
-
-
 def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) -> int:
     from app.service.app import create_app, token_store
-    from app.service.container import ServedCluster, public_connect
+    from app.service.container import first_scans, public_connect
 
-    store_url = settings.analytics.store_url
+    spec = settings.service_spec()
     watched = settings.watched()
     # Read the clusters before listening: an unreachable ZooKeeper is a clear error, not a traceback.
-    scans = _first_scans(watched)
-    started = [scan for scan in scans if not isinstance(scan, ZooKeeperCollectorError)]
+    clusters = first_scans(spec.clusters)
+    scans = [cluster.collector for cluster in clusters]
+    started = [scan for scan in scans if isinstance(scan, ZooKeeperCollector)]
     # describe's check: a chroot that holds no Kafka cluster is a wrong connect string (or one to wait for)
     no_kafka = [
-        None if isinstance(scan, ZooKeeperCollectorError) else no_kafka_cluster(scan[0].snapshot)
-        for scan in scans
+        no_kafka_cluster(scan.snapshot) if isinstance(scan, ZooKeeperCollector) else None for scan in scans
     ]
     try:
         if not started:
@@ -290,7 +240,7 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
                 err.write(f"error: cannot read any cluster: {reasons}\n")
             return ExitCode.FAILED
         if not settings.service.wait_for_cluster and all(
-            isinstance(scan, ZooKeeperCollectorError) or missing is not None
+            not isinstance(scan, ZooKeeperCollector) or missing is not None
             for scan, missing in zip(scans, no_kafka, strict=True)
         ):
             if len(watched) == 1:
@@ -302,49 +252,28 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
                 )
                 err.write(f"error: no Kafka cluster in any watched cluster: {reasons}\n")
             return ExitCode.FAILED
-        served = []
         waiting: list[str] = []
         for cluster, scan, missing in zip(watched, scans, no_kafka, strict=True):
-            zk = cluster.zookeeper
-            if isinstance(scan, ZooKeeperCollectorError):
+            if not isinstance(scan, ZooKeeperCollector):  # the service retries it at once
                 err.write(
                     f"warning: cluster {cluster.label()}: cannot read its ZooKeeper at "
                     f"{public_connect(cluster.connect)}: {scan} (retried in the background)\n"
                 )
                 err.flush()
-                collector_factory = None
-                changes = None
-            else:
-                if missing is not None:  # said once the store is open too (no warning before an error)
-                    where = "" if cluster.name is None else f"cluster {cluster.name}: "
-                    waiting.append(
-                        f"warning: {where}{public_connect(cluster.connect)}: {missing}; waiting for one "
-                        "(not ready until a Kafka cluster is there; nothing is written into this ZooKeeper)\n"
-                    )
-                collector, changes = scan
-                listener = None if cluster.metrics is None else cluster.metrics.listener
-                absent = missing_listener(collector.snapshot.brokers, listener)
-                if absent is not None:
-                    where = "" if cluster.name is None else f"cluster {cluster.name}: "
-                    err.write(f"error: {where}metrics.listener {listener}: {absent}\n")
-                    return ExitCode.BAD_INPUT
-                collector_factory = _given(collector)
-            served.append(
-                ServedCluster(
-                    cluster.connect,
-                    name=cluster.name,
-                    metrics=cluster.metrics,
-                    security=zk.security(),
-                    connections=zk.connections,
-                    session_timeout_s=zk.session_timeout_s,
-                    start_timeout_s=zk.start_timeout_s,
-                    collector_factory=collector_factory,
-                    changes=changes,
-                    deferred=collector_factory is None,
+                continue
+            where = "" if cluster.name is None else f"cluster {cluster.name}: "
+            if missing is not None:  # said once the store is open too (no warning before an error)
+                waiting.append(
+                    f"warning: {where}{public_connect(cluster.connect)}: {missing}; waiting for one "
+                    "(not ready until a Kafka cluster is there; nothing is written into this ZooKeeper)\n"
                 )
-            )
+            listener = None if cluster.metrics is None else cluster.metrics.listener
+            absent = missing_listener(scan.snapshot.brokers, listener)
+            if absent is not None:
+                err.write(f"error: {where}metrics.listener {listener}: {absent}\n")
+                return ExitCode.BAD_INPUT
         try:  # the lifespan opens it again; a failure here is one line rather than uvicorn's traceback
-            Storage.open(store_url).close()
+            Storage.open(settings.analytics.store_url).close()
         except StoreError as exc:
             log.debug("the store cannot be opened", exc_info=True)
             err.write(f"error: {first_line(exc)}\n")
@@ -353,13 +282,7 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
         if not len(token_store(settings.service)):
             err.write(f"warning: {NO_TOKEN}\n")
         err.flush()
-        app = create_app(
-            settings.service,
-            clusters=served,
-            store_url=store_url,
-            rules=settings.analytics.rules,
-            load_window_s=settings.analytics.window_s,
-        )
+        app = create_app(replace(spec, clusters=clusters))
         import uvicorn
 
         service = settings.service
@@ -395,10 +318,5 @@ def _serve(settings: Settings, sock: socket.socket, out: TextIO, err: TextIO) ->
             return ExitCode.FAILED
         return ExitCode.OK
     finally:
-        for scan in started:
-            scan[0].stop()
-
-
-def _given(collector: ZooKeeperCollector) -> Callable[[str], ZooKeeperCollector]:
-    """The factory that hands the service the collector ``serve`` started (and stops)."""
-    return lambda _: collector
+        for collector in started:
+            collector.stop()

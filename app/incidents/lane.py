@@ -41,6 +41,7 @@ from typing import Final
 
 from sqlalchemy.engine import Connection
 
+from analytics.config import DEFAULT_WINDOW_S
 from analytics.lifecycle import advance_timed, next_due, worth_writing
 from analytics.model import AlertEvent, AlertState, Window
 from analytics.rules import (
@@ -124,7 +125,7 @@ class IncidentLane:
         wake: Callable[[], None] | None = None,
         settings: IncidentSettings | None = None,
         rules: RuleSettings | None = None,
-        load_window_s: float = 30.0,
+        load_window_s: float = DEFAULT_WINDOW_S,
         webhook_horizon_s: float = DEFAULT_WEBHOOK_HORIZON_S,
         identity: str | None = None,
         clock: Callable[[], float] = time.time,

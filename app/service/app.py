@@ -1,44 +1,41 @@
 """The FastAPI application: lifespan, error bodies, routers.
 
-``create_app(settings, clusters=[...])`` (or ``zookeeper=`` for one cluster) builds it; ``kafka-health
-serve`` runs it under uvicorn. The lifespan starts the service's components
-(:func:`~app.service.container.service_components`: one set per watched cluster, and the shared ones) and
-installs them on ``app.state.container``. Every error is a JSON body ``{"detail": ..., "problems":
-[...]}`` with a 4xx/5xx status: bad JSON and invalid parameters are 422 naming each problem, unknown
-things 404, conflicts 409, missing tokens 401, too low a role 403, a body over
-``service.max_body_bytes`` 413 (before it is read: :mod:`app.service.limits`); the action runner's
-refusals map the same way. A cluster's routes at an unscoped path answer 409 when several clusters are
-watched (the problems name them), 404 at ``/api/v1/clusters/{cluster}/...`` for an unknown name, and 503
-while that cluster's ZooKeeper has not been read yet. At most 100 problems are listed,
-``problems_total`` counting them all when there are more. The OpenAPI document says so per operation
-(:mod:`app.service.openapi`). A method the URL does not serve is a 405 whose ``Allow`` lists every method
-served there, as ``OPTIONS`` does (:mod:`app.service.allow`); no URL redirects (a trailing slash is a 404:
-Starlette's slash redirect named whatever host the request's ``Host`` said).
+``create_app(spec)`` builds it from a :class:`~app.service.spec.ServiceSpec` (the settings, the watched
+clusters, one or several, the store); ``kafka-health serve`` runs it under uvicorn. The lifespan starts the
+service's components (:func:`~app.service.container.service_components`: one set per watched cluster, and
+the shared ones) and installs them on ``app.state.container``. Every error is a JSON body ``{"detail": ...,
+"problems": [...]}`` with a 4xx/5xx status: bad JSON and invalid parameters are 422 naming each problem,
+unknown things 404, conflicts 409, missing tokens 401, too low a role 403, a body over
+``service.max_body_bytes`` 413 (before it is read: :mod:`app.service.limits`); the action runner's refusals
+map the same way. A cluster's routes at an unscoped path answer 409 when several clusters are watched (the
+problems name them), 404 at ``/api/v1/clusters/{cluster}/...`` for an unknown name, and 503 while that
+cluster's ZooKeeper has not been read yet. At most 100 problems are listed, ``problems_total`` counting them
+all when there are more. The OpenAPI document says so per operation (:mod:`app.service.openapi`). A method
+the URL does not serve is a 405 whose ``Allow`` lists every method served there, as ``OPTIONS`` does
+(:mod:`app.service.allow`); no URL redirects (a trailing slash is a 404: Starlette's slash redirect named
+whatever host the request's ``Host`` said).
 
-Routers beyond the service's own (``extra_routers``) come from the composition root: the demo and the
-tests hand in the embedded reference cluster's fault controls, which the product never imports.
+Routers beyond the service's own (the spec's ``extra_routers``) come from the composition root: the demo and
+the tests hand in the embedded reference cluster's fault controls, which the product never imports.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from analytics.rules import RuleSettings
 from app.actions.reassignment import Problem
 from app.actions.runner import ActionError, ConflictError, InvalidRequestError, NotFoundError
-from app.actions.state import ActionLog
-from app.incidents.changes import SnapshotChanges
 from app.service.allow import OptionsMiddleware, allow_header, allowed_methods
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings
-from app.service.container import ServedCluster, service_components
+from app.service.container import service_components
 from app.service.deps import ProblemsError
 from app.service.limits import (
     MAX_PROBLEMS,
@@ -50,9 +47,7 @@ from app.service.limits import (
 )
 from app.service.openapi import install_openapi
 from app.service.routes import ROUTERS
-from app.service.state import SnapshotCollector
-from collectors.kafka.zkclient import ZooKeeperSecurity
-from collectors.metrics import MetricsSettings
+from app.service.spec import ServiceSpec
 
 
 def _problem(
@@ -103,64 +98,18 @@ def token_store(settings: ServiceSettings) -> TokenStore:
     return TokenStore(entries)
 
 
-def create_app(
-    settings: ServiceSettings,
-    *,
-    zookeeper: str | None = None,
-    clusters: Sequence[ServedCluster] = (),
-    metrics: MetricsSettings | None = None,
-    store_url: str | None = None,
-    collector_factory: Callable[[str], SnapshotCollector] | None = None,
-    connections: int = 4,
-    session_timeout_s: float = 18.0,
-    start_timeout_s: float = 60.0,
-    actions: ActionLog | None = None,
-    extra_routers: Sequence[APIRouter] = (),
-    changes: SnapshotChanges | None = None,
-    rules: RuleSettings | None = None,
-    load_window_s: float = 30.0,
-    zk_security: ZooKeeperSecurity | None = None,
-) -> FastAPI:
-    """The service for ``clusters`` (several, each with its own ZooKeeper, metrics and credentials), or for
-    the one cluster at ``zookeeper`` (with ``metrics``, ``collector_factory``, ``connections``,
-    ``session_timeout_s``, ``start_timeout_s``, ``changes`` and ``zk_security``, which are that cluster's).
-    The lifespan starts each cluster's ZooKeeper collector (first full scan), metrics scraper, incident
-    lane and action runner, and the store and the notifier, and stops them in reverse order. A
-    ``collector_factory``'s collector tells ``changes`` of each new snapshot (its ``on_change``), so that
-    the incident lane evaluates at once (else on its timer); ``rules`` and ``load_window_s`` are the
-    analytics settings it judges with. ``zk_security`` holds the ZooKeeper credentials (digest, SASL,
-    TLS) for every session the service opens: the collector, the actions' writer, the leadership."""
-    tokens = token_store(settings)  # validated now: a bad token definition fails at start-up
-    if clusters and zookeeper is not None:
-        raise ValueError("create_app: give zookeeper (one cluster) or clusters, not both")
-    if not clusters:
-        if zookeeper is None:
-            raise ValueError("create_app: no cluster (zookeeper or clusters)")
-        clusters = [
-            ServedCluster(
-                zookeeper,
-                metrics=metrics,
-                security=zk_security,
-                connections=connections,
-                session_timeout_s=session_timeout_s,
-                start_timeout_s=start_timeout_s,
-                collector_factory=collector_factory,
-                changes=changes,
-            )
-        ]
-    served = list(clusters)
+def create_app(spec: ServiceSpec) -> FastAPI:
+    """The service ``spec`` describes: its clusters (each with its own ZooKeeper, metrics and
+    credentials), its store, its analytics rules and its routers. The lifespan starts each cluster's
+    ZooKeeper collector (first full scan, unless the spec's cluster was read already), metrics scraper,
+    incident lane and action runner, and the store, the notifier and the retention pruner, and stops them
+    in reverse order. The tokens are validated here: a bad token definition fails at once."""
+    tokens = token_store(spec.settings)
+    settings = spec.settings
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        with service_components(
-            settings,
-            tokens,
-            served,
-            store_url=store_url,
-            actions=actions,
-            rules=rules,
-            load_window_s=load_window_s,
-        ) as container:
+        with service_components(spec, tokens) as container:
             container.install(app)
             yield
 
@@ -204,7 +153,7 @@ def create_app(
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(OptionsMiddleware, router=app.router)
-    routers = (*ROUTERS, *extra_routers)
+    routers = (*ROUTERS, *spec.extra_routers)
     for router in routers:
         app.include_router(router)
     install_openapi(app, routers)  # every error status documented with the problem body above

@@ -1,20 +1,21 @@
-"""The service's components, built and started together, stopped in reverse order.
+"""The service's components, built from its :class:`~app.service.spec.ServiceSpec` and started together
+when the service starts, stopped in reverse order.
 
-:func:`service_components` is what ``create_app``'s lifespan runs. The service watches one cluster or
-several (:class:`ServedCluster`, one per cluster); each has components of its own, a
-:class:`ClusterComponents`: its ZooKeeper collector (first full scan), its metrics scraper, its
-:class:`~app.service.state.ClusterView`, its incident lane, the ZooKeeper admin session of its runbook
-actions, its :class:`~app.actions.runner.ActionRunner` and
-:class:`~app.actions.throttle_removal.ThrottleCleaner`,
-and its own leadership (elected through its own ZooKeeper) for the lane and the runner. The store, the
-token store, the webhook notifier and the store's retention pruner are shared; with several clusters they
-lead through the first cluster whose ZooKeeper answers
-(:func:`~app.webhooks.notifier.shared_leadership`), with one cluster through that cluster's leadership,
-as before.
+:func:`service_components` is what ``create_app``'s lifespan runs. It builds the shared parts once
+(:func:`start_shared`: the store, the leadership, the webhook notifier and the store's retention
+pruner) and each watched cluster's own (:func:`start_cluster`, a :class:`ClusterParts`: its
+:class:`~app.service.state.ClusterView` over its ZooKeeper collector and metrics scraper, its incident
+lane, the ZooKeeper admin session of its runbook actions, its :class:`~app.actions.runner.ActionRunner`
+and :class:`~app.actions.throttle_removal.ThrottleCleaner`, and with several clusters its own leadership,
+elected through its own ZooKeeper, for the lane and the runner). A new per-cluster component is added in
+:func:`start_cluster` (and named in :class:`ClusterParts`), nowhere else. The shared parts lead through
+the first cluster whose ZooKeeper answers (:func:`~app.webhooks.notifier.shared_leadership`) with
+several clusters, through that cluster's leadership with one.
 
-The clusters' first scans run in parallel. With one cluster, a cluster that cannot be read fails the
-start-up (as before); with several, a cluster that cannot be read is a warning and is retried in the
-background (its routes answer 503 until it is read), and only no cluster read at all fails the start-up.
+The clusters' first scans run in parallel (:func:`first_scans`, which ``serve`` also runs before its
+banner and hands in). With one cluster, a cluster that cannot be read fails the start-up; with several,
+a cluster that cannot be read is a warning and is retried in the background (its routes answer 503 until
+it is read), and only no cluster read at all fails the start-up.
 
 Everything is yielded as one frozen :class:`ServiceContainer`, installed as the one attribute
 ``app.state.container`` that :mod:`app.service.deps` reads.
@@ -26,26 +27,24 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 
 from starlette.applications import Starlette
 
-from analytics.rules import RuleSettings, StalledAction
+from analytics.rules import StalledAction
 from analytics.store import Store
 from app.actions.measure import PartitionMetricsReader
 from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog, ActionState, AuditEntry, MemoryActionLog
 from app.actions.throttle_removal import ThrottleCleaner
-from app.incidents.changes import SnapshotChanges
 from app.incidents.lane import IncidentLane
 from app.incidents.observe import cluster_name
 from app.leadership import Leadership, service_leadership, shared_leadership
 from app.retention.pruner import RetentionPruner
 from app.service.auth import TokenStore
-from app.service.config import ServiceSettings
 from app.service.schemas.common import MAX_ID
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ClusterView, SnapshotCollector
 from app.storage import Storage
 from app.webhooks.notifier import Notifier, service_notifier
@@ -53,8 +52,8 @@ from app.webhooks.store import WebhookStore
 from collectors.health import HealthReport, no_kafka_cluster
 from collectors.kafka.admin import AdminZooKeeper, KazooAdmin
 from collectors.kafka.model import ClusterSnapshot
-from collectors.kafka.zkclient import ZooKeeperSecurity
-from collectors.metrics import MetricsCollector, MetricsSettings
+from collectors.metrics import MetricsCollector
+from collectors.zookeeper import first_scan
 from collectors.zookeeper.collector import ZooKeeperCollector, ZooKeeperCollectorError
 
 log = logging.getLogger(__name__)
@@ -69,30 +68,6 @@ def public_connect(connect: str) -> str:
     hosts, slash, chroot = connect.partition("/")
     hosts = ",".join(re.sub(r"^.*@", "", host) for host in hosts.split(","))
     return hosts + slash + chroot
-
-
-@dataclass(frozen=True, slots=True)
-class ServedCluster:
-    """A cluster the service watches, as ``create_app`` is given it."""
-
-    zookeeper: str
-    """Its ZooKeeper's connect string."""
-    name: str | None = None
-    """Its name (``--cluster NAME=...``); None: the one cluster of a single-cluster service, known by its
-    cluster id."""
-    metrics: MetricsSettings | None = None
-    security: ZooKeeperSecurity | None = None
-    """The credentials (digest, SASL, TLS) for every session the service opens on its ZooKeeper."""
-    connections: int = 4
-    session_timeout_s: float = 18.0
-    start_timeout_s: float = 60.0
-    collector_factory: Callable[[str], SnapshotCollector] | None = None
-    """Makes a started collector instead of a ZooKeeper collector of the service's own (tests; ``serve``,
-    which started it to fail early)."""
-    changes: SnapshotChanges | None = None
-    """The hub that collector calls on every new snapshot (wakes the incident lane)."""
-    deferred: bool = False
-    """Not read at start-up (``serve`` tried and failed already): retried in the background at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +91,13 @@ class ClusterComponents:
     """One watched cluster: its name and ZooKeeper, and its components once its ZooKeeper was read
     (:attr:`parts`; None while it is retried, :attr:`error` saying why)."""
 
-    def __init__(self, served: ServedCluster) -> None:
-        self.served = served
-        self.name = served.name
-        self.zookeeper = public_connect(served.zookeeper)
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.zookeeper = public_connect(spec.zookeeper.connect)
         self._parts: ClusterParts | None = None
         self.error: str | None = None
-        self._key: str | None = served.name
+        self._key: str | None = spec.name
 
     @property
     def parts(self) -> ClusterParts | None:
@@ -155,7 +130,7 @@ class ClusterComponents:
         parts = self._parts
         return parts is not None and no_kafka_cluster(parts.view.collector.snapshot) is None
 
-    # the started parts (AttributeError-free access for the single-cluster call sites and tests)
+    # the started parts (ClusterNotReadyError while the cluster is not read yet)
     def _started(self) -> ClusterParts:
         if self._parts is None:
             raise ClusterNotReadyError(self)
@@ -264,7 +239,7 @@ class ServiceContainer:
         """The one cluster (single-cluster call sites); SeveralClustersError with several."""
         return self.cluster(None)
 
-    # the one cluster's parts, as before several clusters were watched
+    # the one cluster's parts (single-cluster call sites; SeveralClustersError with several)
     @property
     def view(self) -> ClusterView:
         return self.only.view
@@ -300,159 +275,140 @@ class SeveralClustersError(LookupError):
 
 @dataclass(frozen=True, slots=True)
 class _Shared:
-    """What every cluster's components use."""
+    """The shared parts, which every cluster's components use."""
 
-    settings: ServiceSettings
+    spec: ServiceSpec
     storage: Storage | None
     notifier: Notifier | None
     leadership: Leadership | None
     """The shared leadership, which is also the cluster's with one cluster."""
-    several: bool
-    actions: ActionLog | None
-    rules: RuleSettings | None
-    load_window_s: float
+    retention: RetentionPruner | None
+
+    @property
+    def several(self) -> bool:
+        return len(self.spec.clusters) > 1
 
 
 @contextmanager
-def service_components(
-    settings: ServiceSettings,
-    tokens: TokenStore,
-    clusters: Sequence[ServedCluster],
-    *,
-    store_url: str | None = None,
-    actions: ActionLog | None = None,
-    rules: RuleSettings | None = None,
-    load_window_s: float = 30.0,
-) -> Iterator[ServiceContainer]:
-    """Start every component for ``clusters`` (one or several), stop them in reverse order when the block
-    ends. ``rules`` and ``load_window_s`` are the analytics settings the incident lanes judge with (the
-    rules' thresholds and durations, the load lane's window). Raises ZooKeeperCollectorError when no
-    cluster can be read (with one cluster: when it cannot)."""
-    if not clusters:
-        raise ValueError("no cluster to serve")
-    several = len(clusters) > 1
-    clusters = [
-        replace(c, changes=SnapshotChanges()) if c.collector_factory is None and c.changes is None else c
-        for c in clusters
-    ]
+def service_components(spec: ServiceSpec, tokens: TokenStore) -> Iterator[ServiceContainer]:
+    """Start every component of ``spec`` (one cluster or several), stop them in reverse order when the
+    block ends. Raises ZooKeeperCollectorError when no cluster can be read (with one cluster: when it
+    cannot)."""
+    several = len(spec.clusters) > 1
     with ExitStack() as stack:
-        collectors = _first_scans(clusters, several)
-        for collector in collectors:
-            if isinstance(collector, SnapshotCollectorHandle):
-                stack.callback(collector.stop)
-        storage = Storage.open(store_url) if store_url is not None else None
-        if storage is not None:
-            stack.callback(storage.close)
-        webhooks = None if storage is None else storage.webhooks
-        entries = [ClusterComponents(served) for served in clusters]
-        if several:
-            leadership = shared_leadership(
-                [(c.zookeeper, c.security) for c in clusters],
-                settings.webhooks,
-                present=[entry.has_kafka for entry in entries],
-            )
-        else:
-            leadership = service_leadership(
-                clusters[0].zookeeper,
-                settings.webhooks,
-                security=clusters[0].security,
-                present=entries[0].has_kafka,
-            )
-        notifier = stack.enter_context(
-            service_notifier(webhooks, clusters[0].zookeeper, settings.webhooks, leadership)
-        )
-        shared = _Shared(settings, storage, notifier, leadership, several, actions, rules, load_window_s)
+        clusters = _read_clusters(stack, spec.clusters)
+        entries = [ClusterComponents(cluster) for cluster in clusters]
+        shared = start_shared(stack, spec, entries)
         keyed: dict[str, ClusterComponents] = {}
         pending: list[ClusterComponents] = []
-        for entry, collector in zip(entries, collectors, strict=True):
-            if isinstance(collector, BaseException):
+        for entry in entries:
+            collector = entry.spec.collector
+            assert collector is not None  # read (or handed in) by _read_clusters
+            if isinstance(collector, Exception):
                 entry.error = str(collector)
                 pending.append(entry)
             else:
-                entry.ready(_cluster_parts(stack, shared, entry, collector.collector))
+                entry.ready(start_cluster(stack, shared, entry, collector))
             keyed[entry.key] = entry
-        retention = None
-        if storage is not None and notifier is not None:
-            # the notifier started the shared leadership: one replica prunes the shared database
-            retention = RetentionPruner(storage.database, settings.retention, leadership)
-            retention.start()
-            stack.callback(retention.stop)
         if pending:
             retrier = _Retrier(pending, shared)
             retrier.start()
             stack.callback(retrier.stop)
+        storage = shared.storage
         yield ServiceContainer(
             dict(sorted(keyed.items())) if several else keyed,
             tokens,
             None if storage is None else storage.analytics,
-            webhooks,
-            notifier,
-            retention,
-            leadership if notifier is not None else None,
-            actions,
+            None if storage is None else storage.webhooks,
+            shared.notifier,
+            shared.retention,
+            shared.leadership if shared.notifier is not None else None,
+            spec.actions,
         )
 
 
-@dataclass(frozen=True, slots=True)
-class SnapshotCollectorHandle:
-    """A collector the service started itself (it stops it), or one it was given (``stop`` is a no-op)."""
-
-    collector: SnapshotCollector
-    own: bool
-
-    def stop(self) -> None:
-        if self.own and isinstance(self.collector, ZooKeeperCollector):
-            self.collector.stop()
-
-
-def _start_collector(served: ServedCluster) -> SnapshotCollectorHandle:
-    if served.collector_factory is not None:
-        return SnapshotCollectorHandle(served.collector_factory(served.zookeeper), own=False)
-    zk = ZooKeeperCollector(
-        served.zookeeper,
-        connections=served.connections,
-        session_timeout_s=served.session_timeout_s,
-        on_change=served.changes,
-        security=served.security,
-    )
-    zk.start(timeout=served.start_timeout_s)
-    return SnapshotCollectorHandle(zk, own=True)
+def first_scans(clusters: Sequence[ClusterSpec]) -> list[ClusterSpec]:
+    """Each cluster's first full scan, in parallel (:func:`collectors.zookeeper.first_scan.first_scans`),
+    for the clusters not read yet (``collector`` None): each returned with its started collector (on
+    its ``changes``), or the ZooKeeperCollectorError that says why it could not be read. Any other
+    failure is raised (the collectors started are stopped first)."""
+    todo = [cluster for cluster in clusters if cluster.collector is None]
+    results = iter(first_scan.first_scans([c.zookeeper for c in todo], [c.changes for c in todo]))
+    scanned = [c if c.collector is not None else replace(c, collector=next(results)) for c in clusters]
+    failed = [c.collector for c in scanned if _unexpected(c.collector)]
+    if failed:
+        for cluster, before in zip(scanned, clusters, strict=True):
+            if before.collector is None and isinstance(cluster.collector, ZooKeeperCollector):
+                cluster.collector.stop()
+        assert isinstance(failed[0], Exception)
+        raise failed[0]
+    return scanned
 
 
-def _first_scans(
-    clusters: Sequence[ServedCluster], several: bool
-) -> list[SnapshotCollectorHandle | ZooKeeperCollectorError]:
-    """Each cluster's first full scan, in parallel. With one cluster its failure is raised; with several,
-    each failure is logged in one line and returned in the cluster's place, and raised only when every
-    cluster failed."""
-    if not several:
-        return [_start_collector(clusters[0])]
-    results: list[SnapshotCollectorHandle | ZooKeeperCollectorError] = []
-    with ThreadPoolExecutor(len(clusters), thread_name_prefix="first-scan") as pool:
-        futures = [None if served.deferred else pool.submit(_start_collector, served) for served in clusters]
-        for served, future in zip(clusters, futures, strict=True):
-            if future is None:
-                results.append(ZooKeeperCollectorError(f"{served.zookeeper} could not be read at start-up"))
-                continue
-            try:
-                results.append(future.result())
-            except ZooKeeperCollectorError as exc:
-                log.warning(
-                    "cluster %s: cannot read its ZooKeeper at %s (retried in the background): %s",
-                    served.name,
-                    public_connect(served.zookeeper),
-                    exc,
-                )
-                results.append(exc)
-    if all(isinstance(r, BaseException) for r in results):
-        for r in results:
-            if isinstance(r, SnapshotCollectorHandle):
-                r.stop()
+def _unexpected(outcome: object) -> bool:
+    return isinstance(outcome, Exception) and not isinstance(outcome, ZooKeeperCollectorError)
+
+
+def _read_clusters(stack: ExitStack, clusters: Sequence[ClusterSpec]) -> list[ClusterSpec]:
+    """The clusters with their first scans (:func:`first_scans`); the collectors started here are stopped
+    by ``stack``. With one cluster its failure is raised; with several, each new failure is logged in one
+    line (a failure handed in was reported by the caller), and raised only when every cluster failed."""
+    scanned = first_scans(clusters)
+    for cluster, before in zip(scanned, clusters, strict=True):
+        if before.collector is None and isinstance(cluster.collector, ZooKeeperCollector):
+            stack.callback(cluster.collector.stop)
+    if len(scanned) == 1:
+        if isinstance(scanned[0].collector, Exception):
+            raise scanned[0].collector
+        return scanned
+    for cluster, before in zip(scanned, clusters, strict=True):
+        if before.collector is None and isinstance(cluster.collector, Exception):
+            log.warning(
+                "cluster %s: cannot read its ZooKeeper at %s (retried in the background): %s",
+                cluster.name,
+                public_connect(cluster.zookeeper.connect),
+                cluster.collector,
+            )
+    if all(isinstance(c.collector, Exception) for c in scanned):
         raise ZooKeeperCollectorError(
-            "no cluster can be read: "
-            + "; ".join(f"{s.name}: {r}" for s, r in zip(clusters, results, strict=True))
+            "no cluster can be read: " + "; ".join(f"{c.name}: {c.collector}" for c in scanned)
         )
-    return results
+    return scanned
+
+
+def start_shared(stack: ExitStack, spec: ServiceSpec, entries: Sequence[ClusterComponents]) -> _Shared:
+    """Start the shared parts (``stack`` stops them): the store (when ``spec`` has one), the leadership
+    (with several clusters, through the first whose ZooKeeper answers), the webhook notifier, which
+    starts that leadership, and the store's retention pruner."""
+    settings = spec.settings
+    clusters = spec.clusters
+    storage = Storage.open(spec.store_url) if spec.store_url is not None else None
+    if storage is not None:
+        stack.callback(storage.close)
+    if len(clusters) > 1:
+        leadership = shared_leadership(
+            [(c.zookeeper.connect, c.zookeeper.security) for c in clusters],
+            settings.webhooks,
+            present=[entry.has_kafka for entry in entries],
+        )
+    else:
+        leadership = service_leadership(
+            clusters[0].zookeeper.connect,
+            settings.webhooks,
+            security=clusters[0].zookeeper.security,
+            present=entries[0].has_kafka,
+        )
+    webhooks = None if storage is None else storage.webhooks
+    notifier = stack.enter_context(
+        service_notifier(webhooks, clusters[0].zookeeper.connect, settings.webhooks, leadership)
+    )
+    retention = None
+    if storage is not None and notifier is not None:
+        # the notifier started the shared leadership: one replica prunes the shared database
+        retention = RetentionPruner(storage.database, settings.retention, leadership)
+        retention.start()
+        stack.callback(retention.stop)
+    return _Shared(spec, storage, notifier, leadership, retention)
 
 
 class _Retrier:
@@ -486,18 +442,18 @@ class _Retrier:
                 if self._stop.is_set():
                     return
                 try:
-                    handle = _start_collector(entry.served)
+                    collector = first_scan.start_collector(entry.spec.zookeeper, entry.spec.changes)
                 except ZooKeeperCollectorError as exc:
                     entry.error = str(exc)
                     log.debug("cluster %s: still not readable: %s", entry.label, exc)
                     continue
                 with self._lock:
                     if self._stop.is_set():
-                        handle.stop()
+                        collector.stop()
                         return
-                    self._stack.callback(handle.stop)
+                    self._stack.callback(collector.stop)
                     try:
-                        entry.ready(_cluster_parts(self._stack, self._shared, entry, handle.collector))
+                        entry.ready(start_cluster(self._stack, self._shared, entry, collector))
                     except Exception as exc:  # logged, retried: a start-up failure must not end the loop
                         log.warning("cluster %s: its components did not start: %s", entry.label, exc)
                         entry.error = str(exc)
@@ -506,13 +462,15 @@ class _Retrier:
                 self._pending.remove(entry)
 
 
-def _cluster_parts(
+def start_cluster(
     stack: ExitStack, shared: _Shared, entry: ClusterComponents, collector: SnapshotCollector
 ) -> ClusterParts:
-    """Start one cluster's components on its started ``collector``; ``stack`` stops them."""
-    served = entry.served
-    settings = shared.settings
-    scraper = MetricsCollector(served.metrics) if served.metrics is not None else None
+    """Start one cluster's components on its started ``collector`` (``stack`` stops them): its metrics
+    scraper and view, its leadership (with several clusters), its incident lane, its actions' admin
+    session, runner and throttle cleaner. The one place a per-cluster component is added."""
+    cluster = entry.spec
+    settings = shared.spec.settings
+    scraper = MetricsCollector(cluster.metrics) if cluster.metrics is not None else None
     if scraper is not None:
         stack.callback(scraper.close)
     view = ClusterView(collector, scraper, settings.view)
@@ -520,68 +478,56 @@ def _cluster_parts(
     stack.callback(view.stop)
     storage = shared.storage
     store = None if storage is None else storage.analytics
-    webhooks = None if storage is None else storage.webhooks
     notifier = shared.notifier
     leadership: Leadership | None = shared.leadership
     if shared.several and notifier is not None:
         # a leadership of its own, through its own ZooKeeper: its lane and its runner go on while another
         # cluster's ZooKeeper is down (the notifier starts and stops the shared one)
         leadership = service_leadership(
-            served.zookeeper,
+            cluster.zookeeper.connect,
             settings.webhooks,
-            security=served.security,
-            cluster=served.name,
+            security=cluster.zookeeper.security,
+            cluster=cluster.name,
             present=entry.has_kafka,
         )
         leadership.start()
         stack.callback(leadership.stop)
-    actions = _action_log(storage, shared.actions, served.name)
-    # one executor per action: the leader of the service's replicas (the cluster's leadership); without a
-    # store the actions live in this process's memory, and it runs them
-    runner_leadership = leadership if notifier is not None else None
-
-    def stalled_actions() -> list[StalledAction]:
-        return [
-            StalledAction(
-                r.id, r.kind, str((r.progress.get("stalled") or {}).get("reason", "")), r.started_at
-            )
-            for r in actions.unfinished()
-            if r.state is ActionState.STALLED
-        ]
-
+    actions = _action_log(storage, shared.spec.actions, cluster.name)
     lane = None
     if store is not None and notifier is not None and leadership is not None and settings.incidents.enabled:
         lane = IncidentLane(
             view,
             store,
             leadership,
-            webhooks=webhooks,
+            webhooks=None if storage is None else storage.webhooks,
             render=notifier.render,
             wake=notifier.wake,
             settings=settings.incidents,
-            rules=shared.rules,
-            load_window_s=shared.load_window_s,
+            rules=shared.spec.rules,
+            load_window_s=shared.spec.load_window_s,
             webhook_horizon_s=settings.webhooks.horizon_s,
-            stalled_actions=stalled_actions,
-            cluster=served.name,
+            stalled_actions=lambda: _stalled(actions),
+            cluster=cluster.name,
         )
-        if served.changes is not None:
-            stack.callback(served.changes.subscribe(lane.changed))
+        stack.callback(cluster.changes.subscribe(lane.changed))
         lane.start()
         stack.callback(lane.stop)
-    kazoo_admin = KazooAdmin(served.zookeeper, security=served.security)
+    kazoo_admin = KazooAdmin(cluster.zookeeper.connect, security=cluster.zookeeper.security)
     stack.callback(kazoo_admin.close)
     admin = KafkaOnlyAdmin(kazoo_admin, entry.has_kafka, entry.zookeeper)
+    # one executor per action: the leader of the service's replicas (the cluster's leadership); without a
+    # store the actions live in this process's memory, and it runs them
+    runner_leadership = leadership if notifier is not None else None
 
-    def cluster() -> tuple[ClusterSnapshot, HealthReport]:
-        state = view.state
-        return state.snapshot, state.report
+    def state() -> tuple[ClusterSnapshot, HealthReport]:
+        current = view.state
+        return current.snapshot, current.report
 
     reader = None if scraper is None else PartitionMetricsReader(scraper, lambda: view.state.snapshot)
     runner = ActionRunner(
         actions,
         admin,
-        cluster,
+        state,
         latest_load=None if store is None else store.latest_load,
         settings=settings.actions,
         leadership=runner_leadership,
@@ -593,7 +539,16 @@ def _cluster_parts(
     runner.start()
     stack.callback(runner.shutdown)
     throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
-    return ClusterParts(view, actions, runner, throttles, lane, leadership if notifier is not None else None)
+    return ClusterParts(view, actions, runner, throttles, lane, runner_leadership)
+
+
+def _stalled(actions: ActionLog) -> list[StalledAction]:
+    """The cluster's stalled runbook actions, as the incident rules see them."""
+    return [
+        StalledAction(r.id, r.kind, str((r.progress.get("stalled") or {}).get("reason", "")), r.started_at)
+        for r in actions.unfinished()
+        if r.state is ActionState.STALLED
+    ]
 
 
 class NoKafkaClusterError(RuntimeError):

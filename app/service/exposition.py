@@ -364,7 +364,7 @@ class _OneCluster:
 
     def _load(self, cluster: str) -> Iterator[Metric]:
         """The cluster's latest load window (a single unnamed cluster: the store's latest of any cluster
-        when there is none under its id, as before several clusters were watched)."""
+        when there is none under its id)."""
         assert self.store is not None
         latest = self.store.latest_load(cluster)
         if latest is None and not _named(self.view, cluster):

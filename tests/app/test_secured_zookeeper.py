@@ -30,10 +30,12 @@ from app.incidents.config import IncidentSettings
 from app.retention.config import RetentionSettings
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.storage import open_database
 from collectors.kafka import zkdata
 from collectors.kafka.zkclient import ZooKeeperSecurity, kazoo_client, security_from_file
 from collectors.zookeeper.collector import scan
+from collectors.zookeeper.first_scan import CollectorSpec
 from collectors.zookeeper.wire import ZooKeeperAuthFailedError
 from tests.support.controller_stand_in import ControllerStandIn
 from tests.support.reference_cluster import wait_for
@@ -257,7 +259,9 @@ def _service(connect: str, tmp_path: Path, security: ZooKeeperSecurity) -> Itera
         incidents=IncidentSettings(enabled=False),
         retention=RetentionSettings(enabled=False),
     )
-    app = create_app(settings, zookeeper=connect, store_url=store_url, zk_security=security)
+    app = create_app(
+        ServiceSpec(settings, [ClusterSpec(CollectorSpec(connect, security=security))], store_url=store_url)
+    )
     server, thread = run_server(app, pick_free_port())
     try:
         yield f"http://127.0.0.1:{server.config.port}"

@@ -15,6 +15,8 @@ from pydantic import SecretStr
 
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.prometheus import (
     DASHBOARDS_DIR,
     REPO_ROOT,
@@ -294,7 +296,12 @@ NOT_MIRRORED = {"6", "10"}
 
 
 def _openapi() -> dict[str, Any]:
-    app = create_app(ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")), zookeeper="127.0.0.1:1")
+    app = create_app(
+        ServiceSpec(
+            ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")),
+            [ClusterSpec(CollectorSpec("127.0.0.1:1"))],
+        )
+    )
     return app.openapi()
 
 

@@ -23,7 +23,7 @@ from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
-from app.service.container import ServedCluster
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ViewSettings
 from app.storage import open_database
 from collectors.health import assess
@@ -31,6 +31,7 @@ from collectors.kafka.admin import KazooAdmin
 from collectors.metrics import MetricsSettings
 from collectors.samples import health_document
 from collectors.zookeeper.collector import scan
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.prometheus import (
     RULES_FILE,
     PanelQuery,
@@ -121,12 +122,14 @@ def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
     open_database(store_url).close()
     settings = ServiceSettings(tokens=SecretStr(TOKENS), view=ViewSettings(metrics_interval_s=0.3))
     app = create_app(
-        settings,
-        clusters=[
-            ServedCluster(faulty_zk, name=FAULTY, metrics=MetricsSettings(urls=urls)),
-            ServedCluster(calm_zk, name=CALM, metrics=MetricsSettings(urls=calm_urls)),
-        ],
-        store_url=store_url,
+        ServiceSpec(
+            settings,
+            [
+                ClusterSpec(CollectorSpec(faulty_zk), name=FAULTY, metrics=MetricsSettings(urls=urls)),
+                ClusterSpec(CollectorSpec(calm_zk), name=CALM, metrics=MetricsSettings(urls=calm_urls)),
+            ],
+            store_url=store_url,
+        )
     )
     port = pick_free_port()
     server, thread = run_server(app, port)

@@ -33,12 +33,14 @@ from app.incidents.config import IncidentSettings
 from app.retention.config import RetentionSettings
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ViewSettings
 from app.storage import open_database
 from collectors.health import assess
 from collectors.metrics import MetricsSettings
 from collectors.samples import health_document
 from collectors.zookeeper.collector import scan
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.reference_cluster import ClusterFactory, small_settings, wait_for
 from tests.support.store import open_store
 from tests.support.zookeeper import ZooKeeperEndpoint, own_chroot
@@ -94,11 +96,12 @@ def serving(
         retention=retention or RetentionSettings(enabled=False),
     )
     app = create_app(
-        settings,
-        zookeeper=zk_connect,
-        metrics=MetricsSettings(urls=urls),
-        store_url=store_url,
-        extra_routers=[reference_router(ControlApi(cluster))] if reference else [],
+        ServiceSpec(
+            settings,
+            [ClusterSpec(CollectorSpec(zk_connect), metrics=MetricsSettings(urls=urls))],
+            store_url=store_url,
+            extra_routers=[reference_router(ControlApi(cluster))] if reference else [],
+        )
     )
     port = pick_free_port()
     server, thread = run_server(app, port)

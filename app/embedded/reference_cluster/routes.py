@@ -8,7 +8,8 @@ alert routing can be rehearsed through the same service; absent when serving a r
 port's routes (docs/reference-cluster.md), with the service's auth and error bodies; every POST is audited.
 
 The composition roots that embed a cluster (the demo, the tests) hand :func:`reference_router` to
-``create_app(..., extra_routers=[...])``; the service itself never imports the simulator.
+``create_app`` in their ``ServiceSpec(..., extra_routers=[...])``; the service itself never imports the
+simulator.
 """
 
 from __future__ import annotations

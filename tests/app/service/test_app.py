@@ -15,6 +15,8 @@ from pydantic import SecretStr
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.service import TOKENS, VIEWER, Service, run_server
 
 
@@ -37,7 +39,12 @@ def test_openapi_documents_every_route(service: Service) -> None:
 def test_components_sharing_a_class_name_keep_their_published_names() -> None:
     """Two ``ActionOut`` and two ``LoadOut`` models: OpenAPI names them after the module they were first
     published from, and generated clients depend on those names wherever the classes live now."""
-    app = create_app(ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")), zookeeper="127.0.0.1:1")
+    app = create_app(
+        ServiceSpec(
+            ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")),
+            [ClusterSpec(CollectorSpec("127.0.0.1:1"))],
+        )
+    )
     schemas = app.openapi()["components"]["schemas"]
     published = (
         "app__service__schemas__ActionOut",
@@ -64,7 +71,12 @@ def test_openapi_documents_the_problem_body_and_the_bearer_scheme_on_every_opera
     """Every 4xx/5xx an operation lists has the one problem body (``/readyz``'s 503 excepted: its own
     model); protected operations carry the bearer requirement and 401 (403 above the viewer role); public
     ones neither; FastAPI's HTTPValidationError is gone; 413/400 wherever a body is taken."""
-    app = create_app(ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")), zookeeper="127.0.0.1:1")
+    app = create_app(
+        ServiceSpec(
+            ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")),
+            [ClusterSpec(CollectorSpec("127.0.0.1:1"))],
+        )
+    )
     spec = app.openapi()
     assert "HTTPValidationError" not in json.dumps(spec)
     assert spec["components"]["securitySchemes"] == {
@@ -122,7 +134,9 @@ def test_authentication_comes_before_every_other_answer(zk_connect: str) -> None
     """With no store configured (the routes that need one answer 503), a request without a token is still
     a 401 on every protected operation, and a viewer's request to an operator or admin operation a 403: a
     caller who may not use the service learns nothing of its state."""
-    app = create_app(ServiceSettings(tokens=SecretStr(TOKENS)), zookeeper=zk_connect)
+    app = create_app(
+        ServiceSpec(ServiceSettings(tokens=SecretStr(TOKENS)), [ClusterSpec(CollectorSpec(zk_connect))])
+    )
     spec = app.openapi()
     port = pick_free_port()
     server, thread = run_server(app, port)

@@ -24,11 +24,12 @@ from app.incidents.config import IncidentSettings
 from app.retention.config import RetentionSettings
 from app.service.app import create_app
 from app.service.config import ServiceSettings
-from app.service.container import ServedCluster
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ViewSettings
 from app.storage import open_database
 from collectors.metrics import MetricsSettings
 from collectors.zookeeper.collector import scan
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.reference_cluster import small_settings, wait_for
 from tests.support.service import ADMIN, OPERATOR, TOKENS, VIEWER, run_server
 from tests.support.zookeeper import ZooKeeperEndpoint, own_chroot
@@ -82,13 +83,15 @@ def two(zookeeper_server: ZooKeeperEndpoint, tmp_path_factory: pytest.TempPathFa
             retention=RetentionSettings(enabled=False),
         )
         app = create_app(
-            settings,
-            clusters=[
-                ServedCluster(zk_a, name="a", metrics=_metrics(a), session_timeout_s=6.0),
-                ServedCluster(zk_b, name="b", metrics=_metrics(b), session_timeout_s=6.0),
-            ],
-            store_url=store_url,
-            rules=RuleSettings(for_s={5: 0.0}, resolve_after_s={5: 0.0}),
+            ServiceSpec(
+                settings,
+                [
+                    ClusterSpec(CollectorSpec(zk_a, session_timeout_s=6.0), name="a", metrics=_metrics(a)),
+                    ClusterSpec(CollectorSpec(zk_b, session_timeout_s=6.0), name="b", metrics=_metrics(b)),
+                ],
+                store_url=store_url,
+                rules=RuleSettings(for_s={5: 0.0}, resolve_after_s={5: 0.0}),
+            )
         )
         port = pick_free_port()
         server, thread = run_server(app, port)

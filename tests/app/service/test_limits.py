@@ -29,6 +29,8 @@ from app.service.limits import (
     bounded_problems,
 )
 from app.service.schemas.limits import MAX_BROKERS, MAX_PARTITIONS, MAX_TOPIC_NAME
+from app.service.spec import ClusterSpec, ServiceSpec
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.service import ADMIN, OPERATOR, Service, product_service
 from tests.support.zookeeper import ZooKeeperEndpoint
 
@@ -167,7 +169,12 @@ def _unbounded(spec: dict[str, Any], schema: dict[str, Any], path: str, seen: se
 
 @pytest.mark.unit
 def test_every_list_and_string_of_every_request_body_is_bounded() -> None:
-    app = create_app(ServiceSettings(tokens=SecretStr("a:admin:token-of-16-chars")), zookeeper="127.0.0.1:1")
+    app = create_app(
+        ServiceSpec(
+            ServiceSettings(tokens=SecretStr("a:admin:token-of-16-chars")),
+            [ClusterSpec(CollectorSpec("127.0.0.1:1"))],
+        )
+    )
     spec = app.openapi()
     bodies = {}
     for route, operations in spec["paths"].items():

@@ -37,6 +37,8 @@ from schemathesis.specs.openapi.checks import (
 
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.cli import Cli
 from tests.support.reference_cluster import wait_for
 from tests.support.serve_process import ADMIN, Serve
@@ -258,7 +260,12 @@ def test_a_real_execution_is_sent_as_a_dry_run() -> None:
     """Every operation that takes a ``dry_run`` is found in the document, and its object bodies go with
     ``"dry_run": true`` whatever was generated: ``0``, ``"no"`` or ``"false"`` is not trusted to be refused
     (each once ran a real election or removed throttles)."""
-    app = create_app(ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")), zookeeper="127.0.0.1:1")
+    app = create_app(
+        ServiceSpec(
+            ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")),
+            [ClusterSpec(CollectorSpec("127.0.0.1:1"))],
+        )
+    )
     acting = acting_operations(app.openapi())
     unscoped = {
         ("POST", "/api/v1/actions/preferred-replica-election"),

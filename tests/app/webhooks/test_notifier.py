@@ -26,6 +26,7 @@ from app.leadership import AlwaysLeader, Leadership, ZooKeeperLeadership
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.container import ServiceContainer
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.storage import Storage
 from app.webhooks.model import Webhook
 from app.webhooks.notifier import (
@@ -39,6 +40,7 @@ from app.webhooks.notifier import (
 )
 from app.webhooks.signing import SIGNATURE_HEADER
 from collectors.zookeeper.collector import scan
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.health import alert_row
 from tests.support.reference_cluster import ClusterFactory, wait_for
 from tests.support.store import write_alert
@@ -190,7 +192,7 @@ def test_open_and_resolve_reach_the_receiver_signed(
         incidents=IncidentSettings(enabled=False),
         webhooks=NotifierSettings(allow_networks=("127.0.0.1/32",)),  # the receiver is on loopback
     )
-    app = create_app(settings, zookeeper=zk_connect, store_url=store_url)
+    app = create_app(ServiceSpec(settings, [ClusterSpec(CollectorSpec(zk_connect))], store_url=store_url))
     port = pick_free_port()
     server, thread = run_server(app, port)
     try:

@@ -16,9 +16,11 @@ from pydantic import SecretStr
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ViewSettings
 from collectors.kafka.model import ClusterSnapshot, ControllerInfo
 from collectors.zookeeper.collector import ScanStats, scan
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support import snapshots
 from tests.support.reference_cluster import wait_for
 from tests.support.service import Service, fill_store, run_server
@@ -57,7 +59,7 @@ def test_readyz_says_why_the_service_is_not_ready(tmp_path: object) -> None:
     settings = ServiceSettings(
         tokens=SecretStr("me:viewer:viewer-token-1"), view=ViewSettings(stale_after_s=30)
     )
-    app = create_app(settings, zookeeper="127.0.0.1:1", collector_factory=lambda _: collector)
+    app = create_app(ServiceSpec(settings, [ClusterSpec(CollectorSpec("127.0.0.1:1"), collector=collector)]))
     port = pick_free_port()
     server, thread = run_server(app, port)
     url = f"http://127.0.0.1:{port}/readyz"

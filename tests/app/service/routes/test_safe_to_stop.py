@@ -24,9 +24,11 @@ from app.service.schemas.safe_to_stop import (
     SafeToStopOut,
     UnhealthyPartitionOut,
 )
+from app.service.spec import ClusterSpec, ServiceSpec
 from collectors.kafka.model import ClusterSnapshot
 from collectors.safe_to_stop import answer_json, assess_safe_to_stop, cluster_json, safe_to_stop
 from collectors.zookeeper.collector import ScanStats
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support import snapshots
 from tests.support.reference_cluster import wait_for
 from tests.support.service import VIEWER, Service, run_server
@@ -124,7 +126,7 @@ def test_a_stale_view_answers_503_with_the_reason() -> None:
     fresh = snapshots.cluster(snapshots.partition("orders", 0, (1, 2, 3)))
     collector = Collector(fresh)
     settings = ServiceSettings(tokens=SecretStr("me:viewer:viewer-token-1"))
-    app = create_app(settings, zookeeper="127.0.0.1:1", collector_factory=lambda _: collector)
+    app = create_app(ServiceSpec(settings, [ClusterSpec(CollectorSpec("127.0.0.1:1"), collector=collector)]))
     port = pick_free_port()
     server, thread = run_server(app, port)
     url = f"http://127.0.0.1:{port}/api/v1/brokers"

@@ -25,8 +25,10 @@ from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.container import ServiceContainer
+from app.service.spec import ClusterSpec, ServiceSpec
 from app.storage import Storage
 from app.webhooks.notifier import Notifier, NotifierSettings
+from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.reference_cluster import ClusterFactory, wait_for
 
 pytestmark = pytest.mark.integration
@@ -79,7 +81,7 @@ def service(zk_connect: str, tmp_path: Path) -> Iterator[Service]:
     # The service's own notifier shares the outbox with the tests' FAST ones: it must give up after as
     # many attempts, or a delivery it happens to claim counts one attempt more.
     settings = ServiceSettings(tokens=SecretStr(TOKENS), webhooks=FAST)
-    app = create_app(settings, zookeeper=zk_connect, store_url=store_url)
+    app = create_app(ServiceSpec(settings, [ClusterSpec(CollectorSpec(zk_connect))], store_url=store_url))
     for url in run(app):
         yield Service(url, store_url, app)
 
@@ -91,7 +93,7 @@ def strict_service(zk_connect: str, tmp_path: Path) -> Iterator[Service]:
     settings = ServiceSettings(
         tokens=SecretStr(TOKENS), webhooks=FAST.model_copy(update={"allow_networks": ()})
     )
-    app = create_app(settings, zookeeper=zk_connect, store_url=store_url)
+    app = create_app(ServiceSpec(settings, [ClusterSpec(CollectorSpec(zk_connect))], store_url=store_url))
     for url in run(app):
         yield Service(url, store_url, app)
 
@@ -373,7 +375,9 @@ def test_the_test_event_is_sent_signed_and_reported(service: Service, receiver: 
 
 
 def test_without_a_store_the_routes_say_so(zk_connect: str) -> None:
-    app = create_app(ServiceSettings(tokens=SecretStr(TOKENS)), zookeeper=zk_connect)
+    app = create_app(
+        ServiceSpec(ServiceSettings(tokens=SecretStr(TOKENS)), [ClusterSpec(CollectorSpec(zk_connect))])
+    )
     for url in run(app):
         response = httpx.get(url + "/api/v1/webhooks", headers=ADMIN)
         assert response.status_code == 503
