@@ -14,6 +14,8 @@ from pydantic import SecretStr
 
 from app.service.app import create_app
 from app.service.config import ServiceSettings
+from app.service.spec import ClusterSpec, ServiceSpec
+from collectors.zookeeper.first_scan import CollectorSpec
 
 pytestmark = pytest.mark.unit
 
@@ -22,7 +24,8 @@ STORED = Path(__file__).with_name("openapi.json")
 
 def current_document() -> str:
     """The product's document (no reference-cluster routes), as text with one key per line."""
-    app = create_app(ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token")), zookeeper="127.0.0.1:1")
+    settings = ServiceSettings(tokens=SecretStr("ci:viewer:not-a-real-token"))
+    app = create_app(ServiceSpec(settings, [ClusterSpec(CollectorSpec("127.0.0.1:1"))]))
     spec: dict[str, Any] = app.openapi()
     return json.dumps(spec, indent=1, ensure_ascii=False) + "\n"
 
