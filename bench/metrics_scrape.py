@@ -582,8 +582,10 @@ def log_size_rounds(args: argparse.Namespace) -> None:
         for round_ in range(args.collector_rounds + 1):
             fetcher.used += 5.0e7
             scraped: list[Any] = []
-            scrape_cpu, scrape_wall = _cpu_and_wall(lambda: scraped.append(collector.scrape(registrations)))
-            update_cpu, update_wall = _cpu_and_wall(lambda: model.observe_scrape(scraped[0]))
+            scrape_cpu, scrape_wall = _cpu_and_wall(
+                functools.partial(lambda out: out.append(collector.scrape(registrations)), scraped)
+            )
+            update_cpu, update_wall = _cpu_and_wall(functools.partial(model.observe_scrape, scraped[0]))
             fit_cpu, fit_wall = _cpu_and_wall(model.all_disks)
             sizes = sum(len(s.log_sizes) for s in scraped[0].scrapes.values())
             assert not scraped[0].failures, scraped[0].failures
@@ -595,9 +597,8 @@ def log_size_rounds(args: argparse.Namespace) -> None:
     print(f"  scrape (parse, BrokerScrape, name table)  {med[0]:7.2f} / {med[1]:7.2f}")
     print(f"  disk model update                         {med[2]:7.2f} / {med[3]:7.2f}")
     print(f"  disk records of every broker (the fits)   {med[4]:7.2f} / {med[5]:7.2f}")
-    print(
-        f"  round                                     {med[0] + med[2] + med[4]:7.2f} / {med[1] + med[3] + med[5]:7.2f}"
-    )
+    cpu, wall = med[0] + med[2] + med[4], med[1] + med[3] + med[5]
+    print(f"  round                                     {cpu:7.2f} / {wall:7.2f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

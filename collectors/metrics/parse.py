@@ -168,7 +168,8 @@ def _read_block(
     total_name = f"{base}_total"
     alias = counter and base in wanted
     good = 0
-    for offset, line in enumerate(body.split("\n")):
+    for offset, raw in enumerate(body.split("\n")):
+        line = raw
         if not line or line[0] == "#":
             continue
         if line[0] in " \t\r":
