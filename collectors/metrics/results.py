@@ -133,8 +133,8 @@ def read_filesystems(exposition: Exposition) -> tuple[dict[str, Filesystem], tup
 
 def read_log_sizes(exposition: Exposition, name: str) -> tuple[dict[TopicPartition, int], tuple[str, ...]]:
     """(partition -> bytes, problems) from the log size gauge ``name`` (:data:`LOG_SIZE_NAMES`). A series
-    without a topic, with a partition that is not a partition number or with a negative or fractional
-    value is skipped and said in ``problems``; future logs are left out without a word."""
+    without a topic, with a partition that is not a partition number or with a negative value is skipped
+    and said in ``problems`` (a fractional value is rounded); future logs are left out without a word."""
     problems: list[str] = []
     sizes: dict[TopicPartition, int] = {}
     for labels, value in exposition.get(name, {}).items():
@@ -155,14 +155,14 @@ def read_log_sizes(exposition: Exposition, name: str) -> tuple[dict[TopicPartiti
             problems.append(
                 f"{name}{_text(labels)}: partition {partition!r} is not a partition number: skipped"
             )
-        elif value < 0 or not math.isfinite(value) or value != int(value):
+        elif value < 0 or not math.isfinite(value):
             problems.append(f"{name}{_text(labels)} is not a size in bytes ({value:g}): skipped")
         else:
             tp = TopicPartition(topic, int(partition))
             if tp in sizes:
                 problems.append(f"{name} for {tp} given twice: the first kept")
             else:
-                sizes[tp] = int(value)
+                sizes[tp] = round(value)
     return sizes, _capped(problems)
 
 
