@@ -25,6 +25,14 @@ all alike), after one warm-up round each:
 Printed per fetcher and measurement: wall time per round (median and p95), CPU per broker scrape (the
 process's CPU time over all threads in a round, median over rounds, divided by the brokers) and the TCP
 connections the endpoints accepted per round after warm-up.
+
+``--log-sizes`` measures instead a scrape round of a large cluster with per-replica log sizes, without
+HTTP (each broker's text is handed to the collector from memory, so the figure is the parsing and the
+models, not the network; the HTTP cost per body is the mode above's): ``--brokers 1000 --cluster-partitions
+200000 --replication-factor 3`` gives 600 replicas per broker, each with the ``_PARTITION_SERIES`` a
+jmx_exporter serves (log size among them) plus two log-dir filesystems. Per round: the collector's scrape
+(parsing into ``BrokerScrape`` with the filesystems and log sizes, the name table, rates), the disk model's
+update, and the disk records of every broker (the fits), each as CPU and wall time.
 """
 
 from __future__ import annotations
@@ -80,6 +88,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tls", action="store_true", help="serve HTTPS (self-signed, openssl)")
     parser.add_argument("--nodelay", action="store_true", help="the endpoints turn Nagle's algorithm off")
     parser.add_argument("--fetchers", default=",".join(FETCHERS), help="which to compare (all)")
+    parser.add_argument("--log-sizes", action="store_true", help="the large-cluster round (no HTTP)")
+    parser.add_argument("--cluster-partitions", type=int, default=200_000, help="with --log-sizes (200000)")
+    parser.add_argument("--replication-factor", type=int, default=3, help="with --log-sizes (3)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -495,8 +506,106 @@ def run(args: argparse.Namespace, body: bytes, cert_dir: str | None) -> None:
         child.wait(10)
 
 
+# --- the large-cluster round (--log-sizes) ---------------------------------------------------------------
+
+
+_MOUNTPOINTS = ("/var/lib/kafka/data-0", "/var/lib/kafka/data-1")
+
+
+def log_dir_lines(used: float) -> str:
+    """node_exporter's filesystem gauges for the root filesystem and two log dirs, and the fd limit."""
+    size = 2.0e12
+    lines = [
+        "# HELP node_filesystem_size_bytes Filesystem size in bytes.",
+        "# TYPE node_filesystem_size_bytes gauge",
+    ]
+    mounts = [("/dev/root", "/", 5.0e10, 2.0e10)] + [
+        (f"/dev/nvme{i + 1}n1", m, size, size - used) for i, m in enumerate(_MOUNTPOINTS)
+    ]
+    lines += [
+        f'node_filesystem_size_bytes{{device="{d}",fstype="xfs",mountpoint="{m}"}} {s!r}'
+        for d, m, s, _ in mounts
+    ]
+    lines += [
+        "# HELP node_filesystem_avail_bytes Filesystem space available.",
+        "# TYPE node_filesystem_avail_bytes gauge",
+    ]
+    lines += [
+        f'node_filesystem_avail_bytes{{device="{d}",fstype="xfs",mountpoint="{m}"}} {a!r}'
+        for d, m, _, a in mounts
+    ]
+    lines += [
+        "# HELP process_max_fds Maximum number of open file descriptors.",
+        "# TYPE process_max_fds gauge",
+    ]
+    lines.append("process_max_fds 1048576.0")
+    return "\n".join(lines) + "\n"
+
+
+class MemoryFetcher:
+    """Every broker's text from memory: the same partition series, the log dirs a little fuller each round."""
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+        self.used = 1.0e12
+
+    def fetch(self, url: str, timeout: float) -> str:
+        return self.body + log_dir_lines(self.used)
+
+
+def _cpu_and_wall(run: Callable[[], object]) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    run()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def log_size_rounds(args: argparse.Namespace) -> None:
+    from collectors.disks import DiskModel
+
+    replicas = args.cluster_partitions * args.replication_factor // args.brokers
+    body = exposition(replicas, args.topics).decode()
+    fetcher = MemoryFetcher(body)
+    lines = (body + log_dir_lines(0.0)).count("\n")
+    print(
+        f"{args.brokers} brokers x {replicas} replicas ({args.brokers * replicas:,} log size series), "
+        f"{len(body):,} bytes and {lines:,} lines per broker, {args.workers} workers, no HTTP"
+    )
+    registrations = {
+        b: BrokerRegistration(b, (BrokerEndpoint("PLAINTEXT", f"b{b}", 9092),)) for b in range(args.brokers)
+    }
+    settings = MetricsSettings(
+        url_template="http://{host}:7071/metrics", timeout_s=600.0, max_workers=args.workers
+    )
+    model = DiskModel(settings.disk_fit_window_s, settings.log_dir_mountpoints)
+    rows: list[tuple[float, float, float, float, float, float]] = []
+    with MetricsCollector(settings, fetcher=fetcher) as collector:
+        for round_ in range(args.collector_rounds + 1):
+            fetcher.used += 5.0e7
+            scraped: list[Any] = []
+            scrape_cpu, scrape_wall = _cpu_and_wall(
+                functools.partial(lambda out: out.append(collector.scrape(registrations)), scraped)
+            )
+            update_cpu, update_wall = _cpu_and_wall(functools.partial(model.observe_scrape, scraped[0]))
+            fit_cpu, fit_wall = _cpu_and_wall(model.all_disks)
+            sizes = sum(len(s.log_sizes) for s in scraped[0].scrapes.values())
+            assert not scraped[0].failures, scraped[0].failures
+            assert sizes == args.brokers * replicas, sizes
+            if round_:  # the first is a warm-up (no rates yet)
+                rows.append((scrape_cpu, scrape_wall, update_cpu, update_wall, fit_cpu, fit_wall))
+    med = [statistics.median(column) for column in zip(*rows, strict=True)]
+    print(f"median of {len(rows)} rounds (CPU / wall, seconds):")
+    print(f"  scrape (parse, BrokerScrape, name table)  {med[0]:7.2f} / {med[1]:7.2f}")
+    print(f"  disk model update                         {med[2]:7.2f} / {med[3]:7.2f}")
+    print(f"  disk records of every broker (the fits)   {med[4]:7.2f} / {med[5]:7.2f}")
+    cpu, wall = med[0] + med[2] + med[4], med[1] + med[3] + med[5]
+    print(f"  round                                     {cpu:7.2f} / {wall:7.2f}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.log_sizes:
+        log_size_rounds(args)
+        return 0
     body = exposition(args.partitions, args.topics)
     if args.serve:
         serve(args.brokers, body, args.nodelay, args.cert_dir)

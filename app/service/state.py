@@ -1,6 +1,8 @@
 """The live cluster as the service sees it: the ZooKeeper collector's snapshot (kept current by watches), a
 scrape of every broker's metrics at a fixed interval on a background thread, and the health report,
-computed once per (snapshot version, scrape) and shared by every request.
+computed once per (snapshot version, scrape) and shared by every request. Each scrape also feeds the disk
+model (``collectors.disks``: each broker's log dirs, their growth and time to full), read with
+:meth:`ClusterView.disks`.
 
 Readers never wait for I/O: :attr:`ClusterView.state` returns the cached state, recomputing it (under a
 lock, once) only when the snapshot or the scrape changed since.
@@ -17,6 +19,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from collectors.disks import DiskModel, LogDirDisk
 from collectors.health import HealthReport, assess, no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsScrape
@@ -84,6 +87,11 @@ class ClusterView:
         self._thread: threading.Thread | None = None
         self.scrape_failures_total: dict[int, int] = {}
         self._memo: dict[str, tuple[tuple[int, int] | None, Any]] = {}
+        self._disks = (
+            DiskModel()
+            if metrics is None
+            else DiskModel(metrics.settings.disk_fit_window_s, metrics.settings.log_dir_mountpoints)
+        )
 
     @property
     def listener(self) -> str | None:
@@ -120,6 +128,7 @@ class ClusterView:
         with self._lock:
             self._scrape = scrape
             self._scrapes += 1
+            self._disks.observe_scrape(scrape)
             for broker in scrape.failures:
                 self.scrape_failures_total[broker] = self.scrape_failures_total.get(broker, 0) + 1
         return scrape
@@ -149,6 +158,17 @@ class ClusterView:
                 self._cached, self._cached_key = cached, key
         good = now if self.collector.in_sync else snapshot.last_good_at
         return ClusterState(cached.snapshot, cached.report, cached.scrape, good, cached.computed_at)
+
+    def disks(self, broker_id: int) -> tuple[LogDirDisk, ...]:
+        """The broker's log dirs as last scraped, in log-dir order, with their growth over the disk fit
+        window (empty: no metrics, no log-dir filesystem served, or an unknown broker)."""
+        with self._lock:
+            return self._disks.disks(broker_id)
+
+    def all_disks(self) -> dict[int, tuple[LogDirDisk, ...]]:
+        """Broker id -> :meth:`disks`, for every broker whose log dirs are known."""
+        with self._lock:
+            return self._disks.all_disks()
 
     def memo(self, name: str, build: Callable[[ClusterState], Any]) -> Any:
         """``build(state)``, computed once per (snapshot version, scrape) and shared by every request: the

@@ -252,6 +252,16 @@ class ZnodeError:
 
 
 @dataclass(frozen=True, slots=True)
+class LogDirEvent:
+    """A child of ``/log_dir_event_notification`` (Kafka's ``LogDirEventNotificationZNode``): broker
+    ``broker`` reported a failed log dir, notification number ``sequence`` (``log_dir_event_<sequence>``).
+    Transient: the controller deletes it once it has handled it (the broker's offline replicas)."""
+
+    broker: int
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """An immutable view of a cluster's ZooKeeper state. Each change produces a new ``version``.
 
@@ -275,6 +285,8 @@ class ClusterSnapshot:
     errors: tuple[ZnodeError, ...] = ()
     migration: MigrationState | None = None
     """``/migration`` (None when absent: no ZK→KRaft migration was ever started on this cluster)."""
+    log_dir_events: tuple[LogDirEvent, ...] = ()
+    """The log dir failure notifications not yet handled by the controller, by sequence."""
 
     def age(self, now: float) -> float | None:
         """Seconds since the snapshot was last known good (None if it never was)."""

@@ -20,9 +20,23 @@ from collectors.metrics.config import MetricsSettings
 from collectors.metrics.endpoints import MetricsEndpoints
 from collectors.metrics.errors import EndpointError, MetricsError
 from collectors.metrics.fetch import HttpFetcher, MetricsFetcher
-from collectors.metrics.names import DIALECT_SIGNATURES, DIALECTS, Dialect, Exposition, detect_dialect
+from collectors.metrics.names import (
+    DIALECT_SIGNATURES,
+    DIALECTS,
+    LABELLED_SERIES,
+    LOG_SIZE_NAMES,
+    Dialect,
+    Exposition,
+    detect_dialect,
+)
 from collectors.metrics.parse import CounterState, evaluate, read_exposition, selectors_of
-from collectors.metrics.results import BrokerScrape, MetricsScrape, RawScrape
+from collectors.metrics.results import (
+    BrokerScrape,
+    MetricsScrape,
+    RawScrape,
+    read_filesystems,
+    read_log_sizes,
+)
 
 log = logging.getLogger("collectors.metrics")
 """The package's logger: log lines carry the package's name, whichever module writes them."""
@@ -77,7 +91,9 @@ class MetricsCollector:
         self.table = settings.name_table
         self.tables = {dialect: settings.table_for(dialect) for dialect in DIALECTS}
         self._wanted = frozenset().union(
-            *(selectors_of(t) for t in self.tables.values()), *(names for _, names in DIALECT_SIGNATURES)
+            *(selectors_of(t) for t in self.tables.values()),
+            *(names for _, names in DIALECT_SIGNATURES),
+            LABELLED_SERIES,
         )
         self._own_fetcher: HttpFetcher | None = None
         if fetcher is None:
@@ -213,6 +229,8 @@ class MetricsCollector:
             self.tables[dialect], outcome.exposition, started_at, previous if url == job.url else None
         )
         self._previous[job.broker_id] = (job.url, counters)
+        filesystems, fs_problems = read_filesystems(outcome.exposition)
+        log_sizes, size_problems = read_log_sizes(outcome.exposition, LOG_SIZE_NAMES[dialect])
         return BrokerScrape(
             job.broker_id,
             job.url,
@@ -221,7 +239,9 @@ class MetricsCollector:
             values,
             None,
             dialect,
-            outcome.problems + problems,
+            outcome.problems + problems + fs_problems + size_problems,
+            filesystems,
+            log_sizes,
         )
 
     def _dialect(self, broker_id: int, exposition: Exposition) -> tuple[Dialect, tuple[str, ...]]:

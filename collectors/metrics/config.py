@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from collectors.metrics.endpoints import normalise_listener, validate_url, validate_url_template
 from collectors.metrics.names import DIALECT_TABLES, Dialect, DialectSetting, MetricRule, resolve_dialect
 
 DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_DISK_FIT_WINDOW_S = 1800.0
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 
@@ -37,6 +40,34 @@ class MetricsSettings(BaseModel):
     from the names it serves (:func:`detect_dialect`)."""
     dialects: dict[int, DialectSetting] = Field(default_factory=dict)
     """Broker id -> its dialect, for a fleet whose brokers differ; wins over ``dialect``."""
+    log_dir_mountpoints: Annotated[tuple[str, ...], NoDecode] = ()
+    """The mount points that hold the brokers' log dirs, in ``log.dirs`` order, the same on every broker
+    (``KAFKA_HEALTH_METRICS__LOG_DIR_MOUNTPOINTS``: a JSON list or ``/data-0,/data-1``). Empty: every mount
+    point whose name contains ``kafka`` or ``data`` (:func:`collectors.disks.log_dir_filesystems`)."""
+    disk_fit_window_s: Annotated[float, Field(ge=60, le=7 * 86400)] = DEFAULT_DISK_FIT_WINDOW_S
+    """How far back the disks' growth is fitted (``KAFKA_HEALTH_METRICS__DISK_FIT_WINDOW_S``)."""
+
+    @field_validator("log_dir_mountpoints", mode="before")
+    @classmethod
+    def _split_mountpoints(cls, value: object) -> object:
+        if isinstance(value, str):  # an environment variable: a,b,c or a JSON list
+            if value.strip().startswith("["):
+                try:
+                    return tuple(json.loads(value))
+                except (ValueError, TypeError):
+                    raise ValueError(f"not a JSON list of mount points: {value!r}") from None
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("log_dir_mountpoints")
+    @classmethod
+    def _check_mountpoints(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for mountpoint in value:
+            if not mountpoint.startswith("/"):
+                raise ValueError(f"log_dir_mountpoints: {mountpoint!r} is not an absolute mount point")
+        if len(set(value)) != len(value):
+            raise ValueError(f"log_dir_mountpoints: a mount point is given twice in {list(value)}")
+        return value
 
     @field_validator("url_template")
     @classmethod

@@ -175,6 +175,12 @@ DEFAULT_NAME_TABLE: Mapping[str, MetricRule] = {
     "produce_p99_ms": MetricRule(
         series='kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}', aggregate="max"
     ),
+    # capacity and churn (issue 24): failed JBOD log dirs, the descriptor limit beside ``fd``, and how
+    # often the broker's leaders shrank and expanded ISRs (per second; a rate needs two scrapes)
+    "offline_log_dirs": _gauge("kafka_log_logmanager_offlinelogdirectorycount"),
+    "max_fds": _gauge("process_max_fds"),
+    "isr_shrinks_per_s": _rate("kafka_server_replicamanager_isrshrinks_total"),
+    "isr_expands_per_s": _rate("kafka_server_replicamanager_isrexpands_total"),
 }
 """Metric name -> rule, for jmx_exporter's Kafka example rules (Strimzi's where they differ) and
 node_exporter."""
@@ -192,6 +198,31 @@ BROKER_SIGNALS = ("request_handler_idle", "network_processor_idle", "produce_p99
 """How busy each broker is: its request handlers' and network processors' idle fractions and its Produce
 requests' 99th percentile total time. Neither load-model metrics nor health gauges: samples leave them
 out (``collectors.samples.LOAD_METRICS``); the adaptive throttle reads them from the service's scrape."""
+CAPACITY_METRICS = ("offline_log_dirs", "max_fds", "isr_shrinks_per_s", "isr_expands_per_s")
+"""What the cause rules read beside ``fd`` and the request signals (docs/collectors.md "Capacity and
+churn"): ``offline_log_dirs`` (Kafka's ``OfflineLogDirectoryCount``), ``max_fds`` (the process'
+descriptor limit), ``isr_shrinks_per_s``/``isr_expands_per_s`` (``IsrShrinksPerSec``/``IsrExpandsPerSec``,
+the counters' rates). Not load metrics: samples leave them out."""
+
+LOG_SIZE = "kafka_log_log_size"
+"""``kafka.log:type=Log,name=Size,topic=T,partition=P`` (bytes): one series per partition replica, labels
+``topic`` and ``partition``. All four dialects' rules name it alike (:data:`LOG_SIZE_NAMES`)."""
+FILESYSTEM_SIZE = "node_filesystem_size_bytes"
+FILESYSTEM_AVAIL = "node_filesystem_avail_bytes"
+"""node_exporter's filesystem gauges, one series per mounted filesystem (labels ``device``, ``fstype``,
+``mountpoint``): its size and the bytes available to unprivileged users, in every dialect."""
+LOG_SIZE_NAMES: Mapping[Dialect, str] = {
+    "jmx-exporter-example": LOG_SIZE,
+    "strimzi": LOG_SIZE,
+    "confluent": LOG_SIZE,
+    "bitnami": LOG_SIZE,
+}
+"""Dialect -> the sample name its rules give ``kafka.log:type=Log,name=Size`` (the example's and Strimzi's
+``kafka_$1_$2_$3`` gauge rule with ``topic`` and ``partition`` labels; Confluent's untyped
+``kafka_$1_$2_$3``; Bitnami's ``kafka.log`` rule, which only matches beans with a topic and partition)."""
+LABELLED_SERIES = frozenset({LOG_SIZE, *LOG_SIZE_NAMES.values(), FILESYSTEM_SIZE, FILESYSTEM_AVAIL})
+"""The labelled series a scrape keeps beside the table's values (``BrokerScrape.filesystems`` and
+``log_sizes``)."""
 
 
 # --- exporter dialects -------------------------------------------------------------------------------
@@ -204,7 +235,7 @@ DialectSetting = Literal["auto", "reference", "jmx-exporter-example", "strimzi",
 """What a user may set: ``auto`` (detected per broker from what it serves), ``reference`` (what the reference
 cluster serves by default: the same as ``jmx-exporter-example``) or a dialect."""
 
-_HOST_RULES = ("cpuUsed", "ioRead", "ioWrite", "iowait", "ioutil", "fd", "memUsed")
+_HOST_RULES = ("cpuUsed", "ioRead", "ioWrite", "iowait", "ioutil", "fd", "max_fds", "memUsed")
 """node_exporter's and the process collector's metrics: the same whichever rule file the JMX side uses."""
 
 
@@ -237,6 +268,8 @@ DIALECT_TABLES: Mapping[Dialect, Mapping[str, MetricRule]] = {
             "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_total"
         ),
         network_processor_idle=_gauge("kafka_network_socketserver_networkprocessoravgidlepercent"),
+        isr_shrinks_per_s=_rate("kafka_server_replicamanager_isrshrinkspersec"),
+        isr_expands_per_s=_rate("kafka_server_replicamanager_isrexpandspersec"),
     ),
     # bitnami/charts kafka templates/metrics/jmx-configmap.yaml: the attribute in every name, ``_total_``
     # after the type for kafka.server, no percentiles (so no produce_p99_ms)
@@ -257,6 +290,10 @@ DIALECT_TABLES: Mapping[Dialect, Mapping[str, MetricRule]] = {
         ),
         network_processor_idle=_gauge("kafka_network_socketserver_networkprocessoravgidlepercent_value"),
         produce_p99_ms=None,
+        # no rule matches a kafka.log bean without a topic: the offline log dir count is not exported
+        offline_log_dirs=None,
+        isr_shrinks_per_s=_rate("kafka_server_replicamanager_total_isrshrinkspersec_count"),
+        isr_expands_per_s=_rate("kafka_server_replicamanager_total_isrexpandspersec_count"),
     ),
 }
 """Dialect -> its name table (node_exporter's metrics alike in all)."""

@@ -10,6 +10,7 @@ the values.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -69,6 +70,10 @@ def read_exposition(
     would then cost the broker every metric; so a text the parser refuses is read again line by line, each
     sample with its family's ``# TYPE`` line. Text with no good sample at all (an HTML error page) is still
     :class:`ExpositionError`."""
+    if wanted is not None:
+        fast = _fast_read(text, frozenset(wanted))
+        if fast is not None:
+            return fast
     try:
         return parse_exposition(text, wanted), ()
     except ExpositionError as whole:
@@ -76,6 +81,164 @@ def read_exposition(
         if not good:
             raise whole from None
         return kept, skipped
+
+
+_SAMPLE_LINE = re.compile(
+    r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^{}\n]*)\})?[ \t]+(\S+)(?:[ \t]+-?[0-9]+)?[ \t]*"
+)
+_LABEL_PAIR = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
+_TYPE_LINE = "\n# TYPE "
+
+
+def _fast_read(
+    text: str, wanted: frozenset[str]
+) -> tuple[dict[str, dict[LabelSet, float]], tuple[str, ...]] | None:
+    """The wanted samples of ``text`` without prometheus_client's parser (about 20 µs a line), which a
+    scrape of 1,000 brokers with their partitions' series cannot afford: a family (a ``# TYPE`` line and the
+    lines up to the next) whose name no wanted name starts with, and whose lines all start with its name,
+    is skipped unread; the wanted lines are read with a regular expression, and a line it does not read
+    goes to prometheus_client alone (as :func:`read_exposition` reads a malformed text). Same values as
+    :func:`parse_exposition`, including the ``_total`` renaming of counters; a malformed line of a family
+    not read is not looked at, so not reported. None when nothing wanted was found (the caller then
+    reads the text the slow way, for its error or its empty result)."""
+    exact: dict[str, dict[LabelSet, float]] = {}
+    aliased: dict[str, dict[LabelSet, float]] = {}
+    skipped: list[str] = []
+    good = 0
+    chunks = text.split(_TYPE_LINE)
+    first = chunks[0]
+    line_number = 1
+    if first.startswith("# TYPE "):
+        chunks[0] = first[len("# TYPE ") :]
+        start = 0
+    else:
+        start = 1
+        number = _read_block(None, None, "untyped", first, line_number, wanted, exact, aliased, skipped)
+        if number is None:
+            return None
+        good += number
+        line_number += first.count("\n") + 1
+    relevant: dict[str, bool] = {}
+    for chunk in chunks[start:]:
+        header, _, body = chunk.partition("\n")
+        parts = header.split()
+        if len(parts) != 2:
+            return None
+        family, kind = parts
+        base = family[:-6] if kind == "counter" and family.endswith("_total") else family
+        wanted_here = relevant.get(base)
+        if wanted_here is None:
+            wanted_here = relevant[base] = any(w.startswith(base) for w in wanted)
+        if not wanted_here:  # skip it if every line is a comment or starts with the family's name
+            breaks = body.count("\n")
+            named = body.count("\n" + base) + body.startswith(base)
+            comments = body.count("\n#") + body.startswith("#")
+            if named + comments + (not body or body.endswith("\n")) == breaks + 1:
+                line_number += breaks + 2
+                continue
+        number = _read_block(family, base, kind, body, line_number + 1, wanted, exact, aliased, skipped)
+        if number is None:
+            return None
+        good += number
+        line_number += body.count("\n") + 2
+    if good == 0:
+        return None
+    if len(skipped) > MAX_PROBLEMS:
+        skipped[MAX_PROBLEMS:] = [f"and {len(skipped) - MAX_PROBLEMS} more malformed lines skipped"]
+    return {**aliased, **exact}, tuple(skipped)
+
+
+def _read_block(
+    family: str | None,
+    base: str | None,
+    kind: str,
+    body: str,
+    first_line: int,
+    wanted: frozenset[str],
+    exact: dict[str, dict[LabelSet, float]],
+    aliased: dict[str, dict[LabelSet, float]],
+    skipped: list[str],
+) -> int | None:
+    """Read one family's lines into ``exact``/``aliased``; the wanted samples read (good or not finite).
+
+    As prometheus_client reads a counter ``# TYPE F counter``: a sample named ``F`` is renamed
+    ``<base>_total`` (``base``: ``F`` without ``_total``) and also found under ``base``; any other name
+    is a family of its own, read as it is."""
+    counter = kind == "counter" and family is not None
+    total_name = f"{base}_total"
+    alias = counter and base in wanted
+    good = 0
+    for offset, raw in enumerate(body.split("\n")):
+        line = raw
+        if not line or line[0] == "#":
+            continue
+        if line[0] in " \t\r":
+            line = line.strip()
+            if not line or line[0] == "#":
+                continue
+        brace, space = line.find("{"), line.find(" ")
+        name = line[:brace] if brace > 0 and (space < 0 or brace < space) else line[:space]
+        as_alias = False
+        if counter and name == family:
+            name, as_alias = total_name, alias
+        if name not in wanted and not as_alias:
+            continue
+        sample = _read_line(line)
+        if sample is None:
+            if base is None:
+                return None  # samples without a family: leave them to prometheus_client
+            header = f"# TYPE {family} {kind}\n"
+            try:
+                parsed = parse_exposition(f"{header}{line}\n", wanted)
+            except ExpositionError as exc:
+                shown = line if len(line) <= 120 else line[:117] + "..."
+                reason = str(exc).removeprefix("not Prometheus text format: ")
+                skipped.append(f"line {first_line + offset} skipped ({reason}): {shown}")
+                continue
+            good += 1
+            for parsed_name, series in parsed.items():
+                target = aliased if as_alias and parsed_name == base else exact
+                for labels, value in series.items():
+                    target.setdefault(parsed_name, {}).setdefault(labels, value)
+            continue
+        good += 1
+        labels, value = sample
+        if not math.isfinite(value):
+            continue
+        if name in wanted:
+            exact.setdefault(name, {}).setdefault(labels, value)
+        if as_alias:
+            aliased.setdefault(base or "", {}).setdefault(labels, value)
+    return good
+
+
+def _read_line(line: str) -> tuple[LabelSet, float] | None:
+    """(labels, value) of a plain sample line; None for anything the regular expressions do not read."""
+    whole = _SAMPLE_LINE.fullmatch(line)
+    if whole is None:
+        return None
+    try:
+        value = float(whole[3])
+    except ValueError:
+        return None
+    body = whole[2]
+    if not body or body.isspace():
+        return (), value
+    pairs = []
+    pos, end = 0, len(body.rstrip())
+    while pos < end:
+        pair = _LABEL_PAIR.match(body, pos)
+        if pair is None:
+            return None
+        label = pair[2]
+        pairs.append((pair[1], _unescape_label(label) if "\\" in label else label))
+        pos = pair.end()
+    pairs.sort()
+    return tuple(pairs), value
+
+
+def _unescape_label(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
 
 
 def _line_by_line(

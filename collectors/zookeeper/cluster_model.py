@@ -4,8 +4,8 @@ drive it with a fake reader or none).
 
 How it reads (docs/kafka-reference.md §1): the children of ``/brokers/ids``, ``/brokers/topics``,
 ``/config/topics``, ``/config/brokers`` and ``/admin/delete_topics`` and the singletons (``/controller``,
-``/controller_epoch``, ``/cluster/id``, the two admin znodes, ``/migration``) first
-(:meth:`ClusterModel.root_reads`);
+``/controller_epoch``, ``/cluster/id``, the two admin znodes, ``/migration``) and the children of
+``/log_dir_event_notification`` first (:meth:`ClusterModel.root_reads`);
 each reply asks for what it names (a broker, topic or config znode; a topic znode its partitions' state
 znodes), so the tree is read level by level (:meth:`ClusterModel.apply`). Every read sets a watch (unless
 the model is built with ``watch=False``); :func:`read_for_event` is the read that refreshes what a watch
@@ -30,6 +30,7 @@ from collectors.kafka.model import (
     BrokerRegistration,
     ClusterSnapshot,
     ControllerInfo,
+    LogDirEvent,
     MigrationState,
     PartitionInfo,
     PendingOperations,
@@ -121,6 +122,8 @@ class Kind(IntEnum):
     BROKER_CONFIGS = 14
     BROKER_CONFIG = 15
     MIGRATION = 16
+    LOG_DIR_EVENTS = 17
+    LOG_DIR_EVENT = 18
 
 
 _LISTS: Mapping[Kind, str] = MappingProxyType(
@@ -130,6 +133,7 @@ _LISTS: Mapping[Kind, str] = MappingProxyType(
         Kind.TOPIC_CONFIGS: f"{zkdata.CONFIG_PATH}/topics",
         Kind.BROKER_CONFIGS: f"{zkdata.CONFIG_PATH}/brokers",
         Kind.DELETIONS: zkdata.DELETE_TOPICS_PATH,
+        Kind.LOG_DIR_EVENTS: zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH,
     }
 )
 _SINGLETONS: Mapping[Kind, str] = MappingProxyType(
@@ -218,6 +222,9 @@ class ClusterModel:
         self.deletions: tuple[str, ...] = ()
         self.preferred_election: tuple[TopicPartition, ...] = ()
         self.reassignments: Mapping[TopicPartition, tuple[int, ...]] = _EMPTY_REASSIGNMENTS
+        self.log_dir_events: dict[str, LogDirEvent] = {}
+        """Child name -> the event it holds (malformed ones are errors)."""
+        self._log_dir_event_names: frozenset[str] = frozenset()
         self.errors: dict[str, ZnodeError] = {}
         self._owned: set[str] = set()
         self._views: dict[str, Any] = {}
@@ -444,6 +451,44 @@ class ClusterModel:
             self._views.pop("topics", None)
             self.dirty = True
 
+    def _on_log_dir_events(self, reply: Reply) -> list[Read] | None:
+        """The children of ``/log_dir_event_notification``: each new one is read once (without a watch: it
+        never changes, and its deletion shows in this list, which is watched)."""
+        path = reply.read.path
+        listed = frozenset(reply.children or ())
+        self._log_dir_event_names = listed
+        for name in [n for n in self.log_dir_events if n not in listed]:
+            del self.log_dir_events[name]
+            self.dirty = True
+        self._forget_errors_under(path, set(listed))
+        reads = []
+        for name in sorted(listed - self.log_dir_events.keys()):
+            suffix = name.removeprefix(zkdata.LOG_DIR_EVENT_PREFIX)
+            if suffix == name or not (suffix.isdecimal() and suffix.isascii()):
+                self._error(f"{path}/{name}", f"{name!r} is not a log_dir_event_<sequence> notification")
+            elif f"{path}/{name}" not in self.errors:
+                reads.append(Read(Op.GET_DATA, f"{path}/{name}", False, Kind.LOG_DIR_EVENT, name))
+        return reads or None
+
+    def _on_log_dir_event(self, reply: Reply) -> None:
+        name: str = reply.read.key
+        path = reply.read.path
+        if reply.code != Code.OK or name not in self._log_dir_event_names:
+            self._clear_error(path)  # handled (deleted by the controller) since it was listed
+            return
+        try:
+            broker, event = zkdata.decode_log_dir_event(path, reply.data)
+            if event != zkdata.LOG_DIR_FAILURE_EVENT:
+                raise zkdata.ZnodeFormatError(
+                    path, f"unknown log dir event {event} (Kafka writes 1, failure)"
+                )
+        except zkdata.ZnodeFormatError as exc:
+            self._format_error(exc)
+            return
+        self._clear_error(path)
+        self.log_dir_events[name] = LogDirEvent(broker, int(name.removeprefix(zkdata.LOG_DIR_EVENT_PREFIX)))
+        self.dirty = True
+
     def _on_controller(self, reply: Reply) -> None:
         registration = self._decode(reply, zkdata.decode_controller_registration)
         controller_id, kraft_epoch = registration if registration is not None else (None, None)
@@ -540,6 +585,7 @@ class ClusterModel:
             pending=PendingOperations(self.preferred_election, self.reassignments, self.deletions),
             errors=self._view("errors", lambda: tuple(sorted(self.errors.values(), key=lambda e: e.path))),
             migration=self.migration,
+            log_dir_events=tuple(sorted(self.log_dir_events.values(), key=lambda e: e.sequence)),
         )
 
     def _view(self, name: str, make: Callable[[], Any]) -> Any:
@@ -584,5 +630,7 @@ _HANDLERS: Mapping[int, _Handler] = MappingProxyType(
         Kind.PREFERRED_ELECTION: ClusterModel._on_preferred_election,
         Kind.REASSIGNMENT: ClusterModel._on_reassignment,
         Kind.MIGRATION: ClusterModel._on_migration,
+        Kind.LOG_DIR_EVENTS: ClusterModel._on_log_dir_events,
+        Kind.LOG_DIR_EVENT: ClusterModel._on_log_dir_event,
     }
 )

@@ -10,19 +10,22 @@ from string import Template
 import pytest
 from pydantic import ValidationError
 
-from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
+from collectors.kafka.model import BrokerEndpoint, BrokerRegistration, TopicPartition
 from collectors.metrics import (
     DIALECT_TABLES,
     DIALECTS,
     BrokerScrape,
     Dialect,
     ExpositionError,
+    Filesystem,
     MetricsCollector,
     MetricsSettings,
     detect_dialect,
     evaluate,
     parse_exposition,
     read_exposition,
+    read_filesystems,
+    read_log_sizes,
 )
 
 pytestmark = pytest.mark.unit
@@ -44,6 +47,14 @@ node_memory_MemTotal_bytes 3.2e+10
 node_memory_MemAvailable_bytes 2.4e+10
 # TYPE process_open_fds gauge
 process_open_fds 950.0
+# TYPE process_max_fds gauge
+process_max_fds 1048576.0
+# TYPE node_filesystem_size_bytes gauge
+node_filesystem_size_bytes{device="/dev/nvme1n1",fstype="xfs",mountpoint="/var/lib/kafka/data-0"} 1.0E12
+node_filesystem_size_bytes{device="/dev/root",fstype="ext4",mountpoint="/"} 5.0E10
+# TYPE node_filesystem_avail_bytes gauge
+node_filesystem_avail_bytes{device="/dev/nvme1n1",fstype="xfs",mountpoint="/var/lib/kafka/data-0"} 2.5E11
+node_filesystem_avail_bytes{device="/dev/root",fstype="ext4",mountpoint="/"} 1.0E10
 """)
 
 # jmx_exporter 1.x with prometheus/jmx_exporter examples/kafka-2_0_0.yml
@@ -63,7 +74,14 @@ kafka_server_replicamanager_atminisrpartitioncount 3.0
 # TYPE kafka_server_replicamanager_offlinereplicacount gauge
 kafka_server_replicamanager_offlinereplicacount 0.0
 # TYPE kafka_server_replicamanager_isrshrinks counter
-kafka_server_replicamanager_isrshrinks_total 7.0
+kafka_server_replicamanager_isrshrinks_total $isr_shrinks
+# TYPE kafka_server_replicamanager_isrexpands counter
+kafka_server_replicamanager_isrexpands_total $isr_expands
+# TYPE kafka_log_logmanager_offlinelogdirectorycount gauge
+kafka_log_logmanager_offlinelogdirectorycount 1.0
+# TYPE kafka_log_log_size gauge
+kafka_log_log_size{partition="0",topic="orders"} 1.2E9
+kafka_log_log_size{partition="1",topic="orders"} 8.0E8
 # TYPE kafka_controller_kafkacontroller_activecontrollercount gauge
 kafka_controller_kafkacontroller_activecontrollercount 1.0
 # TYPE kafka_controller_kafkacontroller_offlinepartitionscount gauge
@@ -115,7 +133,14 @@ kafka_server_replicamanager_atminisrpartitioncount 3.0
 # TYPE kafka_server_replicamanager_offlinereplicacount untyped
 kafka_server_replicamanager_offlinereplicacount 0.0
 # TYPE kafka_server_replicamanager_isrshrinkspersec untyped
-kafka_server_replicamanager_isrshrinkspersec 7.0
+kafka_server_replicamanager_isrshrinkspersec $isr_shrinks
+# TYPE kafka_server_replicamanager_isrexpandspersec untyped
+kafka_server_replicamanager_isrexpandspersec $isr_expands
+# TYPE kafka_log_logmanager_offlinelogdirectorycount untyped
+kafka_log_logmanager_offlinelogdirectorycount 1.0
+# TYPE kafka_log_log_size untyped
+kafka_log_log_size{topic="orders",partition="0",} 1.2E9
+kafka_log_log_size{topic="orders",partition="1",} 8.0E8
 # TYPE kafka_controller_kafkacontroller_activecontrollercount untyped
 kafka_controller_kafkacontroller_activecontrollercount 1.0
 # TYPE kafka_controller_kafkacontroller_offlinepartitionscount untyped
@@ -159,7 +184,12 @@ kafka_server_replicamanager_total_atminisrpartitioncount_value 3.0
 # TYPE kafka_server_replicamanager_total_offlinereplicacount_value untyped
 kafka_server_replicamanager_total_offlinereplicacount_value 0.0
 # TYPE kafka_server_replicamanager_total_isrshrinkspersec_count untyped
-kafka_server_replicamanager_total_isrshrinkspersec_count 7.0
+kafka_server_replicamanager_total_isrshrinkspersec_count $isr_shrinks
+# TYPE kafka_server_replicamanager_total_isrexpandspersec_count untyped
+kafka_server_replicamanager_total_isrexpandspersec_count $isr_expands
+# TYPE kafka_log_log_size untyped
+kafka_log_log_size{topic="orders",partition="0",} 1.2E9
+kafka_log_log_size{topic="orders",partition="1",} 8.0E8
 # TYPE kafka_controller_kafkacontroller_activecontrollercount_value untyped
 kafka_controller_kafkacontroller_activecontrollercount_value 1.0
 # TYPE kafka_controller_kafkacontroller_offlinepartitionscount_value untyped
@@ -192,6 +222,8 @@ SERVED: Mapping[Dialect, Template] = {
 }
 
 AT_0 = {
+    "isr_shrinks": 7.0,
+    "isr_expands": 5.0,
     "bytes_in": 1.0e7,
     "orders_in": 6.0e6,
     "bytes_out": 2.0e7,
@@ -203,6 +235,8 @@ AT_0 = {
     "io_time": 100.0,
 }
 AT_10 = AT_0 | {
+    "isr_shrinks": 10.0,
+    "isr_expands": 7.0,
     "bytes_in": 2.5e7,
     "orders_in": 1.6e7,
     "bytes_out": 5.0e7,
@@ -235,9 +269,14 @@ EXPECTED = {
     "ioutil": 0.4,
     "fd": 950.0,
     "memUsed": 8.0e9,
+    "max_fds": 1048576.0,
+    "offline_log_dirs": 1.0,
+    "isr_shrinks_per_s": 0.3,
+    "isr_expands_per_s": 0.2,
 }
-NOT_SERVED: Mapping[Dialect, set[str]] = {"bitnami": {"produce_p99_ms"}}
-"""What a dialect's rules do not export at all: Bitnami's have no rule for a histogram's percentiles."""
+NOT_SERVED: Mapping[Dialect, set[str]] = {"bitnami": {"produce_p99_ms", "offline_log_dirs"}}
+"""What a dialect's rules do not export at all: Bitnami's have no rule for a histogram's percentiles nor
+for a kafka.log bean without a topic (the offline log dir count)."""
 
 
 def served(dialect: Dialect, at: Mapping[str, float]) -> str:
@@ -450,4 +489,85 @@ def test_a_broker_serving_a_malformed_line_is_read_with_the_line_in_its_problems
     assert scrape.error is None
     assert scrape.dialect == "confluent"
     assert scrape.values["urp"] == 2.0
-    assert len(scrape.problems) == 2
+    # the collector reads only the families it wants (read_exposition's fast path): the bad line of
+    # reassigningpartitions, which no table reads, is not looked at
+    text = fetcher.bodies[url(0)]
+    number = text.splitlines().index('kafka_server_replicamanager_isrexpands_total{topic="a" 1.0') + 1
+    assert len(scrape.problems) == 1
+    assert scrape.problems[0].startswith(f"line {number} skipped (")
+    assert scrape.problems[0].endswith('kafka_server_replicamanager_isrexpands_total{topic="a" 1.0')
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("subset", ["all", "some"])
+def test_reading_only_the_wanted_families_gives_what_the_full_parser_gives(
+    dialect: Dialect, subset: str
+) -> None:
+    text = served(dialect, AT_0) + '# TYPE odd_gauge gauge\nodd_gauge{a="x\\"y",b="}"} 3 1700000000000\n'
+    everything = parse_exposition(text)
+    wanted = (
+        set(everything) if subset == "all" else {n for n in everything if "replicamanager" in n or "odd" in n}
+    )
+    wanted |= {"kafka_server_replicamanager_isrshrinks", "kafka_server_brokertopicmetrics_bytesin"}
+    fast, problems = read_exposition(text, wanted)
+    assert problems == ()
+    assert fast == parse_exposition(text, wanted)
+
+
+# --- the labelled series: filesystems and log sizes --------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_each_dialect_gives_the_filesystems_and_the_partitions_log_sizes(dialect: Dialect) -> None:
+    fetcher = Fetcher({url(0): served(dialect, AT_0)})
+    with MetricsCollector(
+        MetricsSettings(url_template="http://{host}:7071/metrics"), fetcher=fetcher, clock=Clock()
+    ) as collector:
+        scrape = collector.scrape({0: registration(0)}).scrapes[0]
+
+    assert scrape.dialect == dialect
+    assert scrape.problems == ()
+    assert scrape.filesystems == {
+        "/": Filesystem(5.0e10, 1.0e10),
+        "/var/lib/kafka/data-0": Filesystem(1.0e12, 2.5e11),
+    }
+    assert scrape.filesystems["/var/lib/kafka/data-0"].used_ratio == pytest.approx(0.75)
+    assert scrape.log_sizes == {
+        TopicPartition("orders", 0): 1_200_000_000,
+        TopicPartition("orders", 1): 800_000_000,
+    }
+
+
+def test_malformed_filesystem_and_log_size_series_are_skipped_and_said() -> None:
+    exposition = parse_exposition("""\
+# TYPE node_filesystem_size_bytes gauge
+node_filesystem_size_bytes{mountpoint="/data"} 100.0
+node_filesystem_size_bytes{device="x"} 100.0
+node_filesystem_size_bytes{mountpoint="/only-size"} 100.0
+node_filesystem_size_bytes{mountpoint="/neg"} -1.0
+# TYPE node_filesystem_avail_bytes gauge
+node_filesystem_avail_bytes{mountpoint="/data"} 40.0
+node_filesystem_avail_bytes{mountpoint="/neg"} 1.0
+# TYPE kafka_log_log_size gauge
+kafka_log_log_size{topic="a",partition="0"} 10.0
+kafka_log_log_size{partition="1"} 10.0
+kafka_log_log_size{topic="a",partition="x"} 10.0
+kafka_log_log_size{topic="a",partition="2"} -3.0
+kafka_log_log_size{topic="a",partition="3"} 1.5
+kafka_log_log_size{topic="a",partition="4",is_future="true"} 10.0
+""")
+    filesystems, fs_problems = read_filesystems(exposition)
+    assert filesystems == {"/data": Filesystem(100.0, 40.0)}
+    assert fs_problems == (
+        'node_filesystem_size_bytes{device="x"} has no mountpoint: skipped',
+        'node_filesystem_size_bytes{mountpoint="/neg"} is negative (-1): skipped',
+        "mount point /neg has no node_filesystem_size_bytes: skipped",
+        "mount point /only-size has no node_filesystem_avail_bytes: skipped",
+    )
+    sizes, size_problems = read_log_sizes(exposition, "kafka_log_log_size")
+    assert sizes == {TopicPartition("a", 0): 10, TopicPartition("a", 3): 2}  # 1.5 rounded
+    assert size_problems == (
+        'kafka_log_log_size{partition="1"} has no topic: skipped',
+        'kafka_log_log_size{partition="x",topic="a"}: partition \'x\' is not a partition number: skipped',
+        'kafka_log_log_size{partition="2",topic="a"} is not a size in bytes (-3): skipped',
+    )

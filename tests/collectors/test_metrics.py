@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
 from collectors.metrics import (
     BROKER_SIGNALS,
+    CAPACITY_METRICS,
     DEFAULT_NAME_TABLE,
     HEALTH_METRICS,
     EndpointError,
@@ -465,7 +466,9 @@ def test_malformed_text_is_an_exposition_error(text: str) -> None:
 
 @unit
 def test_the_default_table_covers_the_load_and_health_metrics() -> None:
-    assert set(DEFAULT_NAME_TABLE) == set(LOAD_METRICS) | set(HEALTH_METRICS) | set(BROKER_SIGNALS)
+    assert set(DEFAULT_NAME_TABLE) == (
+        set(LOAD_METRICS) | set(HEALTH_METRICS) | set(BROKER_SIGNALS) | set(CAPACITY_METRICS)
+    )
     assert not set(LOAD_METRICS) & set(BROKER_SIGNALS), "the load model never sees the request signals"
 
 
@@ -663,7 +666,7 @@ def test_two_scrapes_give_rates_on_the_collectors_clock(
     fake.serve(1, broker_text(COUNTERS_AT_10))
     second = collector.scrape(brokers(1))
     assert second.scrapes[1].values["nwBytesIn"] == pytest.approx(1.5e6)
-    assert set(second.scrapes[1].values) == set(DEFAULT_NAME_TABLE)
+    assert set(second.scrapes[1].values) == set(DEFAULT_NAME_TABLE) - set(CAPACITY_METRICS)  # not served here
     assert second.values("urp") == {1: 2.0}
     assert second.total("urp") == 2.0
     assert second.total("no such metric") is None

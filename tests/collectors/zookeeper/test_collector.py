@@ -21,13 +21,14 @@ from collectors.kafka.model import (
     ClusterSnapshot,
     ControllerInfo,
     LeaderAndIsr,
+    LogDirEvent,
     MigrationState,
     PartitionInfo,
     ReplicaAssignment,
     TopicPartition,
     ZnodeError,
 )
-from collectors.kafka.zkdata import parse_connect_string
+from collectors.kafka.zkdata import encode_log_dir_event, parse_connect_string
 from collectors.zookeeper.cluster_model import ClusterModel, Kind, PartitionMap
 from collectors.zookeeper.collector import ZooKeeperCollector, scan
 from collectors.zookeeper.wire import (
@@ -701,3 +702,41 @@ def test_the_model_reads_the_migration_znode_and_a_kraft_controller() -> None:
     assert [e.path for e in snap.errors] == ["/migration"]
     model.apply(Reply(reads["/migration"], Code.NO_NODE))
     assert model.build(3, 0.0, 0.0, False).errors == ()
+
+
+@pytest.mark.integration
+def test_log_dir_failure_notifications_are_read_until_the_controller_deletes_them(
+    zk_client: KazooClient, start_collector: CollectorFactory
+) -> None:
+    """``/log_dir_event_notification``'s children, as a broker writes them (Kafka's
+    LogDirEventNotificationZNode), in the full scan and through the watch; a malformed one is an error."""
+    parent = "/log_dir_event_notification"
+    write(
+        zk_client,
+        {
+            **healthy_tree(),
+            f"{parent}/log_dir_event_0000000003": encode_log_dir_event(2),
+            f"{parent}/log_dir_event_0000000004": b"{not json",
+            f"{parent}/not_an_event": encode_log_dir_event(1),
+        },
+    )
+    collector = start_collector()
+    snap = collector.snapshot
+    assert snap.log_dir_events == (LogDirEvent(broker=2, sequence=3),)
+    reasons = {e.path: e.reason for e in snap.errors}
+    assert "invalid JSON" in reasons[f"{parent}/log_dir_event_0000000004"]
+    assert "not a log_dir_event_<sequence>" in reasons[f"{parent}/not_an_event"]
+
+    zk_client.create(ROOT + f"{parent}/log_dir_event_0000000005", encode_log_dir_event(5))
+    snap = wait_for(
+        lambda: collector.snapshot if len(collector.snapshot.log_dir_events) == 2 else None, 5, "a new event"
+    )
+    assert snap.log_dir_events == (LogDirEvent(2, 3), LogDirEvent(5, 5))
+
+    for name in ("log_dir_event_0000000003", "log_dir_event_0000000004", "log_dir_event_0000000005"):
+        zk_client.delete(ROOT + f"{parent}/{name}")  # the controller handled them
+    snap = wait_for(
+        lambda: collector.snapshot if not collector.snapshot.log_dir_events else None, 5, "the deletions"
+    )
+    assert [e.path for e in snap.errors] == [f"{parent}/not_an_event"]
+    assert collector.full_scans == 1
