@@ -33,11 +33,11 @@ from app.cli.common import (
     first_line,
     positive_duration,
     settings_or_error,
-    settings_tree,
+    settings_tree_with_flags,
     stop_signals,
     unreachable,
 )
-from app.settings import Settings, cluster_overrides, load_settings
+from app.settings import Settings
 from app.storage import MIGRATIONS
 from collectors.transport import check_spool_directory, missing_topic, parse_transport
 
@@ -101,8 +101,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[AnalyticsSettings, tup
     ``analytics.<field>``), and the spool directory there unless it is to be created; with the names of
     the clusters configured (``--cluster``, ``[clusters.NAME]``; none for a single-cluster deployment).
     Raises ValueError / ValidationError with a message."""
-    loaded = load_settings()
-    tree = settings_tree(loaded) | cluster_overrides(loaded, args.clusters)
+    tree = settings_tree_with_flags(args)
     base = tree["analytics"]
     overrides: dict[str, Any] = {}
     for flag, key in (
