@@ -32,6 +32,7 @@ from app.cli.common import (
     duration,
     first_line,
     positive_duration,
+    require_spool,
     settings_or_error,
     settings_tree_with_flags,
     stop_signals,
@@ -39,7 +40,7 @@ from app.cli.common import (
 )
 from app.settings import Settings
 from app.storage import MIGRATIONS
-from collectors.transport import check_spool_directory, missing_topic, parse_transport
+from collectors.transport import missing_topic, parse_transport
 
 log = logging.getLogger(__name__)
 
@@ -122,13 +123,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[AnalyticsSettings, tup
         overrides["rules"] = base["rules"] | {"rated_deviation": args.rated_deviation}
     whole = Settings.model_validate(tree | {"analytics": base | overrides})
     settings = whole.analytics
-    spec = parse_transport(settings.source)
-    if spec.kind == "spool" and not settings.create_spool:
-        assert spec.directory is not None
-        try:
-            check_spool_directory(spec.directory)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (give --create-spool to create it)") from None
+    require_spool(settings.source, settings.create_spool)
     settings.require_store_directory()
     return settings, tuple(sorted(whole.clusters))
 

@@ -31,6 +31,7 @@ from app.cli.common import (
     add_watched_cluster_arguments,
     first_line,
     positive_duration,
+    require_spool,
     settings_or_error,
     settings_tree_with_flags,
     stop_signals,
@@ -43,7 +44,6 @@ from collectors.samples import SampleNumbering, new_collector_id
 from collectors.transport import (
     SampleSink,
     TransportSpec,
-    check_spool_directory,
     missing_topic,
     open_sink,
     parse_transport,
@@ -99,13 +99,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             tree["sampler"][key] = getattr(args, flag)
     settings = Settings.model_validate(tree)
     settings.require_watched()
-    spec = parse_transport(settings.sampler.sink)
-    if spec.kind == "spool" and not settings.sampler.create_spool:
-        assert spec.directory is not None
-        try:
-            check_spool_directory(spec.directory)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (give --create-spool to create it)") from None
+    require_spool(settings.sampler.sink, settings.sampler.create_spool)
     return settings
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 from pydantic import ValidationError
 
 from app.validation import format_validation_error
+from collectors.transport import check_spool_directory, parse_transport
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -416,6 +417,22 @@ def metrics_overrides(
     if listener is not None:
         section["listener"] = listener
     return {"metrics": section}
+
+
+# --- the samples' spool directory ----------------------------------------------------------------------
+
+
+def require_spool(transport: str, create: bool) -> None:
+    """A spool directory (``collect``'s sink, ``analytics``' source) must exist unless the command is to
+    create it (``--create-spool``); a Kafka topic is checked later, when it is reached. Raises ValueError."""
+    spec = parse_transport(transport)
+    if spec.kind != "spool" or create:
+        return
+    assert spec.directory is not None
+    try:
+        check_spool_directory(spec.directory)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (give --create-spool to create it)") from None
 
 
 # --- argparse value types ------------------------------------------------------------------------------
