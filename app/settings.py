@@ -1,9 +1,15 @@
 """The one settings tree of kafka-health, validated at start-up.
 
 Values come from (highest first) command-line flags, ``KAFKA_HEALTH_*`` environment variables (nested
-with ``__``, e.g. ``KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS=5``), a TOML config file named by
+with ``__``, e.g. ``KAFKA_HEALTH_ZOOKEEPER__CONNECT=zk1:2181/kafka``), a TOML config file named by
 ``KAFKA_HEALTH_CONFIG`` (the same tree: ``[zookeeper] connect = "zk1:2181/kafka"``) and defaults. Each
 module receives its own section and never reads the environment itself.
+
+The simulator's section (``[reference_cluster]``, ``KAFKA_HEALTH_REFERENCE_CLUSTER__*``) shares the sources
+but not the tree: ``kafka-health reference-cluster`` reads it itself
+(``app.embedded.reference_cluster.config.ReferenceClusterConfig``, through :func:`config_sources`), and
+:class:`Settings` leaves it alone (:data:`NOT_THE_PRODUCTS`), so that the product never imports the
+simulator.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
@@ -25,7 +32,6 @@ from pydantic_settings import (
 )
 
 from analytics.config import AnalyticsSettings
-from app.embedded.reference_cluster.config import ReferenceClusterSettings
 from app.service.config import ServiceSettings
 from app.service.spec import ClusterSpec, ServiceSpec
 from collectors.kafka import zkclient
@@ -211,7 +217,6 @@ class Settings(BaseSettings):
         env_prefix="KAFKA_HEALTH_", env_nested_delimiter="__", extra="forbid", validate_default=True
     )
 
-    reference_cluster: ReferenceClusterSettings = Field(default_factory=ReferenceClusterSettings)
     zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
     metrics: MetricsSettings | None = None
     """Where the brokers' metrics are (a URL template or a map); None: ZooKeeper only."""
@@ -291,68 +296,52 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = os.environ.get(CONFIG_ENV)
-        if not path:
-            return init_settings, env_settings
-        file = Path(path).expanduser()
-        if not file.is_file():
-            raise ValueError(f"{CONFIG_ENV}={path}: no such file")
-        try:
-            tomllib.loads(file.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"{CONFIG_ENV}={path}: not a readable TOML file: {exc}") from None
-        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=file)
+        return config_sources(settings_cls, init_settings, env_settings, leave=NOT_THE_PRODUCTS)
 
 
 CONFIG_ENV = "KAFKA_HEALTH_CONFIG"
+NOT_THE_PRODUCTS: Final = frozenset({"reference_cluster"})
+"""Sections of the config file that are not the product's: the reference cluster's, which
+``kafka-health reference-cluster`` reads itself. :class:`Settings` leaves them alone (its variables,
+``KAFKA_HEALTH_REFERENCE_CLUSTER__*``, name no field of the tree, so the environment source passes them
+by); any other section it does not know is an error."""
+
+
+class ConfigFileSource(TomlConfigSettingsSource):
+    """The config file's sections but those in ``leave``: the sections another settings class reads."""
+
+    def __init__(self, settings_cls: type[BaseSettings], file: Path, leave: Collection[str]) -> None:
+        super().__init__(settings_cls, toml_file=file)
+        self._leave = frozenset(leave)
+
+    def __call__(self) -> dict[str, Any]:
+        return {name: value for name, value in super().__call__().items() if name not in self._leave}
+
+
+def config_sources(
+    settings_cls: type[BaseSettings],
+    init_settings: PydanticBaseSettingsSource,
+    env_settings: PydanticBaseSettingsSource,
+    *,
+    leave: Collection[str],
+) -> tuple[PydanticBaseSettingsSource, ...]:
+    """The sources of a settings class read from ``KAFKA_HEALTH_*`` (highest first): its arguments (the
+    flags), the environment and the TOML file ``KAFKA_HEALTH_CONFIG`` names, without the file's sections in
+    ``leave`` (another class's). Raises ValueError when that file is missing or not TOML."""
+    path = os.environ.get(CONFIG_ENV)
+    if not path:
+        return init_settings, env_settings
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"{CONFIG_ENV}={path}: no such file")
+    try:
+        tomllib.loads(file.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{CONFIG_ENV}={path}: not a readable TOML file: {exc}") from None
+    return init_settings, env_settings, ConfigFileSource(settings_cls, file, leave)
 
 
 def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment with ``overrides`` (from flags) on top; raises pydantic's
     ValidationError, whose message names each bad field."""
     return Settings(**overrides)
-
-
-def parse_cluster_flag(text: str) -> tuple[str, str, str | None]:
-    """``NAME=ZK_CONNECT[,METRICS_URL_TEMPLATE]`` (``--cluster``) as ``(name, connect, template)``; raises
-    ValueError. The connect string may list several hosts separated by commas; the template is what
-    follows the first comma whose remainder has ``://`` (``prod=zk1:2181,zk2:2181/kafka,http://{host}:7071/metrics``)."""
-    name, sep, rest = text.partition("=")
-    name = name.strip()
-    if not sep or not name or not rest.strip():
-        raise ValueError(f"--cluster {text!r}: expected NAME=HOST:PORT[/chroot][,METRICS_URL_TEMPLATE]")
-    if not CLUSTER_NAME.match(name):
-        raise ValueError(f"--cluster {text!r}: {name!r} is not a cluster name ({CLUSTER_NAME_RULE})")
-    parts = rest.split(",")
-    at = next((i for i, part in enumerate(parts) if "://" in part), None)
-    if at is None:
-        return name, rest.strip(), None
-    connect = ",".join(parts[:at]).strip()
-    template = ",".join(parts[at:]).strip()
-    if not connect:
-        raise ValueError(f"--cluster {text!r}: no ZooKeeper before the metrics URL template")
-    return name, connect, template
-
-
-def cluster_overrides(base: Settings, flags: list[str] | None) -> dict[str, Any]:
-    """The ``clusters`` section the repeated ``--cluster`` flags make over the settings' own (a flag's
-    ZooKeeper and template win over the same cluster's settings; other clusters of the settings stay),
-    with ``zookeeper.connect`` cleared: empty without the flag. Raises ValueError."""
-    if not flags:
-        return {}
-    clusters = {name: cluster.model_dump(exclude_unset=True) for name, cluster in base.clusters.items()}
-    seen: set[str] = set()
-    for flag in flags:
-        name, connect, template = parse_cluster_flag(flag)
-        if name in seen:
-            raise ValueError(f"--cluster {name}: given twice")
-        seen.add(name)
-        section = clusters.setdefault(name, {})
-        section["zookeeper"] = dict(section.get("zookeeper") or {}) | {"connect": connect}
-        if template is not None:
-            metrics = dict(section.get("metrics") or {})
-            metrics.pop("urls", None)
-            section["metrics"] = metrics | {"url_template": template}
-    zookeeper = base.zookeeper.model_dump(exclude_unset=True)
-    zookeeper.pop("connect", None)
-    return {"clusters": clusters, "zookeeper": zookeeper}

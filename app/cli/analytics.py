@@ -32,14 +32,15 @@ from app.cli.common import (
     duration,
     first_line,
     positive_duration,
+    require_spool,
     settings_or_error,
-    settings_tree,
+    settings_tree_with_flags,
     stop_signals,
     unreachable,
 )
-from app.settings import Settings, cluster_overrides, load_settings
+from app.settings import Settings
 from app.storage import MIGRATIONS
-from collectors.transport import check_spool_directory, missing_topic, parse_transport
+from collectors.transport import missing_topic, parse_transport
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[AnalyticsSettings, tup
     ``analytics.<field>``), and the spool directory there unless it is to be created; with the names of
     the clusters configured (``--cluster``, ``[clusters.NAME]``; none for a single-cluster deployment).
     Raises ValueError / ValidationError with a message."""
-    loaded = load_settings()
-    tree = settings_tree(loaded) | cluster_overrides(loaded, args.clusters)
+    tree = settings_tree_with_flags(args)
     base = tree["analytics"]
     overrides: dict[str, Any] = {}
     for flag, key in (
@@ -123,13 +123,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[AnalyticsSettings, tup
         overrides["rules"] = base["rules"] | {"rated_deviation": args.rated_deviation}
     whole = Settings.model_validate(tree | {"analytics": base | overrides})
     settings = whole.analytics
-    spec = parse_transport(settings.source)
-    if spec.kind == "spool" and not settings.create_spool:
-        assert spec.directory is not None
-        try:
-            check_spool_directory(spec.directory)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (give --create-spool to create it)") from None
+    require_spool(settings.source, settings.create_spool)
     settings.require_store_directory()
     return settings, tuple(sorted(whole.clusters))
 

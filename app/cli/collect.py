@@ -23,29 +23,27 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 from app.cli.common import (
-    CLUSTER_AND_ZOOKEEPER,
     ExitCode,
     add_metrics_arguments,
     add_watched_cluster_arguments,
     first_line,
-    metrics_overrides,
     positive_duration,
+    require_spool,
     settings_or_error,
-    settings_tree,
+    settings_tree_with_flags,
     stop_signals,
     unreachable,
 )
-from app.settings import Settings, WatchedCluster, cluster_overrides, load_settings
+from app.settings import Settings, WatchedCluster
 from collectors.metrics import MetricsCollector
 from collectors.sampler import Round, Sampler
 from collectors.samples import SampleNumbering, new_collector_id
 from collectors.transport import (
     SampleSink,
     TransportSpec,
-    check_spool_directory,
     missing_topic,
     open_sink,
     parse_transport,
@@ -95,43 +93,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Flags over ``KAFKA_HEALTH_*`` over defaults; raises ValueError / ValidationError with a message."""
-    base = load_settings()
-    if args.clusters and args.zookeeper is not None:
-        raise ValueError(CLUSTER_AND_ZOOKEEPER)
-    overrides: dict[str, Any] = cluster_overrides(base, args.clusters)
-    zk_flags = {
-        name: value
-        for name, value in (("connect", args.zookeeper), ("client_config", args.zk_config))
-        if value is not None
-    }
-    if zk_flags:
-        current = overrides.get("zookeeper", base.zookeeper.model_dump(exclude_unset=True))
-        overrides["zookeeper"] = current | zk_flags
-    current = None if base.metrics is None else base.metrics.model_dump()
-    overrides |= metrics_overrides(current, args.metrics_url_template, args.metrics_listener)
-    sampler: dict[str, Any] = {}
-    if args.sink is not None:
-        sampler["sink"] = args.sink
-    if args.interval is not None:
-        sampler["interval_s"] = args.interval
-    if args.create_spool is not None:
-        sampler["create_spool"] = args.create_spool
-    if sampler:
-        overrides["sampler"] = base.sampler.model_dump() | sampler
-    settings = Settings.model_validate(settings_tree(base) | {k: _dump(v) for k, v in overrides.items()})
+    tree = settings_tree_with_flags(args)
+    for flag, key in (("sink", "sink"), ("interval", "interval_s"), ("create_spool", "create_spool")):
+        if getattr(args, flag) is not None:
+            tree["sampler"][key] = getattr(args, flag)
+    settings = Settings.model_validate(tree)
     settings.require_watched()
-    spec = parse_transport(settings.sampler.sink)
-    if spec.kind == "spool" and not settings.sampler.create_spool:
-        assert spec.directory is not None
-        try:
-            check_spool_directory(spec.directory)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (give --create-spool to create it)") from None
+    require_spool(settings.sampler.sink, settings.sampler.create_spool)
     return settings
-
-
-def _dump(value: Any) -> Any:
-    return value.model_dump() if hasattr(value, "model_dump") else value
 
 
 def format_round(result: Round, sink: str, cluster: str | None = None) -> str:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 from pydantic import ValidationError
 
 from app.validation import format_validation_error
+from collectors.transport import check_spool_directory, parse_transport
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -282,7 +283,7 @@ def add_watched_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     """``--metrics-url-template`` and ``--metrics-listener``: where the brokers' metrics are (merged into
-    the settings by :func:`metrics_overrides`)."""
+    the settings by :func:`settings_tree_with_flags`)."""
     parser.add_argument(
         "--metrics-url-template", metavar="T", help="brokers' metrics, e.g. http://{host}:7071/metrics"
     )
@@ -309,9 +310,41 @@ def add_cluster_argument(parser: argparse.ArgumentParser, text: str | None = Non
     )
 
 
+CLUSTER_AND_ZOOKEEPER = (
+    "--cluster and --zookeeper together: give --zookeeper for one cluster, or --cluster NAME=ZK for each "
+    "of several, not both"
+)
+
+
+# --- flags into the settings tree --------------------------------------------------------------------
+
+
+def settings_tree_with_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings tree (``KAFKA_HEALTH_*`` over the config file over defaults, :func:`settings_tree`)
+    with the watched-cluster flags (:func:`add_watched_cluster_arguments`: ``--zookeeper``, ``--cluster``,
+    ``--zk-config``) and the metrics flags (:func:`add_metrics_arguments`) merged in, those of them that
+    the command has: the dict the command adds its own flags to and validates again
+    (``Settings.model_validate``). Raises ValueError / ValidationError with a message."""
+    clusters: list[str] | None = getattr(args, "clusters", None)
+    zookeeper: str | None = getattr(args, "zookeeper", None)
+    if clusters and zookeeper is not None:
+        raise ValueError(CLUSTER_AND_ZOOKEEPER)
+    from app.settings import load_settings  # the whole tree: only the commands that read it load it
+
+    loaded = load_settings()
+    tree = settings_tree(loaded) | cluster_overrides(loaded, clusters)
+    zk_config: Path | None = getattr(args, "zk_config", None)
+    for key, value in (("connect", zookeeper), ("client_config", zk_config)):
+        if value is not None:
+            tree["zookeeper"] = tree["zookeeper"] | {key: value}
+    return tree | metrics_overrides(
+        tree["metrics"], getattr(args, "metrics_url_template", None), getattr(args, "metrics_listener", None)
+    )
+
+
 def settings_tree(settings: Settings) -> dict[str, Any]:
-    """``settings`` as the dict a command merges its flags into and
-    validates again. The ``clusters`` are dumped with only the fields each one set: a full dump would fill
+    """``settings`` as the dict a command merges its flags into and validates again. The ``clusters`` are
+    dumped with only the fields each one set: a full dump would fill
     in every default, and those would then win over the shared ``[zookeeper]`` section (credentials,
     timeouts) that each cluster's section is merged over."""
     tree: dict[str, Any] = settings.model_dump()
@@ -321,13 +354,51 @@ def settings_tree(settings: Settings) -> dict[str, Any]:
     return tree
 
 
-CLUSTER_AND_ZOOKEEPER = (
-    "--cluster and --zookeeper together: give --zookeeper for one cluster, or --cluster NAME=ZK for each "
-    "of several, not both"
-)
+def parse_cluster_flag(text: str) -> tuple[str, str, str | None]:
+    """``NAME=ZK_CONNECT[,METRICS_URL_TEMPLATE]`` (``--cluster``) as ``(name, connect, template)``; raises
+    ValueError. The connect string may list several hosts separated by commas; the template is what
+    follows the first comma whose remainder has ``://`` (``prod=zk1:2181,zk2:2181/kafka,http://{host}:7071/metrics``)."""
+    from app.settings import CLUSTER_NAME, CLUSTER_NAME_RULE
+
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not rest.strip():
+        raise ValueError(f"--cluster {text!r}: expected NAME=HOST:PORT[/chroot][,METRICS_URL_TEMPLATE]")
+    if not CLUSTER_NAME.match(name):
+        raise ValueError(f"--cluster {text!r}: {name!r} is not a cluster name ({CLUSTER_NAME_RULE})")
+    parts = rest.split(",")
+    at = next((i for i, part in enumerate(parts) if "://" in part), None)
+    if at is None:
+        return name, rest.strip(), None
+    connect = ",".join(parts[:at]).strip()
+    template = ",".join(parts[at:]).strip()
+    if not connect:
+        raise ValueError(f"--cluster {text!r}: no ZooKeeper before the metrics URL template")
+    return name, connect, template
 
 
-# --- argparse value types ------------------------------------------------------------------------------
+def cluster_overrides(base: Settings, flags: list[str] | None) -> dict[str, Any]:
+    """The ``clusters`` section the repeated ``--cluster`` flags make over the settings' own (a flag's
+    ZooKeeper and template win over the same cluster's settings; other clusters of the settings stay),
+    with ``zookeeper.connect`` cleared: empty without the flag. Raises ValueError."""
+    if not flags:
+        return {}
+    clusters = {name: cluster.model_dump(exclude_unset=True) for name, cluster in base.clusters.items()}
+    seen: set[str] = set()
+    for flag in flags:
+        name, connect, template = parse_cluster_flag(flag)
+        if name in seen:
+            raise ValueError(f"--cluster {name}: given twice")
+        seen.add(name)
+        section = clusters.setdefault(name, {})
+        section["zookeeper"] = dict(section.get("zookeeper") or {}) | {"connect": connect}
+        if template is not None:
+            metrics = dict(section.get("metrics") or {})
+            metrics.pop("urls", None)
+            section["metrics"] = metrics | {"url_template": template}
+    zookeeper = base.zookeeper.model_dump(exclude_unset=True)
+    zookeeper.pop("connect", None)
+    return {"clusters": clusters, "zookeeper": zookeeper}
 
 
 def metrics_overrides(
@@ -346,6 +417,25 @@ def metrics_overrides(
     if listener is not None:
         section["listener"] = listener
     return {"metrics": section}
+
+
+# --- the samples' spool directory ----------------------------------------------------------------------
+
+
+def require_spool(transport: str, create: bool) -> None:
+    """A spool directory (``collect``'s sink, ``analytics``' source) must exist unless the command is to
+    create it (``--create-spool``); a Kafka topic is checked later, when it is reached. Raises ValueError."""
+    spec = parse_transport(transport)
+    if spec.kind != "spool" or create:
+        return
+    assert spec.directory is not None
+    try:
+        check_spool_directory(spec.directory)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (give --create-spool to create it)") from None
+
+
+# --- argparse value types ------------------------------------------------------------------------------
 
 
 def tcp_port(text: str) -> int:

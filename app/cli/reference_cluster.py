@@ -19,10 +19,13 @@ from app.cli.common import (
     tcp_port,
 )
 from app.embedded.reference_cluster.cluster import ReferenceCluster
-from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
+from app.embedded.reference_cluster.config import (
+    ReferenceClusterSettings,
+    TopicSpec,
+    load_reference_cluster_settings,
+)
 from app.embedded.reference_cluster.control import ControlServer
 from app.embedded.zookeeper import EmbeddedZooKeeper, ZooKeeperServerError
-from app.settings import load_settings
 from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics.names import DIALECTS
 
@@ -70,7 +73,7 @@ def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
     """Flags over ``KAFKA_HEALTH_REFERENCE_CLUSTER__*`` over defaults; raises ValueError with a message."""
     if args.zookeeper is not None:
         parse_connect_string(args.zookeeper)
-    base = load_settings().reference_cluster.model_dump()
+    base = load_reference_cluster_settings().model_dump()
     overrides: dict[str, Any] = {"brokers": args.brokers}
     if args.topic:
         overrides["topics"] = [TopicSpec.parse(t).model_dump() for t in args.topic]

@@ -28,9 +28,10 @@ from app.cli.common import (
     duration,
     positive_duration,
     settings_or_error,
+    settings_tree_with_flags,
     stop_signals,
 )
-from app.settings import NO_ZOOKEEPER, Settings, load_settings
+from app.settings import NO_ZOOKEEPER, Settings
 from collectors.health import no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
 from collectors.kafka.zkdata import parse_connect_string
@@ -94,14 +95,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Flags over ``KAFKA_HEALTH_*`` over defaults; raises ValueError / ValidationError with a message."""
-    base = load_settings().model_dump()
-    if args.zookeeper is not None:
-        base["zookeeper"]["connect"] = args.zookeeper
-    if args.zk_config is not None:
-        base["zookeeper"]["client_config"] = args.zk_config
+    tree = settings_tree_with_flags(args)
     if args.default_min_insync_replicas is not None:
-        base["service"]["view"]["default_min_insync_replicas"] = args.default_min_insync_replicas
-    settings = Settings.model_validate(base)
+        tree["service"]["view"]["default_min_insync_replicas"] = args.default_min_insync_replicas
+    settings = Settings.model_validate(tree)
     if settings.zookeeper.connect is None:
         raise ValueError(NO_ZOOKEEPER)
     parse_connect_string(settings.zookeeper.connect)

@@ -36,21 +36,20 @@ from typing import Any, TextIO
 
 from analytics.store import StoreError
 from app.cli.common import (
-    CLUSTER_AND_ZOOKEEPER,
     ExitCode,
     ListenError,
     add_metrics_arguments,
     add_watched_cluster_arguments,
     first_line,
     listen_socket,
-    metrics_overrides,
     on_stop_signals,
     settings_or_error,
+    settings_tree_with_flags,
     tcp_port,
 )
 from app.service.auth import NO_TOKEN, hash_token
 from app.service.config import ServiceSettings
-from app.settings import Settings, cluster_overrides, load_settings
+from app.settings import Settings
 from app.storage import Storage
 from collectors.health import no_kafka_cluster
 from collectors.metrics import missing_listener
@@ -98,27 +97,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    flags: list[str] | None = getattr(args, "clusters", None)
-    if flags and args.zookeeper is not None:
-        raise ValueError(CLUSTER_AND_ZOOKEEPER)
-    loaded = load_settings()
-    base = loaded.model_dump()
-    base |= cluster_overrides(loaded, flags)
-    if args.zookeeper is not None:
-        base["zookeeper"]["connect"] = args.zookeeper
-    if args.zk_config is not None:
-        base["zookeeper"]["client_config"] = args.zk_config
-    base |= metrics_overrides(base["metrics"], args.metrics_url_template, args.metrics_listener)
+    tree = settings_tree_with_flags(args)
     if args.store_url is not None:
-        base["analytics"]["store_url"] = args.store_url
+        tree["analytics"]["store_url"] = args.store_url
     if getattr(args, "create_store_dir", None) is not None:
-        base["analytics"]["create_store_dir"] = args.create_store_dir
+        tree["analytics"]["create_store_dir"] = args.create_store_dir
     if getattr(args, "wait_for_cluster", None) is not None:
-        base["service"]["wait_for_cluster"] = args.wait_for_cluster
+        tree["service"]["wait_for_cluster"] = args.wait_for_cluster
     for flag in ("host", "port", "tls_cert", "tls_key"):
         if getattr(args, flag) is not None:
-            base["service"][flag] = getattr(args, flag)
-    settings = Settings.model_validate(base)
+            tree["service"][flag] = getattr(args, flag)
+    settings = Settings.model_validate(tree)
     settings.require_watched()
     return settings
 

@@ -64,6 +64,24 @@ def test_a_bad_config_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.
         load_settings()
 
 
+def test_the_simulators_section_is_left_to_the_simulator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[reference_cluster]`` and ``KAFKA_HEALTH_REFERENCE_CLUSTER__*`` are the simulator's (read by
+    ``kafka-health reference-cluster``, app.embedded.reference_cluster.config): the product's tree
+    neither holds nor checks them, and a section that is nobody's is still an error."""
+    config = tmp_path / "kafka-health.toml"
+    config.write_text('[zookeeper]\nconnect = "zk1:2181"\n[reference_cluster]\nbrokerz = 3\n')
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    monkeypatch.setenv("KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS", "x")
+    settings = load_settings()
+    assert settings.zookeeper.connect == "zk1:2181"
+    assert "reference_cluster" not in settings.model_dump()
+    config.write_text("[reference_clusterz]\nbrokers = 3\n")
+    with pytest.raises(ValidationError, match="reference_clusterz"):
+        load_settings()
+
+
 def test_zookeeper_security_from_a_kafka_style_file_and_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

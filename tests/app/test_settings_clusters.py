@@ -10,14 +10,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from app.settings import (
-    CONFIG_ENV,
-    Settings,
-    ZooKeeperSettings,
-    cluster_overrides,
-    load_settings,
-    parse_cluster_flag,
-)
+from app.cli.common import cluster_overrides, parse_cluster_flag
+from app.settings import CONFIG_ENV, Settings, ZooKeeperSettings, load_settings
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,6 @@
-"""Settings of the reference cluster: its section of the settings tree (``app.settings``)."""
+"""Settings of the reference cluster: its own section (``[reference_cluster]`` of the config file,
+``KAFKA_HEALTH_REFERENCE_CLUSTER__*``), read by :class:`ReferenceClusterConfig` from the same sources as the
+product's settings tree (``app.settings``), which leaves the section to it."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from collectors.metrics.names import Dialect
 
@@ -192,6 +195,41 @@ class ReferenceClusterSettings(BaseModel):
 
     def rack_of(self, broker_id: int) -> str | None:
         return self.racks[broker_id % len(self.racks)] if self.racks else None
+
+
+class ReferenceClusterConfig(BaseSettings):
+    """The reference cluster's section from ``KAFKA_HEALTH_REFERENCE_CLUSTER__*`` (nested with ``__``) over
+    the config file's ``[reference_cluster]`` (``KAFKA_HEALTH_CONFIG``) over defaults: what
+    ``kafka-health reference-cluster`` starts from. A bad key or value inside the section is an error
+    named ``reference_cluster.<field>``; the file's other sections are the product's (a section that is
+    neither is an error, as for the product's commands)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="KAFKA_HEALTH_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    reference_cluster: ReferenceClusterSettings = Field(default_factory=ReferenceClusterSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The product's settings tree, for its sources and its sections' names; imported here, when the
+        # section is read, so that the simulator itself does not load the product's settings.
+        from app.settings import Settings, config_sources
+
+        return config_sources(settings_cls, init_settings, env_settings, leave=Settings.model_fields)
+
+
+def load_reference_cluster_settings() -> ReferenceClusterSettings:
+    """The reference cluster's settings from the environment and the config file; raises pydantic's
+    ValidationError (naming ``reference_cluster.<field>``) or ValueError (the config file)."""
+    return ReferenceClusterConfig().reference_cluster
 
 
 def parse_version(text: str) -> tuple[int, int]:

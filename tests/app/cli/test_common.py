@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import io
 import logging
+import os
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -24,6 +26,7 @@ from app.cli.common import (
     metrics_overrides,
     on_stop_signals,
     settings_or_error,
+    settings_tree_with_flags,
     stop_signals,
     tcp_port,
 )
@@ -216,3 +219,44 @@ def test_the_metrics_flags_make_the_metrics_section() -> None:
     assert metrics_overrides(None, "http://{host}:9/m", "SSL") == {
         "metrics": {"url_template": "http://{host}:9/m", "listener": "SSL"}
     }
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_the_watched_cluster_and_metrics_flags_go_into_the_tree_once(
+    tmp_path: Path, clean_environment: pytest.MonkeyPatch
+) -> None:
+    """``serve``, ``collect``, ``analytics`` and ``safe-to-stop`` start from the same merge; each command's
+    flags are those it has (``analytics`` has only ``--cluster``)."""
+    clean_environment.setenv("KAFKA_HEALTH_ZOOKEEPER__CONNECT", "zk-env:2181")
+    clean_environment.setenv("KAFKA_HEALTH_ZOOKEEPER__SESSION_TIMEOUT_S", "7")
+    clean_environment.setenv("KAFKA_HEALTH_METRICS__URLS", '{"1": "http://b1/m"}')
+    flags = ["--zookeeper", "zk1:2181", "--zk-config", str(tmp_path / "zk.properties")]
+    flags += ["--metrics-url-template", "http://{host}:9/m", "--metrics-listener", "SSL"]
+    serve_args = build_parser("serve").parse_args(["serve", *flags])
+
+    tree = settings_tree_with_flags(serve_args)
+
+    assert tree["zookeeper"]["connect"] == "zk1:2181"
+    assert tree["zookeeper"]["client_config"] == tmp_path / "zk.properties"
+    assert tree["zookeeper"]["session_timeout_s"] == 7.0
+    assert {k: tree["metrics"][k] for k in ("url_template", "listener")} == {
+        "url_template": "http://{host}:9/m",
+        "listener": "SSL",
+    }
+    assert "urls" not in tree["metrics"], "the flag's template would lose to the URL map"
+
+    analytics_args = build_parser("analytics").parse_args(["analytics", "--cluster", "prod=zk2:2181"])
+    tree = settings_tree_with_flags(analytics_args)
+    assert "connect" not in tree["zookeeper"], "--cluster replaces the single cluster of the environment"
+    assert tree["clusters"] == {"prod": {"zookeeper": {"connect": "zk2:2181"}}}
+    assert tree["metrics"]["urls"] == {1: "http://b1/m"}
+
+    both = build_parser("collect").parse_args(["collect", "--zookeeper", "zk1:2181", "--cluster", "a=zk:1"])
+    with pytest.raises(ValueError, match="--cluster and --zookeeper together"):
+        settings_tree_with_flags(both)

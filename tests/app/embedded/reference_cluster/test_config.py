@@ -1,8 +1,11 @@
-"""Settings of the reference cluster: topic specs, Kafka's topic-name rule, IBP and what it switches on."""
+"""Settings of the reference cluster: topic specs, Kafka's topic-name rule, IBP and what it switches on, and
+its own section of the settings sources (the environment, the config file)."""
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -10,9 +13,11 @@ from pydantic import ValidationError
 from app.embedded.reference_cluster.config import (
     ReferenceClusterSettings,
     TopicSpec,
+    load_reference_cluster_settings,
     parse_version,
     validate_topic_name,
 )
+from app.validation import format_validation_error
 
 pytestmark = pytest.mark.unit
 
@@ -191,3 +196,71 @@ def test_defaults_are_kafkas() -> None:
     assert settings.auto_leader_rebalance_enable is True
     assert settings.min_insync_replicas == 1
     assert settings.zookeeper_session_timeout_ms == 18_000
+
+
+# --- its own section of the settings sources ---------------------------------------------------------
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_the_section_comes_from_the_environment_over_the_config_file(
+    tmp_path: Path, clean_environment: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "kafka-health.toml"
+    config.write_text(
+        "[reference_cluster]\nbrokers = 5\nracks = ['r1', 'r2']\n[reference_cluster.traffic]\ncpu_cores = 4\n"
+        # the product's sections are not the simulator's: not read here, even when they are bad
+        "[zookeeper]\nconnections = 0\n[service]\nprot = 1\n"
+    )
+    clean_environment.setenv("KAFKA_HEALTH_CONFIG", str(config))
+    clean_environment.setenv("KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS", "6")
+    clean_environment.setenv("KAFKA_HEALTH_REFERENCE_CLUSTER__TRAFFIC__MESSAGE_BYTES", "10")
+
+    settings = load_reference_cluster_settings()
+
+    assert (settings.brokers, settings.racks) == (6, ["r1", "r2"])
+    assert (settings.traffic.cpu_cores, settings.traffic.message_bytes) == (4, 10)
+
+
+def test_defaults_without_a_config_file(clean_environment: pytest.MonkeyPatch) -> None:
+    assert load_reference_cluster_settings() == ReferenceClusterSettings()
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "complaint"),
+    [
+        ("[reference_cluster]\nbrokerz = 3\n", {}, "reference_cluster.brokerz: Extra inputs are not"),
+        ("", {"KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERZ": "3"}, "reference_cluster.brokerz: Extra inputs"),
+        ("", {"KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS": "0"}, "reference_cluster.brokers: Input should be"),
+        ("[reference_clusterz]\nbrokers = 3\n", {}, "reference_clusterz: Extra inputs are not permitted"),
+    ],
+)
+def test_a_bad_key_or_section_is_an_error_naming_it(
+    text: str,
+    env: dict[str, str],
+    complaint: str,
+    tmp_path: Path,
+    clean_environment: pytest.MonkeyPatch,
+) -> None:
+    config = tmp_path / "kafka-health.toml"
+    config.write_text(text)
+    clean_environment.setenv("KAFKA_HEALTH_CONFIG", str(config))
+    for name, value in env.items():
+        clean_environment.setenv(name, value)
+
+    with pytest.raises(ValidationError) as raised:
+        load_reference_cluster_settings()
+
+    assert complaint in format_validation_error(raised.value)
+
+
+def test_a_missing_config_file_is_an_error(tmp_path: Path, clean_environment: pytest.MonkeyPatch) -> None:
+    clean_environment.setenv("KAFKA_HEALTH_CONFIG", str(tmp_path / "missing.toml"))
+
+    with pytest.raises(ValueError, match="no such file"):
+        load_reference_cluster_settings()
