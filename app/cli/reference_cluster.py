@@ -35,7 +35,12 @@ DESCRIPTION = None
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="use this ZooKeeper")
-    parser.add_argument("--brokers", type=int, default=3, help="number of brokers, ids 0..N-1 (default 3)")
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        default=None,
+        help="number of brokers, ids 0..N-1 (default 3, or KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS)",
+    )
     parser.add_argument(
         "--topic",
         action="append",
@@ -74,7 +79,9 @@ def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
     if args.zookeeper is not None:
         parse_connect_string(args.zookeeper)
     base = load_reference_cluster_settings().model_dump()
-    overrides: dict[str, Any] = {"brokers": args.brokers}
+    overrides: dict[str, Any] = {}
+    if args.brokers is not None:
+        overrides["brokers"] = args.brokers
     if args.topic:
         overrides["topics"] = [TopicSpec.parse(t).model_dump() for t in args.topic]
     if args.rack:

@@ -163,3 +163,22 @@ def test_the_metrics_dialect_comes_from_the_flag_else_the_setting(monkeypatch: p
     assert settings_from_args(parser.parse_args(["reference-cluster"])).metrics_dialect == "bitnami"
     flag = parser.parse_args(["reference-cluster", "--metrics-dialect", "confluent"])
     assert settings_from_args(flag).metrics_dialect == "confluent"
+
+
+@pytest.mark.unit
+def test_the_broker_count_comes_from_the_flag_else_the_setting_else_three(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS`` (docs/reference-cluster.md's example) is not overridden by
+    a flag that was not given."""
+    from app.cli.main import build_parser
+    from app.cli.reference_cluster import settings_from_args
+
+    for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
+        monkeypatch.delenv(name)
+    parser = build_parser("reference-cluster")
+
+    assert settings_from_args(parser.parse_args(["reference-cluster"])).brokers == 3
+    monkeypatch.setenv("KAFKA_HEALTH_REFERENCE_CLUSTER__BROKERS", "5")
+    assert settings_from_args(parser.parse_args(["reference-cluster"])).brokers == 5
+    assert settings_from_args(parser.parse_args(["reference-cluster", "--brokers", "4"])).brokers == 4
