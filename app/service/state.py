@@ -23,6 +23,7 @@ from collectors.disks import DiskModel, LogDirDisk
 from collectors.health import HealthReport, assess, no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsScrape
+from collectors.risks import Risk, standing_risks
 from collectors.zookeeper.collector import ScanStats
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,25 @@ class ClusterView:
         """Broker id -> :meth:`disks`, for every broker whose log dirs are known."""
         with self._lock:
             return self._disks.all_disks()
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """Whether the brokers' metrics are scraped at all (a metrics URL template is set)."""
+        return self._metrics is not None
+
+    @property
+    def disk_fit_window_s(self) -> float:
+        """The window each log dir's growth is fitted over."""
+        return self._disks.window_s
+
+    def risks(self) -> tuple[Risk, ...]:
+        """The standing risks (:func:`collectors.risks.standing_risks`) of the current snapshot, its
+        effective settings and the log dirs as last scraped: computed once per (snapshot version,
+        scrape)."""
+        risks: tuple[Risk, ...] = self.memo(
+            "risks", lambda state: standing_risks(state.snapshot, state.report.settings, self.all_disks())
+        )
+        return risks
 
     def memo(self, name: str, build: Callable[[ClusterState], Any]) -> Any:
         """``build(state)``, computed once per (snapshot version, scrape) and shared by every request: the
