@@ -75,10 +75,10 @@ def disks_service(zookeeper_server: ZooKeeperEndpoint) -> Iterator[Service]:
         assert not cluster.errors, cluster.errors
 
 
-def samples(service: Service, name: str) -> dict[tuple[str, ...], float]:
+def samples(service: Service, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     text = httpx.get(service.url + "/metrics").text
     return {
-        tuple(sorted(s.labels.items())): s.value  # type: ignore[misc]
+        tuple(sorted(s.labels.items())): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
         if s.name == name
