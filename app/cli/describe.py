@@ -404,7 +404,8 @@ def _write_disks(snapshot: ClusterSnapshot, disks: Mapping[int, Sequence[LogDirD
         dirs = disks.get(broker, ())
         if not dirs:
             out.write(
-                f"  broker {broker}: no log dir known (its scrape failed, or it serves no node_filesystem_* for one)\n"
+                f"  broker {broker}: no log dir known (its scrape failed, or it serves no "
+                "node_filesystem_* for one)\n"
             )
         for d in dirs:
             out.write(
