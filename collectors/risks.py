@@ -75,7 +75,13 @@ def standing_risks(
 ) -> tuple[Risk, ...]:
     """The snapshot's standing risks, by kind (:data:`RISK_KINDS` order), then subject. ``settings``: the
     health report's (None: resolved here with no static defaults); ``disks``: broker id -> its log dirs
-    (None or empty: no disk risk is known)."""
+    (None or empty: no disk risk is known). :func:`layout_risks` then :func:`disk_risks`."""
+    return layout_risks(snapshot, settings) + disk_risks(disks or {}, disk_horizon_s)
+
+
+def layout_risks(snapshot: ClusterSnapshot, settings: TopicSettings | None = None) -> tuple[Risk, ...]:
+    """The risks of the snapshot alone (every kind but ``log_dir_full_soon``): one pass over the
+    partitions (0.3 s of CPU at 200k), so a caller keeps it per snapshot version."""
     settings = settings if settings is not None else TopicSettings(snapshot)
     registered = len(snapshot.brokers)
     racks = {b: r.rack for b, r in snapshot.brokers.items()}
@@ -165,6 +171,14 @@ def standing_risks(
             )
         )
     risks.extend(_unclean(snapshot, settings, partitions_of))
+    return tuple(risks)
+
+
+def disk_risks(
+    disks: Mapping[int, Sequence[LogDirDisk]], disk_horizon_s: float = DEFAULT_DISK_HORIZON_S
+) -> tuple[Risk, ...]:
+    """``log_dir_full_soon``: the log dirs full within ``disk_horizon_s`` at their growth."""
+    risks: list[Risk] = []
     for broker, dirs in sorted((disks or {}).items()):
         for disk in dirs:
             if disk.full_in_s is not None and disk.full_in_s <= disk_horizon_s:

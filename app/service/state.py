@@ -23,7 +23,7 @@ from collectors.disks import DiskModel, LogDirDisk
 from collectors.health import HealthReport, assess, no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsScrape
-from collectors.risks import Risk, standing_risks
+from collectors.risks import Risk, disk_risks, layout_risks
 from collectors.zookeeper.collector import ScanStats
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ class ClusterView:
         self._thread: threading.Thread | None = None
         self.scrape_failures_total: dict[int, int] = {}
         self._memo: dict[str, tuple[tuple[int, int] | None, Any]] = {}
+        self._layout_risks: tuple[int, tuple[Risk, ...]] | None = None
         self._disks = (
             DiskModel()
             if metrics is None
@@ -183,12 +184,18 @@ class ClusterView:
 
     def risks(self) -> tuple[Risk, ...]:
         """The standing risks (:func:`collectors.risks.standing_risks`) of the current snapshot, its
-        effective settings and the log dirs as last scraped: computed once per (snapshot version,
-        scrape)."""
-        risks: tuple[Risk, ...] = self.memo(
-            "risks", lambda state: standing_risks(state.snapshot, state.report.settings, self.all_disks())
-        )
-        return risks
+        effective settings and the log dirs as last scraped: the layout's once per snapshot version (a pass
+        over the partitions), the log dirs' once per scrape."""
+        state = self.state
+        version = state.snapshot.version
+        with self._lock:
+            layout = self._layout_risks
+        if layout is None or layout[0] != version:
+            layout = (version, layout_risks(state.snapshot, state.report.settings))
+            with self._lock:
+                self._layout_risks = layout
+        found: tuple[Risk, ...] = self.memo("disk-risks", lambda _: disk_risks(self.all_disks()))
+        return layout[1] + found
 
     def memo(self, name: str, build: Callable[[ClusterState], Any]) -> Any:
         """``build(state)``, computed once per (snapshot version, scrape) and shared by every request: the
