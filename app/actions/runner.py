@@ -60,6 +60,7 @@ from app.actions.reassignment import (
     validate_reassignment,
 )
 from app.actions.rebalance import RebalancePlan, plan_drain, plan_rebalance
+from app.actions.sizes import copy_bytes, copy_seconds, partition_sizes
 from app.actions.state import (
     AUDIT_LISTED,
     TERMINAL,
@@ -242,6 +243,13 @@ class ReassignmentOutcome:
     """The execution started (PENDING when returned); None for a dry run."""
     warnings: tuple[str, ...] = ()
     """What the dry run found risky but not wrong (a throttle below the moving partitions' produce rate)."""
+    bytes_to_copy: int | None = None
+    """Bytes the added replicas copy, from the brokers' log sizes (:mod:`app.actions.sizes`); None when
+    some moving partition's size is not known."""
+    moves_with_unknown_size: int = 0
+    estimated_s: float | None = None
+    """How long the copies take at the throttle (the adaptive one's maximum), from ``sizes``
+    (:func:`~app.actions.sizes.copy_seconds`); None without a throttle or a size."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +284,9 @@ class PlanOutcome:
     plan: RebalancePlan
     load_source: str
     """``load window <start>-<end>`` from the store, or ``replica and leader counts`` when none."""
+    sizes: Mapping[TopicPartition, int] = field(default_factory=dict)
+    """The moving partitions' sizes in bytes, from the brokers' log sizes (:mod:`app.actions.sizes`);
+    a partition whose size is not known is absent."""
 
 
 # --- the pool --------------------------------------------------------------------------------------------
@@ -589,12 +600,23 @@ class ActionRunner:
             self._refuse_problems(who, REASSIGNMENT, order.dry_run, problems, summary)
         batches = plan_batches(items, snapshot, order.max_concurrent_moves)
         rate = order.initial_rate
+        sizes = self._sizes(snapshot, [item.tp for item in items])
+        fastest = order.adaptive.max_bytes_per_s if order.adaptive is not None else rate
+        copies = [
+            copy_bytes(sizes.get(item.tp), len(added))
+            for item in items
+            if (added := added_replicas(item, snapshot))
+        ]
+        unknown = sum(c is None for c in copies)
         outcome = ReassignmentOutcome(
             order,
             batches,
             None if rate is None else throttle_config(items, snapshot, rate),
             sum(len(added_replicas(item, snapshot)) for item in items),
             warnings=tuple(self._throttle_warnings(order, snapshot, batches)),
+            bytes_to_copy=None if unknown else sum(c or 0 for c in copies),
+            moves_with_unknown_size=unknown,
+            estimated_s=copy_seconds(batches, snapshot, sizes, fastest),
         )
         if order.dry_run:
             self.audit(who, REASSIGNMENT, dry_run=True, outcome="dry-run", detail=summary)
@@ -741,7 +763,7 @@ class ActionRunner:
         plan_id = self._plans.keep(plan)
         detail = {"plan_id": plan_id, "replica_moves": plan.replica_moves}
         self.audit(who, PLAN_REBALANCE, dry_run=True, outcome="dry-run", detail=detail)
-        return PlanOutcome(plan_id, plan, source)
+        return PlanOutcome(plan_id, plan, source, self._sizes(snapshot, [m.tp for m in plan.moves]))
 
     def plan_drain(self, who: Requester, order: DrainOrder) -> PlanOutcome:
         """Every replica off ``order.broker_id``, spread to keep the load even."""
@@ -758,7 +780,7 @@ class ActionRunner:
         self.audit(
             who, PLAN_DRAIN, dry_run=True, outcome="dry-run", detail={"plan_id": plan_id, "broker": broker}
         )
-        return PlanOutcome(plan_id, plan, source)
+        return PlanOutcome(plan_id, plan, source, self._sizes(snapshot, [m.tp for m in plan.moves]))
 
     def submit_plan(
         self, who: Requester, plan_id: str, throttle_bytes_per_sec: int | None, max_concurrent_moves: int
@@ -835,6 +857,12 @@ class ActionRunner:
         self.audit(who, kind, dry_run=False, outcome="accepted", action_id=record.id, detail=summary)
         self._wake.set()
         return record
+
+    def _sizes(
+        self, snapshot: ClusterSnapshot, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The partitions' sizes from the latest scrape of the brokers' metrics (empty without one)."""
+        return partition_sizes(snapshot, None if self._scrape is None else self._scrape(), partitions)
 
     def _load_input(self, snapshot: ClusterSnapshot) -> tuple[dict[int, dict[str, float]] | None, str]:
         """The brokers' load for a plan: the latest load window of this cluster (else of any), if any."""

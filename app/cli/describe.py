@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO, get_args
 
 from app.cli.common import ExitCode, add_zk_config_argument, positive_duration
 from app.service.schemas.cluster import BrokerAddress
 from app.service.schemas.throttles import ThrottlesOut
+from collectors.disks import DiskModel, LogDirDisk
 from collectors.health import (
     HealthReport,
     PartitionHealth,
@@ -47,11 +48,13 @@ from collectors.kafka.zkdata import parse_connect_string
 from collectors.metrics import (
     DialectSetting,
     MetricsCollector,
+    MetricsScrape,
     missing_listener,
     normalise_listener,
     validate_url_template,
 )
 from collectors.migration import describe_phase, migration_readiness, migration_view, write_readiness_text
+from collectors.risks import Risk, risk_counts, standing_risks
 from collectors.zookeeper.collector import scan
 
 HELP = "read a cluster once and print its state and health (text or JSON)"
@@ -198,7 +201,10 @@ def describe_json(
     report: HealthReport,
     partitions: Iterable[TopicPartition],
     listener: str | None = None,
+    disks: Mapping[int, Sequence[LogDirDisk]] | None = None,
 ) -> dict[str, Any]:
+    """Everything ``describe`` read; ``disks``: broker id -> its log dirs from the one scrape (None: no
+    metrics were scraped; ``"disks": null``)."""
     summary = report.summary
     cross = report.urp_cross_check
     return {
@@ -286,6 +292,48 @@ def describe_json(
         "errors": [{"path": e.path, "reason": e.reason} for e in snapshot.errors],
         "effective_settings": effective_settings_json(snapshot, report),
         "throttles": ThrottlesOut.of(throttle_inventory(snapshot), snapshot.version).model_dump(mode="json"),
+        "disks": None if disks is None else disks_json(snapshot, disks),
+        "risks": risks_json(standing_risks(snapshot, report.settings, disks)),
+    }
+
+
+def disks_json(snapshot: ClusterSnapshot, disks: Mapping[int, Sequence[LogDirDisk]]) -> list[dict[str, Any]]:
+    """Per registered broker (and any other with log dirs), its log dirs as ``GET
+    /api/v1/brokers/{id}/disks`` lists them: from one scrape, so growth and time to full are null."""
+    return [
+        {
+            "broker": broker,
+            "disks": [
+                {
+                    "mountpoint": d.mountpoint,
+                    "size_bytes": d.size_bytes,
+                    "avail_bytes": d.avail_bytes,
+                    "used_ratio": d.used_ratio,
+                    "growth_bytes_per_s": d.growth_bytes_per_s,
+                    "full_in_s": d.full_in_s,
+                    "top_topics": [{"topic": t.topic, "bytes_per_s": t.bytes_per_s} for t in d.top_topics],
+                }
+                for d in disks.get(broker, ())
+            ],
+        }
+        for broker in sorted(set(snapshot.brokers) | set(disks))
+    ]
+
+
+def risks_json(risks: Sequence[Risk]) -> dict[str, Any]:
+    """The standing risks as ``GET /api/v1/risks`` lists them, and their counts per kind."""
+    return {
+        "risks": [
+            {
+                "kind": r.kind,
+                "subject": r.subject,
+                "detail": r.detail,
+                "fix": r.fix,
+                "partitions": r.partitions,
+            }
+            for r in risks
+        ],
+        "counts": risk_counts(risks),
     }
 
 
@@ -302,9 +350,14 @@ def _ids(ids: Iterable[int]) -> str:
 
 
 def describe_text(
-    snapshot: ClusterSnapshot, report: HealthReport, partitions: Iterable[TopicPartition], out: TextIO
+    snapshot: ClusterSnapshot,
+    report: HealthReport,
+    partitions: Iterable[TopicPartition],
+    out: TextIO,
+    disks: Mapping[int, Sequence[LogDirDisk]] | None = None,
 ) -> None:
-    """``kafka-topics --describe`` lines per topic and partition, then the health summary."""
+    """``kafka-topics --describe`` lines per topic and partition, then the health summary, the throttles,
+    the brokers' log dirs (when metrics were scraped: ``disks``) and the standing risks."""
     by_topic: dict[str, list[TopicPartition]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp)
@@ -339,6 +392,39 @@ def describe_text(
             out.write(line + (f"\t[{', '.join(flags)}]" if flags else "") + "\n")
     _write_summary(snapshot, report, out)
     _write_throttles(throttle_inventory(snapshot), out)
+    if disks is not None:
+        _write_disks(snapshot, disks, out)
+    _write_risks(standing_risks(snapshot, report.settings, disks), out)
+
+
+def _write_disks(snapshot: ClusterSnapshot, disks: Mapping[int, Sequence[LogDirDisk]], out: TextIO) -> None:
+    """One line per log dir (one scrape: no growth, so no time to full)."""
+    out.write("\nLog dirs (one scrape: growth and time to full need the service's history)\n")
+    for broker in sorted(set(snapshot.brokers) | set(disks)):
+        dirs = disks.get(broker, ())
+        if not dirs:
+            out.write(
+                f"  broker {broker}: no log dir known (its scrape failed, or it serves no "
+                "node_filesystem_* for one)\n"
+            )
+        for d in dirs:
+            out.write(
+                f"  broker {broker} {d.mountpoint}: {d.used_ratio:.1%} used, "
+                f"{_gib(d.avail_bytes)} of {_gib(d.size_bytes)} available\n"
+            )
+
+
+def _gib(value: float) -> str:
+    return f"{value / 1024**3:.1f} GiB"
+
+
+def _write_risks(risks: Sequence[Risk], out: TextIO) -> None:
+    if not risks:
+        out.write("\nRisks: none\n")
+        return
+    out.write(f"\nRisks: {len(risks)}\n")
+    for risk in risks:
+        out.write(f"  {risk.kind} {risk.subject}: {risk.detail}\n    fix: {risk.fix}\n")
 
 
 def _setting_text(setting: EffectiveSetting[Any]) -> str:
@@ -493,6 +579,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return ExitCode.BAD_INPUT
     gauges: Mapping[int, float] | None = None
     active_controllers: float | None = None
+    disks: dict[int, tuple[LogDirDisk, ...]] | None = None
     try:
         snapshot = scan(args.zookeeper, timeout=args.timeout, security=security)
     except Exception as exc:
@@ -508,12 +595,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return ExitCode.BAD_INPUT
     if args.metrics_url_template:
         try:
-            gauges, active_controllers = scrape_gauges(
+            scraped = scrape_brokers(
                 snapshot, args.metrics_url_template, args.timeout, args.metrics_dialect, listener
             )
         except ValueError as exc:
             err.write(f"error: {exc}\n")
             return ExitCode.BAD_INPUT
+        gauges, active_controllers = gauges_of(scraped)
+        disks = disks_of(scraped)
     report = assess(
         snapshot,
         urp_gauges=gauges,
@@ -530,28 +619,40 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return ExitCode.UNHEALTHY if args.fail_on_unhealthy and not readiness.ready else ExitCode.OK
     partitions = [tp for tp in sorted(snapshot.partitions) if selected(report.partitions[tp], args)]
     if args.format == "json":
-        json.dump(describe_json(snapshot, report, partitions, listener), out, indent=2)
+        json.dump(describe_json(snapshot, report, partitions, listener, disks), out, indent=2)
         out.write("\n")
     else:
-        describe_text(snapshot, report, partitions, out)
+        describe_text(snapshot, report, partitions, out, disks)
     return ExitCode.UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else ExitCode.OK
 
 
-def scrape_gauges(
+def scrape_brokers(
     snapshot: ClusterSnapshot,
     template: str,
     timeout: float,
     dialect: DialectSetting = "auto",
     listener: str | None = None,
-) -> tuple[dict[int, float], float | None]:
-    """One scrape of every registered broker: the UnderReplicatedPartitions gauges, and the sum of the
-    ActiveControllerCount gauges (None when no broker answered with one)."""
+) -> MetricsScrape:
+    """One scrape of every registered broker."""
     collector = MetricsCollector(
         url_template=template, listener=listener, timeout_s=min(timeout, 10.0), dialect=dialect
     )
     try:
-        scraped = collector.scrape(snapshot.brokers)
+        return collector.scrape(snapshot.brokers)
     finally:
         collector.close()
+
+
+def gauges_of(scraped: MetricsScrape) -> tuple[dict[int, float], float | None]:
+    """The UnderReplicatedPartitions gauges, and the sum of the ActiveControllerCount gauges (None when no
+    broker answered with one)."""
     urp = {b: s.values["urp"] for b, s in scraped.scrapes.items() if s.error is None and "urp" in s.values}
     return urp, scraped.total("active_controller")
+
+
+def disks_of(scraped: MetricsScrape) -> dict[int, tuple[LogDirDisk, ...]]:
+    """Each broker's log dirs from the one scrape (the mount points containing ``kafka`` or ``data``): size,
+    available and used; growth needs several scrapes, so it and the time to full are None."""
+    model = DiskModel()
+    model.observe_scrape(scraped)
+    return model.all_disks()

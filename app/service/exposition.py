@@ -39,6 +39,7 @@ from collectors.health import problem_partitions
 from collectors.kafka.model import ClusterSnapshot
 from collectors.kafka.throttles import DIRECTIONS, EntityType, ThrottleState
 from collectors.migration import MIGRATION_PHASES, migration_view
+from collectors.risks import risk_counts
 
 PROBLEMS = ("under_replicated", "under_min_isr", "at_min_isr", "offline", "unknown")
 """The ``state`` label's problem values; ``unknown``: the state znode could not be read or parsed."""
@@ -226,6 +227,8 @@ class _OneCluster:
             ratio.add_metric([cluster, str(broker)], imbalance.ratio)
         yield ratio
         yield self._safe_to_stop(cluster)
+        yield from self._disks(cluster)
+        yield self._risks(cluster)
 
         yield from _throttles(cluster, snapshot, self.actions)
         yield from self._freshness(cluster)
@@ -248,6 +251,42 @@ class _OneCluster:
         )
         for broker, answer in cluster_safety(self.view).brokers.items():
             family.add_metric([cluster, str(broker)], 1 if answer.safe else 0)
+        return family
+
+    def _disks(self, cluster: str) -> Iterator[Metric]:
+        """Each known log dir's used ratio and, only while it grows, its time to full (no series when not
+        growing: Prometheus' convention for an unknown value, rather than +Inf)."""
+        used = _gauge(
+            "broker_disk_used_ratio",
+            "A broker's log dir: 1 - avail/size of its filesystem (node_exporter's), as last scraped.",
+            "broker",
+            "mountpoint",
+        )
+        full = _gauge(
+            "broker_disk_full_in_seconds",
+            "Seconds until the log dir is full at its growth over the disk fit window (absent when not "
+            "growing or not known yet).",
+            "broker",
+            "mountpoint",
+        )
+        for broker, disks in sorted(self.view.all_disks().items()):
+            for disk in disks:
+                labels = [cluster, str(broker), disk.mountpoint]
+                used.add_metric(labels, disk.used_ratio)
+                if disk.full_in_s is not None:
+                    full.add_metric(labels, disk.full_in_s)
+        yield used
+        yield full
+
+    def _risks(self, cluster: str) -> Metric:
+        """Standing risks by kind, every kind (0 included), from what ``GET /api/v1/risks`` lists."""
+        family = _gauge(
+            "risks",
+            "Standing risks (GET /api/v1/risks) by kind: topics, brokers or log dirs at risk.",
+            "kind",
+        )
+        for kind, count in risk_counts(self.view.risks()).items():
+            family.add_metric([cluster, kind], count)
         return family
 
     def _incidents(self, cluster: str) -> Iterator[Metric]:

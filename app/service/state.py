@@ -23,6 +23,7 @@ from collectors.disks import DiskModel, LogDirDisk
 from collectors.health import HealthReport, assess, no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsScrape
+from collectors.risks import Risk, disk_risks, layout_risks
 from collectors.zookeeper.collector import ScanStats
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class ClusterView:
         self._thread: threading.Thread | None = None
         self.scrape_failures_total: dict[int, int] = {}
         self._memo: dict[str, tuple[tuple[int, int] | None, Any]] = {}
+        self._layout_risks: tuple[int, tuple[Risk, ...]] | None = None
         self._disks = (
             DiskModel()
             if metrics is None
@@ -169,6 +171,31 @@ class ClusterView:
         """Broker id -> :meth:`disks`, for every broker whose log dirs are known."""
         with self._lock:
             return self._disks.all_disks()
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """Whether the brokers' metrics are scraped at all (a metrics URL template is set)."""
+        return self._metrics is not None
+
+    @property
+    def disk_fit_window_s(self) -> float:
+        """The window each log dir's growth is fitted over."""
+        return self._disks.window_s
+
+    def risks(self) -> tuple[Risk, ...]:
+        """The standing risks (:func:`collectors.risks.standing_risks`) of the current snapshot, its
+        effective settings and the log dirs as last scraped: the layout's once per snapshot version (a pass
+        over the partitions), the log dirs' once per scrape."""
+        state = self.state
+        version = state.snapshot.version
+        with self._lock:
+            layout = self._layout_risks
+        if layout is None or layout[0] != version:
+            layout = (version, layout_risks(state.snapshot, state.report.settings))
+            with self._lock:
+                self._layout_risks = layout
+        found: tuple[Risk, ...] = self.memo("disk-risks", lambda _: disk_risks(self.all_disks()))
+        return layout[1] + found
 
     def memo(self, name: str, build: Callable[[ClusterState], Any]) -> Any:
         """``build(state)``, computed once per (snapshot version, scrape) and shared by every request: the

@@ -125,8 +125,8 @@ def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
         ServiceSpec(
             settings,
             [
-                ClusterSpec(CollectorSpec(faulty_zk), name=FAULTY, metrics=MetricsSettings(urls=urls)),
-                ClusterSpec(CollectorSpec(calm_zk), name=CALM, metrics=MetricsSettings(urls=calm_urls)),
+                ClusterSpec(CollectorSpec(faulty_zk), name=FAULTY, metrics=metrics(urls)),
+                ClusterSpec(CollectorSpec(calm_zk), name=CALM, metrics=metrics(calm_urls)),
             ],
             store_url=store_url,
         )
@@ -138,6 +138,12 @@ def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def metrics(urls: dict[int, str]) -> MetricsSettings:
+    """The brokers' metrics, with the shortest disk fit window: a log dir's growth (its time-to-full series)
+    is known a second after the first scrape, not after 3 of the default window's 5 s samples."""
+    return MetricsSettings(urls=urls, disk_fit_window_s=60)
 
 
 def inject_faults(service: FaultyService) -> str:

@@ -18,6 +18,7 @@ from app.service.routes import (
     audit,
     cluster,
     clusters,
+    disks,
     load,
     migration,
     plans,
@@ -30,6 +31,7 @@ from app.service.routes import (
 CLUSTER_ROUTERS: tuple[APIRouter, ...] = (
     safe_to_stop.router,  # before cluster: its /brokers/{broker_id} would take /brokers/safe-to-stop
     cluster.router,
+    disks.router,
     migration.router,
     load.router,
     alerts.router,

@@ -184,6 +184,15 @@ class ReassignmentPlanOut(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     """Risky but not wrong: a throttle below the moving partitions' measured produce rate."""
     rollback_of: str | None = None
+    bytes_to_copy: int | None = None
+    """Bytes the added replicas copy (each partition's leader's log size, from the brokers' metrics, per
+    replica added); null when some moving partition's size is not known."""
+    moves_with_unknown_size: int = 0
+    """Entries that add replicas whose partition's size is not known."""
+    estimated_s: float | None = None
+    """Seconds the copies take at the throttle (the adaptive throttle's maximum), each batch as long as its
+    busiest broker needs, sending or receiving; a lower bound (produce traffic adds to it). Null without a
+    throttle or with a size not known."""
 
     @classmethod
     def of(cls, outcome: ReassignmentOutcome) -> "ReassignmentPlanOut":
@@ -202,4 +211,7 @@ class ReassignmentPlanOut(BaseModel):
             action_id=None if outcome.action is None else outcome.action.id,
             warnings=list(outcome.warnings),
             rollback_of=outcome.order.parent,
+            bytes_to_copy=outcome.bytes_to_copy,
+            moves_with_unknown_size=outcome.moves_with_unknown_size,
+            estimated_s=outcome.estimated_s,
         )

@@ -9,7 +9,9 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StrictInt
 
 from app.actions.rebalance import LoadSummary, RebalancePlan
+from app.actions.rebalance.plan import ReplicaMove
 from app.actions.runner import DrainOrder, PlanOutcome, RebalanceOrder
+from app.actions.sizes import copy_bytes
 from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, Flag, Rate
 from app.service.schemas.limits import MAX_BROKERS, MAX_TOPICS, TopicName
 
@@ -46,6 +48,10 @@ class MoveOut(BaseModel):
     partition: int
     old_replicas: list[int]
     new_replicas: list[int]
+    log_size_bytes: int | None = None
+    """The partition's size (its leader's log size, from the brokers' metrics); null when not known."""
+    bytes_to_copy: int | None = None
+    """``log_size_bytes`` times the replicas the move adds; null when the size is not known."""
 
 
 class LoadOut(BaseModel):
@@ -82,10 +88,16 @@ class PlanOut(BaseModel):
     warnings: list[str]
     load_source: str
     """``load window <start>-<end>`` from the store, or ``replica and leader counts`` when none."""
+    bytes_to_copy: int | None = None
+    """The moves' ``bytes_to_copy`` summed; null when some move's size is not known (no metrics)."""
+    moves_with_unknown_size: int = 0
+    """Moves whose partition's size is not known (their ``bytes_to_copy`` is null)."""
 
     @classmethod
     def of(cls, outcome: PlanOutcome) -> "PlanOut":
         plan: RebalancePlan = outcome.plan
+        moves = [_move_out(m, outcome.sizes.get(m.tp)) for m in plan.moves]
+        unknown = sum(m.bytes_to_copy is None for m in moves)
         return cls(
             id=outcome.id,
             kind=plan.kind,
@@ -93,21 +105,26 @@ class PlanOut(BaseModel):
             leader_moves=len(plan.leader_moves),
             lower_bound_moves=plan.lower_bound_moves,
             kafka_generate_moves=plan.kafka_generate_moves,
-            moves=[
-                MoveOut(
-                    topic=m.tp.topic,
-                    partition=m.tp.partition,
-                    old_replicas=list(m.old_replicas),
-                    new_replicas=list(m.new_replicas),
-                )
-                for m in plan.moves
-            ],
+            moves=moves,
             before=LoadOut.of(plan.before),
             after=LoadOut.of(plan.after),
             unresolved=list(plan.unresolved),
             warnings=list(plan.warnings),
             load_source=outcome.load_source,
+            bytes_to_copy=None if unknown else sum(m.bytes_to_copy or 0 for m in moves),
+            moves_with_unknown_size=unknown,
         )
+
+
+def _move_out(move: ReplicaMove, size: int | None) -> MoveOut:
+    return MoveOut(
+        topic=move.tp.topic,
+        partition=move.tp.partition,
+        old_replicas=list(move.old_replicas),
+        new_replicas=list(move.new_replicas),
+        log_size_bytes=size,
+        bytes_to_copy=copy_bytes(size, len(move.added)),
+    )
 
 
 class SubmitIn(BaseModel):

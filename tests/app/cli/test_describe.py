@@ -328,7 +328,7 @@ def text_of(snapshot: ClusterSnapshot) -> str:
 @pytest.mark.unit
 def test_the_text_has_a_replication_throttles_section() -> None:
     text = text_of(throttled())
-    section = text.split("\nReplication throttles: ", 1)[1].splitlines()
+    section = text.split("\nReplication throttles: ", 1)[1].split("\n\n", 1)[0].splitlines()
     assert section == [
         "4 leftover, 0 in use",
         "  broker 1: leader 100 B/s, follower 200 B/s; limits leader and follower; leftover",

@@ -45,3 +45,36 @@ def test_a_rebalance_plan_of_a_balanced_cluster_moves_nothing(service: Service) 
     assert body["kafka_generate_moves"] is not None
     assert service.post(f"/api/v1/plans/{body['id']}/submit").status_code == 422
     assert service.post("/api/v1/plans/rebalance", json={"rated_deviation": 0}).status_code == 422
+
+
+@FOUR_BROKERS
+def test_plans_and_the_dry_run_say_how_many_bytes_each_move_copies(service: Service) -> None:
+    def sized() -> dict[str, Any] | None:
+        body: dict[str, Any] = service.post("/api/v1/plans/drain-broker/3").json()
+        return body if body["moves"] and body["bytes_to_copy"] is not None else None
+
+    body = wait_for(sized, message="a drain plan with sizes")
+    assert body["moves_with_unknown_size"] == 0
+    for move in body["moves"]:
+        added = len(set(move["new_replicas"]) - set(move["old_replicas"]))
+        assert isinstance(move["log_size_bytes"], int)
+        assert move["bytes_to_copy"] == move["log_size_bytes"] * added
+    assert body["bytes_to_copy"] == sum(m["bytes_to_copy"] for m in body["moves"])
+    assert body["bytes_to_copy"] > 0, "the reference cluster's partitions hold data"
+
+    partitions = [
+        {"topic": m["topic"], "partition": m["partition"], "replicas": m["new_replicas"]}
+        for m in body["moves"]
+    ]
+    rate = 1024**2
+    dry = service.post(
+        "/api/v1/actions/reassignments",
+        json={"partitions": partitions, "throttle_bytes_per_sec": rate, "max_concurrent_moves": 1},
+    ).json()
+    assert dry["dry_run"] is True
+    assert dry["moves_with_unknown_size"] == 0
+    assert dry["bytes_to_copy"] >= body["bytes_to_copy"]  # read again later: logs only grow here
+    # one move per batch: the batches' copies one after the other, each at the throttle
+    assert dry["estimated_s"] == pytest.approx(dry["bytes_to_copy"] / rate)
+    unthrottled = service.post("/api/v1/actions/reassignments", json={"partitions": partitions}).json()
+    assert unthrottled["estimated_s"] is None
