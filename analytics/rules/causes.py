@@ -78,13 +78,13 @@ def _linked(finding: Finding, by_broker: Mapping[int, list[tuple[str, Finding]]]
         why = "; ".join(
             f"{cause.evidence.get('cause', cause.summary)} (rule {cause.rule})" for _, cause in found
         )
-        partitions = _plural(count, "partition")
+        partitions, one = _plural(count, "partition"), count == 1
         if finding.rule == 6:
             lead = "The cause:"
         elif finding.rule == 1:
-            lead = f"{partitions} of {topic} have a replica on broker {broker}:"
+            lead = f"{partitions} of {topic} {'has' if one else 'have'} a replica on broker {broker}:"
         else:
-            lead = f"{partitions} of {topic} lack broker {broker} in their ISR:"
+            lead = f"{partitions} of {topic} {'lacks' if one else 'lack'} broker {broker} in {'its' if one else 'their'} ISR:"
         sentences.append(f"{lead} broker {broker}'s {why}")
         causes.extend(
             {"rule": cause.rule, "subject": cause.subject, "fingerprint": fp, "summary": cause.summary}
