@@ -84,7 +84,8 @@ def _linked(finding: Finding, by_broker: Mapping[int, list[tuple[str, Finding]]]
         elif finding.rule == 1:
             lead = f"{partitions} of {topic} {'has' if one else 'have'} a replica on broker {broker}:"
         else:
-            lead = f"{partitions} of {topic} {'lacks' if one else 'lack'} broker {broker} in {'its' if one else 'their'} ISR:"
+            lack, their = ("lacks", "its") if one else ("lack", "their")
+            lead = f"{partitions} of {topic} {lack} broker {broker} in {their} ISR:"
         sentences.append(f"{lead} broker {broker}'s {why}")
         causes.extend(
             {"rule": cause.rule, "subject": cause.subject, "fingerprint": fp, "summary": cause.summary}

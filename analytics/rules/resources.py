@@ -3,8 +3,9 @@ dir, the incident lane's: ``RuleContext.resources``, from the live view's scrape
 
 Their summaries carry the figures an operator needs, banded so that a summary changes when the incident
 does and not at every scrape (the lifecycle sends ``updated`` on every change of an open alert's summary):
-percentages in 5 % steps (whole percents from 95 % full), a growth rate to one significant digit, a time to
-full as the first of 1 h, 6 h, a day and a week it is within. The exact figures are in the evidence.
+percentages in 5 % steps (whole percents below 10 % and from 95 % full), a growth rate to one significant
+digit, a time to full as the first of 1 h, 6 h, a day and a week it is within. The exact figures are in
+the evidence.
 
 Each finding's evidence also has ``cause``: the phrase a rule-1/2/3/6 page quotes when its partitions lag on
 this broker (:mod:`analytics.rules.causes`), e.g. ``/var/lib/kafka/data-1 is 97 % full``.
@@ -29,9 +30,9 @@ _FULL_BANDS: tuple[tuple[float, str], ...] = (
 
 def banded_percent(ratio: float, *, whole_from: float = 1.0) -> int:
     """``ratio`` as a percentage floored to a multiple of 5 (to a whole percent from ``whole_from`` up,
-    and below 5 %, where each percent matters)."""
+    and below 10 %, where each percent matters)."""
     percent = max(0.0, ratio) * 100.0
-    if ratio >= whole_from or percent < 5.0:
+    if ratio >= whole_from or percent < 10.0:
         return math.floor(percent + 1e-9)
     return 5 * math.floor(percent / 5.0 + 1e-9)
 
@@ -40,10 +41,11 @@ def banded_rate(bytes_per_s: float) -> str:
     """A growth rate to one significant digit, in decimal units: ``5 MB/s``, ``300 kB/s``."""
     if bytes_per_s <= 0 or not math.isfinite(bytes_per_s):
         return "0 B/s"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if bytes_per_s >= scale:
-            return f"{float(f'{bytes_per_s / scale:.1g}'):g} {unit}/s"
-    return f"{float(f'{bytes_per_s:.1g}'):g} B/s"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0)):
+        if bytes_per_s >= scale or unit == "B":
+            value = bytes_per_s / scale
+            return f"{round(value, -math.floor(math.log10(value))):g} {unit}/s"
+    raise AssertionError("unreachable")
 
 
 def banded_full_in(full_in_s: float | None) -> str:
