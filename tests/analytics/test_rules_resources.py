@@ -317,3 +317,19 @@ class TestCauses:
         assert [subject_broker(s) for s in ("broker:3", f"broker:12:{MOUNT}", "topic:x", "broker:x")] == [
             3, 12, None, None
         ]  # fmt: skip
+
+
+def test_every_page_of_rules_14_to_18_has_a_title_and_a_suggested_action() -> None:
+    from app.webhooks.formats import RULE_TITLES
+
+    res = resources(
+        b1=broker(
+            1, log_dirs=(disk(0.97),), offline_log_dirs=1, request_handler_idle=0.05, open_fds=99_000.0
+        ),
+        b2=broker(2, isr_changes=((("orders", 0), 6),)),
+    )
+    found = evaluate(ctx(res), "incident").findings
+    assert {f.rule for f in found} == {14, 15, 16, 17, 18}
+    for finding in found:
+        assert finding.action is not None, finding.rule
+        assert RULE_TITLES[finding.rule] != f"rule {finding.rule}"
