@@ -63,6 +63,78 @@ class LeaderImbalance:
     """Kafka's auto-rebalance ratio: led_by_others / preferred_partitions."""
 
 
+PartitionName = tuple[str, int]
+"""(topic, partition): a partition as the rules name it (``orders-3`` in a summary)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirUsage:
+    """One log dir of a broker as rule 14 reads it (``collectors.disks.LogDirDisk``)."""
+
+    mountpoint: str
+    size_bytes: float
+    avail_bytes: float
+    used_ratio: float
+    growth_bytes_per_s: float | None
+    """Used bytes per second over the disk fit window; None with too few samples."""
+    full_in_s: float | None
+    """Seconds until full at that growth; None when not growing."""
+    top_topics: tuple[tuple[str, float], ...] = ()
+    """(topic, bytes/s) of the broker's topics growing fastest, fastest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerResources:
+    """One broker's resources and ISR churn, as the incident lane sees them (rules 14-18): its log dirs,
+    failed log dirs, saturation gauges, file descriptors and the ISR changes of its replicas. A figure the
+    broker does not serve (or a broker not scraped) is None and its rule says nothing about it."""
+
+    broker_id: int
+    log_dirs: tuple[LogDirUsage, ...] = ()
+    offline_log_dirs: int | None = None
+    """Kafka's ``OfflineLogDirectoryCount`` gauge; None when the broker's dialect has none (Bitnami's)."""
+    log_dir_failures: int = 0
+    """Log dir failures the broker announced in ``/log_dir_event_notification`` since it registered
+    (counted by the lane, which sees every snapshot: the controller deletes each notice once handled)."""
+    out_of_isr: tuple[PartitionName, ...] = ()
+    """Partitions with a replica on this (registered) broker that is not in their ISR, sorted (filled
+    for a broker with a failed log dir: its replicas there left the ISRs)."""
+    request_handler_idle: float | None = None
+    """``RequestHandlerAvgIdlePercent``, a fraction in [0, 1]."""
+    network_processor_idle: float | None = None
+    """``NetworkProcessorAvgIdlePercent``, a fraction in [0, 1]."""
+    open_fds: float | None = None
+    max_fds: float | None = None
+    isr_changes: tuple[tuple[PartitionName, int], ...] = ()
+    """Per partition, how many times this broker's replica left or rejoined its ISR within the flap
+    window (seen in the snapshots, exact), most changes first."""
+    isr_shrinks_per_s: float | None = None
+    """The broker's own ``IsrShrinksPerSec`` (as a leader: ISRs it shrank), evidence for rule 18."""
+    isr_expands_per_s: float | None = None
+
+    @property
+    def failed_log_dirs(self) -> int:
+        """Offline log dirs: the gauge, or the failures announced when it says fewer (it is scraped every
+        ``metrics_interval_s``; a notice is seen within a second) or is not served."""
+        return max(self.offline_log_dirs or 0, self.log_dir_failures)
+
+    @property
+    def flap_changes(self) -> int:
+        """The most ISR changes of any one of its replicas within the flap window."""
+        return max((n for _, n in self.isr_changes), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Lagging:
+    """Per topic, per broker, how many of the topic's partitions with a problem (offline, under-replicated,
+    under min ISR) have a replica on that broker outside their ISR: what links a rule-1/2/3 page to its
+    cause on that broker (item 5 of issue 24)."""
+
+    offline: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    under_replicated: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    under_min_isr: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class HealthState:
     """One cluster's health as one collector saw it at ``timestamp`` (a window's latest cluster sample)."""
@@ -105,6 +177,9 @@ class HealthState:
     unknown: PartitionSet = field(default_factory=PartitionSet)
     """Partitions whose state znode the collector could not read or parse: neither offline nor healthy
     (rule 13; absent from documents written before it existed: none)."""
+    lagging: Lagging = field(default_factory=Lagging)
+    """Per topic and broker, the problem partitions missing that broker's replica from their ISR (absent
+    from documents written before it existed: none)."""
 
     @property
     def controller_is_kraft(self) -> bool:
@@ -277,6 +352,31 @@ def _objects(value: Any, name: str) -> Sequence[Mapping[str, Any]]:
     return value
 
 
+def _broker_id(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise MalformedSampleError(f"health document: {name}: {value!r} is not a broker id") from None
+
+
+def _lagging(value: Any, name: str) -> Lagging:
+    if not isinstance(value, Mapping):
+        raise MalformedSampleError(f"health document: {name} must be an object, got {value!r}")
+    kinds: dict[str, dict[str, dict[int, int]]] = {}
+    for kind in ("offline", "under_replicated", "under_min_isr"):
+        topics = value.get(kind, {})
+        if not isinstance(topics, Mapping) or not all(isinstance(b, Mapping) for b in topics.values()):
+            raise MalformedSampleError(f"health document: {name}.{kind} must map topics to objects")
+        kinds[kind] = {
+            str(topic): {
+                _broker_id(b, f"{name}.{kind}.{topic}"): _int(n, f"{name}.{kind}.{topic}")
+                for b, n in brokers.items()
+            }
+            for topic, brokers in topics.items()
+        }
+    return Lagging(**kinds)
+
+
 def _parse_health(doc: Any, cluster: str, collector_id: str, timestamp: float) -> HealthState:
     if not isinstance(doc, Mapping):
         raise MalformedSampleError(f"health document must be a JSON object, got {type(doc).__name__}")
@@ -340,4 +440,5 @@ def _parse_health(doc: Any, cluster: str, collector_id: str, timestamp: float) -
             controller.get("kraft_controller_epoch"), "controller.kraft_controller_epoch"
         ),
         unknown=_partition_set(doc.get("unknown", {"count": 0}), "unknown"),
+        lagging=_lagging(doc.get("lagging", {}), "lagging"),
     )

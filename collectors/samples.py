@@ -159,6 +159,25 @@ def _partition_set(tps: Sequence[TopicPartition]) -> dict[str, Any]:
     return {"count": len(tps), "by_topic": by_topic, "examples": examples}
 
 
+def _lagging(
+    snapshot: ClusterSnapshot, tps: Sequence[TopicPartition], *, offline: bool
+) -> dict[str, dict[str, int]]:
+    """Topic -> broker id -> how many of ``tps`` have a replica on that broker outside their ISR (of an
+    offline partition: every replica, since none leads it)."""
+    found: dict[str, dict[str, int]] = {}
+    for tp in tps:
+        info = snapshot.partitions[tp]
+        state = info.state
+        if state is None:
+            continue
+        isr = () if offline else state.isr
+        brokers = found.setdefault(tp.topic, {})
+        for broker in info.assignment.replicas:
+            if broker not in isr:
+                brokers[str(broker)] = brokers.get(str(broker), 0) + 1
+    return {topic: brokers for topic, brokers in found.items() if brokers}
+
+
 def health_document(
     snapshot: ClusterSnapshot,
     report: HealthReport,
@@ -173,7 +192,9 @@ def health_document(
     a registered broker: the controller can give them a leader (a broker's crash makes its leaderships
     offline until the controller has moved them), where the others stay offline until a replica returns.
     ``last_good_at`` overrides the snapshot's (a collector whose watches are armed knows a quiet snapshot
-    is current although no new version was published).
+    is current although no new version was published). ``lagging`` counts, per problem, topic and broker,
+    the partitions missing that broker's replica from their ISR (any replica of an offline partition):
+    what names a broker's trouble as the cause of a topic's page.
     """
     problems = problem_partitions(report)
     live = snapshot.brokers
@@ -205,6 +226,10 @@ def health_document(
         "preferred_replica_imbalance": report.summary.preferred_replica_imbalance,
         **{name: _partition_set(tps) for name, tps in problems.items()},
         "offline_electable": _partition_set(electable),
+        "lagging": {
+            kind: _lagging(snapshot, problems[kind], offline=kind == "offline")
+            for kind in ("offline", "under_replicated", "under_min_isr")
+        },
         "suspects": [
             {"broker_id": s.broker_id, "missing_from": s.missing_from, "share": s.share}
             for s in report.suspects

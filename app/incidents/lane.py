@@ -1,4 +1,4 @@
-"""The incident lane: the incident rules (1-7, 10-13) on the live view, within a second of a change.
+"""The incident lane: the incident rules (1-7, 10-18) on the live view, within a second of a change.
 
 One thread evaluates, :meth:`IncidentLane.changed` (the ZooKeeper collector's ``on_change``) wakes it; it
 waits ``coalesce_s`` for more changes, so that a broker crash that changes thousands of partitions over a
@@ -9,10 +9,14 @@ load lane's silence depend on time. One evaluation:
 1. asks the leadership (shared with the webhook notifier) where this replica stands: a ``follower`` only
    records the controller's epochs (rule 4's history) and forgets the alert states;
 2. builds the cluster's :class:`~analytics.model.HealthState` from the live view
-   (:class:`~app.incidents.observe.HealthObserver`) and the load lane's heartbeat from the store;
+   (:class:`~app.incidents.observe.HealthObserver`), the brokers' resources (rules 14-18:
+   :class:`~app.incidents.resources.ResourceObserver`, which hears every snapshot to count ISR changes and
+   log dir failure notices) and the load lane's heartbeat from the store;
 3. runs the incident rules (:func:`analytics.rules.evaluate`, lane ``incident``) and the time-based
    lifecycle (:func:`analytics.lifecycle.advance_timed`) against the alert states, read from the store when
-   it takes over and kept since;
+   it takes over and kept since; the pages of rules 1-3 and 6 name the rule-5/14-18 alerts open on the
+   brokers their partitions lag on (:func:`analytics.rules.link_causes`: the lifecycle is run once to know
+   which causes are open after this evaluation, then again on the linked findings);
 4. commits, in one transaction (:meth:`analytics.store.Store.commit_incidents`), the alerts that changed
    (:func:`analytics.lifecycle.worth_writing`), their events, and the webhook outbox rows of those events
    (:meth:`app.webhooks.store.WebhookStore.enqueue_in`: the notifier's own policy and rendering), each
@@ -51,10 +55,13 @@ from analytics.rules import (
     RuleSettings,
     StalledAction,
     evaluate,
+    held_causes,
+    link_causes,
 )
 from analytics.store import Store, StoreConflictError, StoreError
 from app.incidents.config import IncidentSettings
 from app.incidents.observe import ControllerHistory, HealthObserver, LiveView
+from app.incidents.resources import ResourceObserver
 from app.leadership import Leadership, Standing
 from app.webhooks.model import WebhookRenderer
 from app.webhooks.store import DEFAULT_WEBHOOK_HORIZON_S, WebhookStore
@@ -146,6 +153,7 @@ class IncidentLane:
         self._clock = clock
         self._observer = HealthObserver(identity or f"serve-{uuid.uuid4().hex[:8]}", cluster)
         self._history = ControllerHistory(self.rules.controller_flap_window_s)
+        self._resources = ResourceObserver(self.rules.isr_flap_window_s)
         self._cluster: str | None = None
         self._states: dict[str, AlertState] | None = None
         """The alert states as this lane advanced them (None: read them from the store first)."""
@@ -190,7 +198,9 @@ class IncidentLane:
         """A new snapshot was published (the collector's ``on_change``; quick, never raises): record its
         controller epoch and evaluate soon."""
         if snapshot is not None:
-            self._history.record(self._clock(), snapshot.controller.epoch)
+            at = self._clock()
+            self._history.record(at, snapshot.controller.epoch)
+            self._resources.record(at, snapshot)
         self._changed.set()
 
     def stats(self) -> IncidentStats:
@@ -262,7 +272,9 @@ class IncidentLane:
         if standing == "follower" or self._superseded:
             self._states = None  # another replica writes: read the store again when this one leads
             return Outcome(standing)
-        health = self._observer.observe(self.view.state, now)
+        live = self.view.state
+        health = self._observer.observe(live, now)
+        resources = self._resources.observe(live.snapshot, live.scrape, self.view.all_disks(), now)
         cluster = health.cluster
         if cluster != self._cluster:
             self._cluster, self._states, self._load_end, self._heard = cluster, None, None, None
@@ -278,8 +290,15 @@ class IncidentLane:
                 settings=self.rules,
                 load_lane=self._load_lane(cluster, now),
                 stalled_actions=self._stalled(),
+                resources=resources,
             )
-            transition = advance_timed(cluster, now, evaluate(context, "incident"), states, self.rules)
+            evaluation = evaluate(context, "incident")
+            first = advance_timed(cluster, now, evaluation, states, self.rules)
+            after = {**states, **{s.fingerprint: s for s in first.states}}
+            linked = link_causes(evaluation, cluster, held_causes(cluster, after.values()))
+            transition = (
+                first if linked is evaluation else advance_timed(cluster, now, linked, states, self.rules)
+            )
             changed = list(transition.states)
             events = list(transition.events)
             if standing == "last-leader":

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol
 
 from analytics.model import HealthState
+from collectors.disks import LogDirDisk
 from collectors.health import HealthReport
 from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsScrape
@@ -46,10 +48,12 @@ class LiveState(Protocol):
 
 class LiveView(Protocol):
     """The service's live view (``app.service.state.ClusterView``): the current state, computed once per
-    snapshot version and scrape."""
+    snapshot version and scrape, and the brokers' log dirs (the disk model: rule 14)."""
 
     @property
     def state(self) -> LiveState: ...
+
+    def all_disks(self) -> Mapping[int, tuple[LogDirDisk, ...]]: ...
 
 
 def cluster_name(snapshot: ClusterSnapshot) -> str:

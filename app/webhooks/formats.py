@@ -49,6 +49,13 @@ RULE_TITLES: Final[Mapping[int, str]] = {
     9: "cluster load imbalance",
     10: "URP gauges disagree with ZooKeeper",
     11: "collector stale",
+    12: "runbook action stalled",
+    13: "cluster state partly unreadable",
+    14: "log dir filling",
+    15: "log dir offline",
+    16: "broker saturated",
+    17: "file descriptors running out",
+    18: "ISR flapping",
 }
 """Short titles of the alert rules (docs/alert-rules.md)."""
 

@@ -636,8 +636,8 @@ class TestRule13:
 
 
 class TestEvaluate:
-    def test_rules_are_numbered_1_to_13_and_named_after_their_number(self) -> None:
-        assert [rule.number for rule in RULES] == list(range(1, 14))
+    def test_rules_are_numbered_1_to_18_and_named_after_their_number(self) -> None:
+        assert [rule.number for rule in RULES] == list(range(1, 19))
         for rule in RULES:
             assert rule.check.__name__.startswith(f"rule_{rule.number}_")
             assert rule.check.__doc__
@@ -647,7 +647,7 @@ class TestEvaluate:
         result = evaluate(
             ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2), stalled_actions=stalled)
         )
-        assert result.evaluated == frozenset(range(1, 14))
+        assert result.evaluated == frozenset(range(1, 14)), "nor rules 14-18 without the resources"
         assert sorted({f.rule for f in result.findings}) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13]
         for finding in result.findings:
             json.dumps(dict(finding.evidence), allow_nan=False)
@@ -661,7 +661,7 @@ class TestEvaluate:
 
     def test_no_load_window_evaluates_only_the_health_rules(self) -> None:
         result = evaluate(ctx(health()))
-        assert result.evaluated == frozenset(range(1, 14)) - {8, 9, 12}, "nor rule 12 without the actions"
+        assert result.evaluated == frozenset(range(1, 14)) - {8, 9, 12}, "nor rules 12, 14-18 without theirs"
         assert result.findings == ()
 
     def test_nothing_present_evaluates_nothing(self) -> None:
@@ -680,7 +680,8 @@ class TestEvaluate:
     def test_one_lane_evaluates_only_its_own_rules(self) -> None:
         everything = ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2))
         incident = evaluate(everything, "incident")
-        assert incident.evaluated == INCIDENT_RULES - {12} == frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 13})
+        assert incident.evaluated == INCIDENT_RULES - {12, 14, 15, 16, 17, 18}
+        assert incident.evaluated == frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 13})
         assert {f.rule for f in incident.findings} == {1, 2, 3, 4, 5, 6, 7, 10, 13}
         loadlane = evaluate(everything, "load")
         assert loadlane.evaluated == LOAD_RULES == frozenset({8, 9})
@@ -693,14 +694,14 @@ class TestEvaluate:
 class TestLanes:
     def test_every_rule_has_exactly_one_lane(self) -> None:
         assert INCIDENT_RULES.isdisjoint(LOAD_RULES)
-        assert frozenset(range(1, 14)) == INCIDENT_RULES | LOAD_RULES
-        assert {rule: lane_of(rule) for rule in range(1, 14)} == dict(RULE_LANES)
+        assert frozenset(range(1, 19)) == INCIDENT_RULES | LOAD_RULES
+        assert {rule: lane_of(rule) for rule in range(1, 19)} == dict(RULE_LANES)
         assert lane_rules("incident") == INCIDENT_RULES
         assert lane_rules("load") == LOAD_RULES
 
     def test_an_unknown_rule_has_no_lane(self) -> None:
-        with pytest.raises(ValueError, match="no such rule: 14"):
-            lane_of(14)
+        with pytest.raises(ValueError, match="no such rule: 19"):
+            lane_of(19)
 
 
 # --- settings ----------------------------------------------------------------------------------------
@@ -725,6 +726,11 @@ class TestRuleSettings:
             11: 15.0,
             12: 0.0,
             13: 30.0,
+            14: 60.0,
+            15: 0.0,
+            16: 60.0,
+            17: 60.0,
+            18: 0.0,
         }
         resolves = {rule: s.resolve_after_s_of(rule) for rule in sorted(INCIDENT_RULES)}
         assert resolves == dict(DEFAULT_RESOLVE_AFTER_S)
@@ -750,7 +756,7 @@ class TestRuleSettings:
             ({"open_after_by_rule": {1: 1}}, "rules [1] belong to the incident lane"),
             ({"resolve_after_by_rule": {4: 2, 11: 1}}, "rules [4, 11] belong to the incident lane"),
             ({"for_s": {2: 10.0}}, "rule 2's for is urp_for_s"),
-            ({"for_s": {14: 10.0}}, "no such rule: [14]"),
+            ({"for_s": {19: 10.0}}, "no such rule: [19]"),
         ],
     )
     def test_each_lane_has_its_own_hysteresis(self, values: dict[str, Any], message: str) -> None:

@@ -7,6 +7,7 @@ in the store, ``cluster`` filtering them."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -127,6 +128,7 @@ def _alert_out(alert: AlertState, ack: Acknowledgement | None) -> dict[str, Any]
         "summary": alert.summary,
         "evidence": dict(alert.evidence),
         "suggested_action": None if alert.action is None else alert.action.to_json(),
+        "causes": _causes(alert.evidence),
         "first_seen": alert.first_seen,
         "last_seen": alert.last_seen,
         "opened_at": alert.opened_at,
@@ -134,6 +136,16 @@ def _alert_out(alert: AlertState, ack: Acknowledgement | None) -> dict[str, Any]
         "acknowledged_by": None if ack is None else ack.by,
         "acknowledged_at": None if ack is None else ack.at,
     }
+
+
+def _causes(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The causes the lane linked (``evidence.causes``, analytics.rules.causes); those not shaped so are
+    left out (an alert written before they existed has none)."""
+    causes = evidence.get("causes")
+    if not isinstance(causes, list):
+        return []
+    keys = ("rule", "subject", "fingerprint", "summary")
+    return [{k: c[k] for k in keys} for c in causes if isinstance(c, Mapping) and all(k in c for k in keys)]
 
 
 def _event_out(event: AlertEvent) -> AlertEventOut:

@@ -19,6 +19,13 @@ class ActionOut(BaseModel):
     body: dict[str, Any]
 
 
+class CauseOut(BaseModel):
+    rule: int
+    subject: str
+    fingerprint: str = Field(description="the cause's alert: GET /api/v1/alerts/{fingerprint}")
+    summary: str
+
+
 class AlertOut(BaseModel):
     fingerprint: str
     cluster: str
@@ -30,6 +37,11 @@ class AlertOut(BaseModel):
     summary: str
     evidence: dict[str, Any]
     suggested_action: ActionOut | None
+    causes: list[CauseOut] = Field(
+        default_factory=list,
+        description="the alerts open on the brokers this page's partitions lag on (rules 5, 14-18), which "
+        "its summary names (rules 1-3 and 6; kept in its evidence as causes)",
+    )
     first_seen: float
     last_seen: float
     opened_at: float | None

@@ -23,6 +23,7 @@ from app.incidents.lane import IncidentLane
 from app.leadership import Standing
 from app.storage import Storage
 from app.webhooks.model import AlertNotice, Webhook
+from collectors.disks import LogDirDisk
 from collectors.health import HealthReport, assess
 from collectors.kafka.model import ClusterSnapshot, ControllerInfo
 from collectors.metrics import MetricsScrape
@@ -72,12 +73,17 @@ class View:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.snapshot = healthy()
+        self.scrape: MetricsScrape | None = None
+        self.disks: dict[int, tuple[LogDirDisk, ...]] = {}
+
+    def all_disks(self) -> dict[int, tuple[LogDirDisk, ...]]:
+        return self.disks
 
     @property
     def state(self) -> State:
         snapshot = self.snapshot
         good = snapshot.last_good_at if snapshot.stale else self.clock()
-        return State(snapshot, assess(snapshot), None, good)
+        return State(snapshot, assess(snapshot), self.scrape, good)
 
 
 class Clock:
@@ -249,14 +255,22 @@ def test_durations_open_and_resolve_alerts_on_time(lanes: Lanes, storage: Storag
     lane.evaluate_now()
     assert ("opened" in {k for r, _, k, _ in lanes.events() if r == 5}) is False
     clock.now += 1.0
-    assert [e.kind for e in lane.evaluate_now().events] == ["opened"]
-    assert lanes.events()[-1] == (5, "broker:3", "opened", 1)
+    events = lane.evaluate_now().events
+    assert sorted(e.kind for e in events) == ["opened", "updated"]
+    assert (5, "broker:3", "opened", 1) in lanes.events()
+    # rule 1's page of singles-0 (on broker 3 alone) now names rule 5 as its cause
+    offline = stored(storage, 1, "topic:singles")
+    assert offline is not None
+    assert (
+        "1 partition of singles has a replica on broker 3: broker 3's registration is gone" in offline.summary
+    )
+    assert [c["rule"] for c in offline.evidence["causes"]] == [5]
 
     view.snapshot = healthy(version=3)  # broker 3 is back
     clock.now += 1.0
     assert lane.evaluate_now().events == ()
     clock.now += 4.0
-    assert [(e.kind, e.sequence) for e in lane.evaluate_now().events] == [("resolved", 2)]  # rule 1
+    assert [(e.kind, e.sequence) for e in lane.evaluate_now().events] == [("resolved", 3)]  # rule 1
     clock.now += 15.0
     assert [(e.kind, e.sequence) for e in lane.evaluate_now().events] == [("resolved", 2)]  # rule 5
     assert stored(storage, 5, "broker:3").state == "resolved"  # type: ignore[union-attr]
