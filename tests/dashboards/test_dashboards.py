@@ -335,8 +335,10 @@ def test_runbook_links_and_api_calls_name_operations_of_the_service() -> None:
         assert operation_id in operations, f"{rule['alert']}: no operation {operation_id} in the OpenAPI"
         method, path, tags = operations[operation_id]
         assert tag in tags, f"{rule['alert']}: {operation_id} is not tagged {tag} (tags {tags})"
-        call_method, call_target = rule["annotations"]["api_call"].split(" ", 2)[:2]
-        call_path = re.sub(r"\{\{ \$labels\.\w+ \}\}", "X", call_target.split("?")[0])
+        # the label templates first: ``{{ $labels.broker }}`` holds spaces, the call's parts are split on them
+        call = re.sub(r"\{\{ \$labels\.\w+ \}\}", "X", rule["annotations"]["api_call"])
+        call_method, call_target = call.split(" ", 2)[:2]
+        call_path = call_target.split("?")[0]
         pattern = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(path))
         assert call_method == method, rule["alert"]
         assert re.fullmatch(pattern, call_path), f"{rule['alert']}: {call_target} is not {path}"
