@@ -175,7 +175,9 @@ class ControlServer:
         self._server.daemon_threads = True
         self.host = host
         self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="control-port", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="control-port", daemon=True
+        )  # a short poll interval: close() waits for it
 
     @property
     def url(self) -> str:

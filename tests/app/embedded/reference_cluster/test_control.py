@@ -26,9 +26,11 @@ from tests.support.reference_cluster import (
     live_broker_ids,
     read_json,
     scrape,
+    small_settings,
     wait_for,
     zk_partitions,
 )
+from tests.support.zookeeper import ZkClientFactory, ZooKeeperEndpoint, own_chroot
 
 pytestmark = pytest.mark.integration
 
@@ -99,6 +101,49 @@ def control(make_cluster: ClusterFactory) -> Iterator[Control]:
     server.close()
 
 
+@dataclass
+class Untouched:
+    """A cluster and its control server shared by the module's tests that change nothing (a GET, or
+    requests the control port refuses), in a chroot of its own."""
+
+    control: Control
+    zk_connect: str
+
+
+@pytest.fixture(scope="module")
+def untouched_cluster(zookeeper_server: ZooKeeperEndpoint) -> Iterator[Untouched]:
+    with own_chroot(zookeeper_server, "control-untouched") as zk_connect:
+        cluster = ReferenceCluster(small_settings(topics=TOPICS), zk_connect)
+        cluster.start()
+        server = ControlServer(cluster)
+        server.start()
+        try:
+            yield Untouched(Control(cluster, server), zk_connect)
+        finally:
+            server.close()
+            cluster.stop()
+        assert not cluster.errors, cluster.errors
+
+
+@pytest.fixture
+def untouched(untouched_cluster: Untouched) -> Iterator[Control]:
+    """The shared cluster's control, checked unchanged after each test (every broker running, none
+    stalled, slow or with a failed log dir; the same topics; no skew), so that a refusal that changed
+    something fails its own test, not a later one."""
+    yield untouched_cluster.control
+    state = untouched_cluster.control.get()
+    brokers = [(b["id"], b["state"], b["stalled"], b["slow"], b["failed_log_dirs"]) for b in state["brokers"]]
+    assert brokers == [(b, "running", False, False, []) for b in (0, 1, 2)]
+    assert topic_names(state) == ["orders", "payments"]
+    assert state["traffic"]["skew"] == {"brokers": {}, "topics": {}, "partitions": {}}
+
+
+@pytest.fixture
+def untouched_zk(untouched_cluster: Untouched, make_zk_client: ZkClientFactory) -> KazooClient:
+    """A kazoo client on the shared cluster's chroot."""
+    return make_zk_client(hosts=untouched_cluster.zk_connect)
+
+
 def broker(state: dict[str, Any], broker_id: int) -> dict[str, Any]:
     [found] = [b for b in state["brokers"] if b["id"] == broker_id]
     result: dict[str, Any] = found
@@ -122,27 +167,27 @@ def followed_by(zk: KazooClient, broker_id: int) -> set[tuple[str, int]]:
 
 
 def test_get_root_describes_the_cluster_as_zookeeper_shows_it(
-    control: Control, zk_client: KazooClient, zk_connect: str
+    untouched: Control, untouched_zk: KazooClient, untouched_cluster: Untouched
 ) -> None:
-    answer = control.call("GET", "/")
+    answer = untouched.call("GET", "/")
     assert answer.status == 200
     state = answer.json
     assert set(state) == {"zookeeper", "migration", "controller", "brokers", "topics", "traffic"}
     assert state["migration"] is None  # until POST /migration/start (test_migration.py)
-    assert state["zookeeper"] == zk_connect
+    assert state["zookeeper"] == untouched_cluster.zk_connect
     assert state["controller"] == {
-        "broker_id": controller_id(zk_client),
-        "epoch": controller_epoch(zk_client),
+        "broker_id": controller_id(untouched_zk),
+        "epoch": controller_epoch(untouched_zk),
     }
 
     assert [b["id"] for b in state["brokers"]] == [0, 1, 2]
-    partitions = zk_partitions(zk_client)
+    partitions = zk_partitions(untouched_zk)
     for b in state["brokers"]:
         assert b["state"] == "running"
         assert b["registered"] is True
         assert (b["stalled"], b["slow"], b["failed_log_dirs"]) == (False, False, [])
-        assert b["metrics_url"] == control.cluster.metrics_url(b["id"])
-        assert b["broker_epoch"] == zk_client.exists(f"/brokers/ids/{b['id']}").czxid
+        assert b["metrics_url"] == untouched.cluster.metrics_url(b["id"])
+        assert b["broker_epoch"] == untouched_zk.exists(f"/brokers/ids/{b['id']}").czxid
         assert b["partitions"] == sum(1 for p in partitions.values() if b["id"] in p.replicas)
         assert b["leaders"] == sum(1 for p in partitions.values() if p.leader == b["id"])
 
@@ -156,7 +201,7 @@ def test_get_root_describes_the_cluster_as_zookeeper_shows_it(
             assert p["leader"] == in_zk.leader
             assert p["isr"] == list(in_zk.isr)
             state_znode = read_json(
-                zk_client, f"/brokers/topics/{topic['name']}/partitions/{p['partition']}/state"
+                untouched_zk, f"/brokers/topics/{topic['name']}/partitions/{p['partition']}/state"
             )
             assert p["leader_epoch"] == state_znode["leader_epoch"]
 
@@ -214,13 +259,13 @@ NOT_FOUND = [
 
 
 def test_unknown_or_non_numeric_ids_are_404(
-    control: Control, zk_client: KazooClient, subtests: pytest.Subtests
+    untouched: Control, untouched_zk: KazooClient, subtests: pytest.Subtests
 ) -> None:
     for path in NOT_FOUND:
         with subtests.test(path=path):
-            control.post(path).error(404)
-    assert live_broker_ids(zk_client) == [0, 1, 2]
-    assert all(not b["failed_log_dirs"] and not b["stalled"] for b in control.get()["brokers"])
+            untouched.post(path).error(404)
+    assert live_broker_ids(untouched_zk) == [0, 1, 2]
+    assert all(not b["failed_log_dirs"] and not b["stalled"] for b in untouched.get()["brokers"])
 
 
 def test_stall_then_resume_a_follower(control: Control, zk_client: KazooClient) -> None:
@@ -388,12 +433,12 @@ BAD_TOPICS: dict[str, bytes | dict[str, Any]] = {
 
 
 def test_bad_topic_specs_are_422_and_create_nothing(
-    control: Control, zk_client: KazooClient, subtests: pytest.Subtests
+    untouched: Control, untouched_zk: KazooClient, subtests: pytest.Subtests
 ) -> None:
     for case, body in BAD_TOPICS.items():
         with subtests.test(case):
-            control.post("/topics", body).error(422)
-            assert sorted(zk_client.get_children("/brokers/topics")) == ["orders", "payments"]
+            untouched.post("/topics", body).error(422)
+            assert sorted(untouched_zk.get_children("/brokers/topics")) == ["orders", "payments"]
 
 
 # --- log dirs ---------------------------------------------------------------------------------------
@@ -454,12 +499,12 @@ UNKNOWN_ROUTES = [
 ]
 
 
-def test_unknown_routes(control: Control, zk_client: KazooClient, subtests: pytest.Subtests) -> None:
+def test_unknown_routes(untouched: Control, untouched_zk: KazooClient, subtests: pytest.Subtests) -> None:
     for method, path, status in UNKNOWN_ROUTES:
         with subtests.test(f"{method} {path}"):
-            control.call(method, path).error(status)
-    assert live_broker_ids(zk_client) == [0, 1, 2]
+            untouched.call(method, path).error(status)
+    assert live_broker_ids(untouched_zk) == [0, 1, 2]
 
 
-def test_oversized_body_is_413(control: Control) -> None:
-    control.post("/load/skew", b" " * (64 * 1024 + 1)).error(413)
+def test_oversized_body_is_413(untouched: Control) -> None:
+    untouched.post("/load/skew", b" " * (64 * 1024 + 1)).error(413)

@@ -25,9 +25,11 @@ from tests.support.reference_cluster import (
     controller_id,
     live_broker_ids,
     scrape,
+    small_settings,
     wait_for,
     zk_partitions,
 )
+from tests.support.zookeeper import ZkClientFactory, ZooKeeperEndpoint, own_chroot
 
 pytestmark = pytest.mark.integration
 
@@ -85,11 +87,41 @@ def start(make_cluster: ClusterFactory, **overrides: Any) -> ReferenceCluster:
     """The cluster, once its data plane has ticked: before the first tick a broker's host counters have
     no series at all (its CPU family is empty), so "before" scrapes would have nothing to compare."""
     cluster = make_cluster(topics=TOPICS, **overrides)
+    await_first_tick(cluster)
+    return cluster
+
+
+def await_first_tick(cluster: ReferenceCluster) -> None:
     wait_for(
         lambda: all(scrape(url_of(cluster, b)).series(CPU) for b in cluster.brokers),
         message="the first data-plane tick",
     )
-    return cluster
+
+
+@pytest.fixture(scope="module")
+def healthy_cluster(zookeeper_server: ZooKeeperEndpoint) -> Iterator[tuple[ReferenceCluster, str]]:
+    """One healthy cluster (``TOPICS``, ticked once) and its connect string, in a chroot of its own, for
+    the tests that only scrape and read ZooKeeper; the tests that stop, stall or skew start their own."""
+    with own_chroot(zookeeper_server, "metrics-endpoint") as zk_connect:
+        cluster = ReferenceCluster(small_settings(topics=TOPICS), zk_connect)
+        cluster.start()
+        try:
+            await_first_tick(cluster)
+            yield cluster, zk_connect
+        finally:
+            cluster.stop()
+        assert not cluster.errors, cluster.errors
+
+
+@pytest.fixture
+def healthy(healthy_cluster: tuple[ReferenceCluster, str]) -> ReferenceCluster:
+    return healthy_cluster[0]
+
+
+@pytest.fixture
+def healthy_zk(healthy_cluster: tuple[ReferenceCluster, str], make_zk_client: ZkClientFactory) -> KazooClient:
+    """A kazoo client on the shared cluster's chroot."""
+    return make_zk_client(hosts=healthy_cluster[1])
 
 
 def url_of(cluster: ReferenceCluster, broker_id: int) -> str:
@@ -137,10 +169,10 @@ def assert_urp_agrees(cluster: ReferenceCluster, zk: KazooClient, expected: set[
 
 
 def test_every_broker_serves_kafka_and_host_metrics_under_exporter_names(
-    make_cluster: ClusterFactory, zk_client: KazooClient
+    healthy: ReferenceCluster, healthy_zk: KazooClient
 ) -> None:
-    cluster = start(make_cluster)
-    partitions = zk_partitions(zk_client)
+    cluster = healthy
+    partitions = zk_partitions(healthy_zk)
     cores = cluster.settings.traffic.cpu_cores
 
     def led_topics(b: int) -> set[str]:
@@ -214,10 +246,10 @@ def test_exactly_one_broker_reports_the_active_controller_also_after_a_failover(
 
 
 def test_counters_only_increase_between_two_scrapes(
-    make_cluster: ClusterFactory, zk_client: KazooClient
+    healthy: ReferenceCluster, healthy_zk: KazooClient
 ) -> None:
-    cluster = start(make_cluster)
-    partitions = zk_partitions(zk_client)
+    cluster = healthy
+    partitions = zk_partitions(healthy_zk)
     before = scrape_brokers(cluster, [0, 1, 2])
 
     def rising(b: int) -> list[str]:
@@ -246,10 +278,10 @@ def test_counters_only_increase_between_two_scrapes(
 
 
 def test_partition_and_leader_counts_match_zookeeper(
-    make_cluster: ClusterFactory, zk_client: KazooClient
+    healthy: ReferenceCluster, healthy_zk: KazooClient
 ) -> None:
-    cluster = start(make_cluster)
-    partitions = zk_partitions(zk_client).values()
+    cluster = healthy
+    partitions = zk_partitions(healthy_zk).values()
     scrapes = scrape_brokers(cluster, [0, 1, 2])
 
     assert sum(s.unlabelled(PARTITION_COUNT) for s in scrapes.values()) == REPLICAS_TOTAL
@@ -262,10 +294,10 @@ def test_partition_and_leader_counts_match_zookeeper(
 # --- URP: the gauges against ZooKeeper ----------------------------------------------------------------
 
 
-def test_urp_is_zero_on_a_healthy_cluster(make_cluster: ClusterFactory, zk_client: KazooClient) -> None:
-    cluster = start(make_cluster)
-    assert_urp_agrees(cluster, zk_client, expected=set())
-    assert all(p.isr and set(p.isr) == set(p.replicas) for p in zk_partitions(zk_client).values())
+def test_urp_is_zero_on_a_healthy_cluster(healthy: ReferenceCluster, healthy_zk: KazooClient) -> None:
+    cluster = healthy
+    assert_urp_agrees(cluster, healthy_zk, expected=set())
+    assert all(p.isr and set(p.isr) == set(p.replicas) for p in zk_partitions(healthy_zk).values())
 
 
 def test_urp_with_a_stalled_follower_matches_zookeeper_and_clears_on_resume(

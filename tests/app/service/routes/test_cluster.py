@@ -3,6 +3,7 @@ and the 4xx paths."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -10,9 +11,21 @@ import pytest
 
 from collectors.kafka.model import TopicPartition
 from tests.support.reference_cluster import wait_for
-from tests.support.service import Service
+from tests.support.service import Service, product_service
+from tests.support.zookeeper import ZooKeeperEndpoint
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def unchanged(
+    zookeeper_server: ZooKeeperEndpoint, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    """One service on a cluster no test changes, for the tests that only read (those that stop a broker or
+    stall a follower have the function-scoped ``service``)."""
+    store = tmp_path_factory.mktemp("cluster-routes") / "store.db"
+    with product_service(zookeeper_server, store, "cluster-routes") as service:
+        yield service
 
 
 @pytest.mark.parametrize(
@@ -24,16 +37,16 @@ pytestmark = pytest.mark.integration
     ],
 )
 def test_reads_need_a_valid_token(
-    service: Service, headers: dict[str, str], status: int, message: str
+    unchanged: Service, headers: dict[str, str], status: int, message: str
 ) -> None:
-    response = service.get("/api/v1/cluster", headers=headers)
+    response = unchanged.get("/api/v1/cluster", headers=headers)
     assert response.status_code == status
     assert message in response.json()["detail"]
     assert response.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_cluster_summary_agrees_with_zookeeper(service: Service) -> None:
-    body = service.get("/api/v1/cluster").json()
+def test_cluster_summary_agrees_with_zookeeper(unchanged: Service) -> None:
+    body = unchanged.get("/api/v1/cluster").json()
     assert body["summary"]["brokers"] == 3
     assert body["summary"]["partitions"] == 4
     assert body["summary"]["under_replicated"] == 0
@@ -47,7 +60,7 @@ def test_cluster_summary_agrees_with_zookeeper(service: Service) -> None:
         "partitions_with_unknown_unclean_leader_election": 0,
     }
     wait_for(
-        lambda: (service.get("/api/v1/cluster").json()["urp_cross_check"] or {}).get("agrees"),
+        lambda: (unchanged.get("/api/v1/cluster").json()["urp_cross_check"] or {}).get("agrees"),
         message="the URP gauges scraped and agreeing",
     )
 
@@ -138,9 +151,9 @@ def test_an_unreadable_partition_state_is_unknown_in_the_api_and_metrics(service
     [({"limit": 0}, "query.limit"), ({"offset": -1}, "query.offset"), ({"broker": "x"}, "query.broker")],
 )
 def test_bad_query_parameters_are_422_naming_each(
-    service: Service, params: dict[str, Any], location: str
+    unchanged: Service, params: dict[str, Any], location: str
 ) -> None:
-    response = service.get("/api/v1/partitions", **params)
+    response = unchanged.get("/api/v1/partitions", **params)
     assert response.status_code == 422
     body = response.json()
     assert [p["location"] for p in body["problems"]] == [location]

@@ -6,6 +6,7 @@ collector behind the service's own SnapshotCollector interface, as in test_probe
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,19 @@ from collectors.zookeeper.collector import ScanStats
 from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support import snapshots
 from tests.support.reference_cluster import wait_for
-from tests.support.service import VIEWER, Service, run_server
+from tests.support.service import VIEWER, Service, product_service, run_server
+from tests.support.zookeeper import ZooKeeperEndpoint
+
+
+@pytest.fixture(scope="module")
+def healthy(
+    zookeeper_server: ZooKeeperEndpoint, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    """One service on a healthy cluster no test changes, for the tests that only read (the one that stops
+    a broker has the function-scoped ``service``)."""
+    store = tmp_path_factory.mktemp("safe-to-stop") / "store.db"
+    with product_service(zookeeper_server, store, "safe-to-stop") as service:
+        yield service
 
 
 def gauges(service: Service) -> dict[str, float]:
@@ -45,8 +58,8 @@ def gauges(service: Service) -> dict[str, float]:
 
 
 @pytest.mark.integration
-def test_a_healthy_cluster_is_safe_to_stop_broker_by_broker(service: Service) -> None:
-    whole = service.get("/api/v1/brokers/safe-to-stop")
+def test_a_healthy_cluster_is_safe_to_stop_broker_by_broker(healthy: Service) -> None:
+    whole = healthy.get("/api/v1/brokers/safe-to-stop")
     assert whole.status_code == 200
     body = whole.json()
     assert body["trusted"] is True
@@ -55,11 +68,11 @@ def test_a_healthy_cluster_is_safe_to_stop_broker_by_broker(service: Service) ->
     assert sum(b["leaderships"] for b in body["brokers"]) == 4
     assert body["already_under_replicated"] == []
 
-    one = service.get("/api/v1/brokers/1/safe-to-stop").json()
+    one = healthy.get("/api/v1/brokers/1/safe-to-stop").json()
     assert one["safe"] is True
     assert one["reasons"] == []
     assert len(one["leaderships_to_move"]) == body["brokers"][1]["leaderships"]
-    assert gauges(service) == {"0": 1.0, "1": 1.0, "2": 1.0}
+    assert gauges(healthy) == {"0": 1.0, "1": 1.0, "2": 1.0}
 
 
 @pytest.mark.integration
@@ -100,18 +113,18 @@ def test_min_isr_2_with_a_broker_down(service: Service) -> None:
 
 
 @pytest.mark.integration
-def test_unknown_and_malformed_ids_and_tokens(service: Service) -> None:
-    unknown = service.get("/api/v1/brokers/9/safe-to-stop")
+def test_unknown_and_malformed_ids_and_tokens(healthy: Service) -> None:
+    unknown = healthy.get("/api/v1/brokers/9/safe-to-stop")
     assert unknown.status_code == 404
     assert unknown.json()["detail"] == (
         "broker 9 is neither registered nor assigned any replica (known brokers: 0, 1, 2)"
     )
-    malformed = service.get("/api/v1/brokers/x/safe-to-stop")
+    malformed = healthy.get("/api/v1/brokers/x/safe-to-stop")
     assert malformed.status_code == 422
     assert [p["location"] for p in malformed.json()["problems"]] == ["path.broker_id"]
-    assert service.get("/api/v1/brokers/safe-to-stop", headers={}).status_code == 401
-    assert service.get("/api/v1/brokers/0/safe-to-stop", headers={}).status_code == 401
-    assert service.get("/api/v1/brokers/0").status_code == 200  # the broker route still answers
+    assert healthy.get("/api/v1/brokers/safe-to-stop", headers={}).status_code == 401
+    assert healthy.get("/api/v1/brokers/0/safe-to-stop", headers={}).status_code == 401
+    assert healthy.get("/api/v1/brokers/0").status_code == 200  # the broker route still answers
 
 
 @dataclass
