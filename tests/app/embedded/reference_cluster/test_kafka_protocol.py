@@ -1,0 +1,293 @@
+"""The reference cluster speaks Kafka's protocol: kafka-python's own clients against its brokers.
+
+Module-scoped: one cluster (listeners on free ports) with two simulated groups, which the read-only tests
+share; the tests that stop a broker or a group use a cluster of their own.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.parser import KafkaProtocol
+from kazoo.client import KazooClient
+
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.config import ConsumerGroupSpec, TopicSpec
+from app.embedded.reference_cluster.groups import (
+    OFFSETS_TOPIC,
+    java_string_hash_code,
+    offsets_partition,
+)
+from collectors.kafka import zkdata
+from collectors.kafka.model import TopicPartition as Tp
+from tests.support.reference_cluster import ClusterFactory, small_settings, wait_for, zk_partitions
+from tests.support.zookeeper import ZooKeeperEndpoint, own_chroot
+
+GROUPS = [
+    ConsumerGroupSpec(name="billing", topics=["orders"], members=2, commit_interval_ms=500),
+    ConsumerGroupSpec(name="audit", topics=["orders", "payments"], members=3, commit_interval_ms=500),
+]
+TOPICS = [
+    TopicSpec(name="orders", partitions=4, replication_factor=3),
+    TopicSpec(name="payments", partitions=2, replication_factor=2),
+]
+
+
+def free_settings(**overrides: Any) -> Any:
+    return small_settings(topics=TOPICS, listener_port_base=0, **overrides)
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper_server: ZooKeeperEndpoint) -> Iterator[ReferenceCluster]:
+    with own_chroot(zookeeper_server, "kproto") as connect:
+        c = ReferenceCluster(free_settings(consumer_groups=GROUPS), connect)
+        c.start()
+        try:
+            yield c
+        finally:
+            c.stop()
+        assert c.errors == []
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: ReferenceCluster) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(), request_timeout_ms=20_000)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def consumer(cluster: ReferenceCluster) -> Iterator[KafkaConsumer]:
+    client = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap(), request_timeout_ms=20_000)
+    yield client
+    client.close()
+
+
+def snapshot(cluster: ReferenceCluster) -> dict[str, Any]:
+    """Committed offsets of every group and (log start, log end) of every partition, at one moment."""
+
+    def take() -> dict[str, Any]:
+        view = cluster.metadata_view()
+        logs = {}
+        for topic in ("orders", "payments"):
+            for p in range(view.partition_count(topic)):
+                tp = Tp(topic, p)
+                leader = cluster._leader_of(tp)
+                assert leader is not None
+                logs[tp] = cluster.log_offsets(leader, tp)
+        groups = {g.name: dict(g.committed) for g in cluster.consumer_groups.groups.values()}
+        return {"logs": logs, "groups": groups}
+
+    return cluster.loop.call(take)
+
+
+# --- javaStringHashCode and the coordinator's partition -------------------------------------------------
+
+
+@pytest.mark.unit
+def test_java_string_hash_code_matches_java() -> None:
+    assert java_string_hash_code("hello") == 99162322
+    assert java_string_hash_code("") == 0
+    assert java_string_hash_code("polygenelubricants") == -2147483648  # Integer.MIN_VALUE
+    assert java_string_hash_code("Aa") == java_string_hash_code("BB") == 2112
+    assert java_string_hash_code("hello world") == 1794106052
+    assert java_string_hash_code("abcdefghij") == -634317659  # overflows int32: negative
+    assert java_string_hash_code("é") == 233  # one UTF-16 code unit
+    assert java_string_hash_code("😀") == 1772899  # a surrogate pair: two code units
+
+
+@pytest.mark.unit
+def test_the_coordinator_partition_is_abs_hash_mod_50() -> None:
+    assert offsets_partition("hello") == 99162322 % 50
+    assert offsets_partition("abcdefghij") == 634317659 % 50 == 9  # abs of a negative hash
+    assert offsets_partition("polygenelubricants") == 0  # Utils.abs(Integer.MIN_VALUE) == 0
+
+
+# --- kafka-python's own clients ------------------------------------------------------------------------
+
+pytestmark = pytest.mark.integration
+
+
+def test_list_groups_lists_the_simulated_groups(admin: KafkaAdminClient) -> None:
+    groups = admin.list_groups()
+    assert sorted(g["group_id"] for g in groups) == ["audit", "billing"]
+    assert {g["protocol_type"] for g in groups} == {"consumer"}
+
+
+def test_list_group_offsets_returns_the_committed_offsets(
+    cluster: ReferenceCluster, admin: KafkaAdminClient
+) -> None:
+    def matches() -> bool:
+        before = snapshot(cluster)["groups"]
+        got = admin.list_group_offsets(["billing", "audit"])
+        after = snapshot(cluster)["groups"]
+        for name in ("billing", "audit"):
+            offsets = {Tp(tp.topic, tp.partition): om.offset for tp, om in got[name].items()}
+            if offsets != before[name] and offsets != after[name]:
+                return False
+        return True
+
+    wait_for(matches, message="list_group_offsets equal to the groups' committed offsets")
+    got = admin.list_group_offsets("audit")["audit"]
+    assert {(tp.topic, tp.partition) for tp in got} == {("orders", p) for p in range(4)} | {
+        ("payments", 0),
+        ("payments", 1),
+    }
+
+
+def test_end_and_beginning_offsets_are_the_logs(cluster: ReferenceCluster, consumer: KafkaConsumer) -> None:
+    partitions = [TopicPartition("orders", p) for p in range(4)] + [TopicPartition("payments", 0)]
+
+    def matches() -> bool:
+        before = snapshot(cluster)["logs"]
+        ends = consumer.end_offsets(partitions)
+        starts = consumer.beginning_offsets(partitions)
+        after = snapshot(cluster)["logs"]
+        for tp in partitions:
+            key = Tp(tp.topic, tp.partition)
+            if not before[key][1] <= ends[tp] <= after[key][1]:
+                return False
+            if not before[key][0] <= starts[tp] <= after[key][0]:
+                return False
+        return True
+
+    wait_for(matches, message="end/beginning offsets within one round of the logs")
+    ends = consumer.end_offsets(partitions)
+    assert all(offset > 0 for offset in ends.values())  # the logs hold the preloaded data and grow
+
+
+def test_describe_groups_gives_state_members_and_assignment(admin: KafkaAdminClient) -> None:
+    described = admin.describe_groups(["audit", "nobody"])
+    audit = described["audit"]
+    assert (audit["group_state"], audit["protocol_type"], audit["error"]) == ("Stable", "consumer", None)
+    assert len(audit["members"]) == 3
+    assigned = sorted(
+        (assigned["topic"], p)
+        for m in audit["members"]
+        for assigned in m["member_assignment"]["assigned_partitions"]
+        for p in assigned["partitions"]
+    )
+    assert assigned == sorted([("orders", p) for p in range(4)] + [("payments", 0), ("payments", 1)])
+    assert all(m["client_id"].startswith("consumer-audit-") for m in audit["members"])
+    assert described["nobody"]["group_state"] == "Dead"
+
+
+def test_the_offsets_topic_is_created_as_kafka_creates_it(
+    cluster: ReferenceCluster, make_zk_client: Any
+) -> None:
+    zk: KazooClient = make_zk_client(hosts=cluster.zookeeper)
+    partitions = [p for p in zk_partitions(zk).values() if p.topic == OFFSETS_TOPIC]
+    assert len(partitions) == 50
+    assert {len(p.replicas) for p in partitions} == {3}
+    data, _ = zk.get(f"/config/topics/{OFFSETS_TOPIC}")
+    assert b'"cleanup.policy":"compact"' in data.replace(b" ", b"")
+
+
+def test_find_coordinator_names_the_leader_of_the_hashed_partition(
+    cluster: ReferenceCluster, admin: KafkaAdminClient, make_zk_client: Any
+) -> None:
+    zk: KazooClient = make_zk_client(hosts=cluster.zookeeper)
+    leaders = {key: p.leader for key, p in zk_partitions(zk).items()}
+    for group in ("audit", "billing"):
+        expected = leaders[(OFFSETS_TOPIC, offsets_partition(group))]
+        # ListGroups at that broker only lists the groups it coordinates
+        listed = {g["group_id"] for g in admin.list_groups(broker_ids=[expected])}
+        assert group in listed
+        others = [b for b in cluster.brokers if b != expected]
+        assert all(group not in {g["group_id"] for g in admin.list_groups(broker_ids=[b])} for b in others)
+
+
+def raw_request(host: str, port: int, request: Any) -> Any:
+    protocol = KafkaProtocol(client_id="test")
+    with socket.create_connection((host, port), timeout=20) as sock:
+        protocol.send_request(request)
+        sock.sendall(protocol.send_bytes())
+        while True:
+            data = sock.recv(65536)
+            assert data, "the broker closed the connection"
+            responses = protocol.receive_bytes(data)
+            if responses:
+                return responses[0][1]
+
+
+def test_list_offsets_at_a_follower_is_not_leader_or_follower(cluster: ReferenceCluster) -> None:
+    tp = Tp("orders", 0)
+    state = cluster.loop.call(lambda: cluster.partition_state(tp))
+    assert state is not None
+    follower = next(b for b in cluster.brokers if b != state.leader)
+    endpoint = cluster.brokers[follower].endpoint
+    topic = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(
+        version=5,
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            topic(name="orders", partitions=[topic.ListOffsetsPartition(partition_index=0, timestamp=-1)])
+        ],
+    )
+    response = raw_request(endpoint.host, endpoint.port, request)
+    assert isinstance(response, ListOffsetsResponse)
+    assert response.topics[0].partitions[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER
+    leader = cluster.brokers[state.leader].endpoint
+    response = raw_request(leader.host, leader.port, request)
+    assert response.topics[0].partitions[0].error_code == 0
+    assert response.topics[0].partitions[0].offset > 0
+
+
+def test_the_registered_endpoint_is_where_the_broker_listens(
+    cluster: ReferenceCluster, make_zk_client: Any
+) -> None:
+    zk: KazooClient = make_zk_client(hosts=cluster.zookeeper)
+    for broker_id in cluster.brokers:
+        path = zkdata.broker_path(broker_id)
+        data, stat = zk.get(path)
+        registration = zkdata.decode_broker_registration(path, broker_id, data, stat.czxid)
+        endpoint = registration.endpoints[0]
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=10):
+            pass
+
+
+# --- faults: a cluster of their own --------------------------------------------------------------------
+
+
+def test_a_stopped_broker_refuses_connections_and_listens_again_after_a_start(
+    make_cluster: ClusterFactory,
+) -> None:
+    cluster = make_cluster(free_settings())
+    endpoint = cluster.brokers[1].endpoint
+    socket.create_connection((endpoint.host, endpoint.port), timeout=10).close()
+    cluster.stop_broker(1)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((endpoint.host, endpoint.port), timeout=10)
+    cluster.start_broker(1)
+    assert cluster.brokers[1].endpoint.port == endpoint.port
+    socket.create_connection((endpoint.host, endpoint.port), timeout=10).close()
+
+
+def test_group_controls_stop_stall_slow_rewind(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(free_settings())
+    cluster.add_consumer_group(
+        ConsumerGroupSpec(name="g", topics=["orders"], members=2, commit_interval_ms=200)
+    )
+    group = cluster.consumer_groups.groups["g"]
+
+    def committed() -> dict[Tp, int]:
+        return cluster.loop.call(lambda: dict(group.committed))
+
+    first = committed()
+    wait_for(lambda: all(committed()[tp] > o for tp, o in first.items()), message="commits that move")
+    cluster.consumer_group_action("g", "rewind", {"records": 1000})
+    rewound = committed()
+    assert all(rewound[tp] < first[tp] + 1000 for tp in first)
+    cluster.consumer_group_action("g", "stall", {})
+    stalled = committed()
+    assert cluster.loop.call(lambda: group.state) == "Stable"
+    wait_for(lambda: cluster.loop.call(lambda: group.next_commit_ms) > 0)
+    cluster.consumer_group_action("g", "stop", {})
+    assert cluster.loop.call(lambda: (group.state, len(group.members))) == ("Empty", 0)
+    assert committed() == stalled
