@@ -6,7 +6,9 @@ share; the tests that stop a broker or a group use a cluster of their own.
 
 from __future__ import annotations
 
+import json
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +20,7 @@ from kazoo.client import KazooClient
 
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import ConsumerGroupSpec, TopicSpec
+from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.reference_cluster.groups import (
     OFFSETS_TOPIC,
     java_string_hash_code,
@@ -269,25 +272,59 @@ def test_a_stopped_broker_refuses_connections_and_listens_again_after_a_start(
     socket.create_connection((endpoint.host, endpoint.port), timeout=10).close()
 
 
-def test_group_controls_stop_stall_slow_rewind(make_cluster: ClusterFactory) -> None:
+def test_group_routes_start_stop_stall_slow_and_rewind_a_group(make_cluster: ClusterFactory) -> None:
     cluster = make_cluster(free_settings())
-    cluster.add_consumer_group(
-        ConsumerGroupSpec(name="g", topics=["orders"], members=2, commit_interval_ms=200)
+    api = ControlApi(cluster)
+
+    def post(path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        return api.handle("POST", path, json.dumps(body or {}).encode())
+
+    status, state = post(
+        "/consumer-groups",
+        {"name": "g", "topics": ["orders"], "members": 2, "commit_interval_ms": 200, "rate_factor": 1.0},
     )
+    assert status == 200, state
+    [described] = state["consumer_groups"]
+    assert (described["name"], described["members"], described["state"]) == ("g", 2, "Stable")
     group = cluster.consumer_groups.groups["g"]
 
     def committed() -> dict[Tp, int]:
         return cluster.loop.call(lambda: dict(group.committed))
 
+    def ends() -> dict[Tp, int]:
+        return {tp: cluster.loop.call(lambda tp=tp: cluster.high_watermark(tp)) for tp in committed()}
+
     first = committed()
     wait_for(lambda: all(committed()[tp] > o for tp, o in first.items()), message="commits that move")
-    cluster.consumer_group_action("g", "rewind", {"records": 1000})
+
+    assert post("/consumer-groups/g/rewind", {"records": 1000})[0] == 200
     rewound = committed()
-    assert all(rewound[tp] < first[tp] + 1000 for tp in first)
-    cluster.consumer_group_action("g", "stall", {})
+    lag = {tp: ends()[tp] - o for tp, o in rewound.items()}
+    assert all(v >= 1000 for v in lag.values()), lag
+
+    assert post("/consumer-groups/g/stall")[0] == 200
     stalled = committed()
-    assert cluster.loop.call(lambda: group.state) == "Stable"
-    wait_for(lambda: cluster.loop.call(lambda: group.next_commit_ms) > 0)
-    cluster.consumer_group_action("g", "stop", {})
-    assert cluster.loop.call(lambda: (group.state, len(group.members))) == ("Empty", 0)
+    wait_for(lambda: cluster.loop.call(lambda: group.next_commit_ms) > cluster.now_ms() - 1000)
+    time.sleep(0.5)  # commits go on; the offsets do not move
     assert committed() == stalled
+
+    assert post("/consumer-groups/g/slow", {"rate_factor": 0.5})[0] == 200
+    assert post("/consumer-groups/g/start", {"rate_factor": 3.0})[0] == 200
+    wait_for(lambda: all(committed()[tp] > o for tp, o in stalled.items()), message="a restarted group")
+
+    assert post("/consumer-groups/g/stop")[0] == 200
+    assert cluster.loop.call(lambda: (group.state, len(group.members))) == ("Empty", 0)
+    stopped = committed()
+    time.sleep(0.5)
+    assert committed() == stopped
+
+    # refusals: nothing applied
+    assert post("/consumer-groups/g/stop")[0] == 409
+    assert post("/consumer-groups/nobody/stop")[0] == 404
+    assert post("/consumer-groups/g/rewind", {"records": -1})[0] == 422
+    assert post("/consumer-groups/g/slow", {"rate_factor": "fast"})[0] == 422
+    assert post("/consumer-groups", {"name": "g", "topics": ["orders"]})[0] == 409
+    assert post("/consumer-groups", {"name": "h", "topics": ["nope"]})[0] == 422
+    assert post("/consumer-groups", {"name": "h", "topics": ["orders"], "members": 0})[0] == 422
+    assert sorted(cluster.consumer_groups.groups) == ["g"]
+    assert committed() == stopped
