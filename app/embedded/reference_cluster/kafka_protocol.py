@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.embedded.reference_cluster.groups import OFFSETS_TOPIC, offsets_partition
+from app.embedded.reference_cluster.loop import LoopStoppedError
 from collectors.kafka.model import TopicPartition
 
 with warnings.catch_warnings():
@@ -529,6 +530,8 @@ class KafkaListener:
                 except ProtocolError as exc:
                     log.info("Kafka listener %s:%d closes a connection: %s", self.host, self.port, exc)
                     return
+                except LoopStoppedError:
+                    return  # the cluster is stopping
         except OSError:
             return
         except Exception:
