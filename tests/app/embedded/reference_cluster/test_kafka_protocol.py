@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.parser import KafkaProtocol
 from kazoo.client import KazooClient
 
@@ -216,6 +218,33 @@ def test_list_offsets_at_a_follower_is_not_leader_or_follower(cluster: Reference
     assert response.topics[0].partitions[0].offset > 0
 
 
+def test_metadata_answers_the_leaders_and_isrs_of_the_state_znodes(
+    cluster: ReferenceCluster, make_zk_client: Any
+) -> None:
+    zk: KazooClient = make_zk_client(hosts=cluster.zookeeper)
+    endpoint = cluster.brokers[2].endpoint
+    topic = MetadataRequest.MetadataRequestTopic
+
+    def matches() -> bool:
+        response = raw_request(
+            endpoint.host, endpoint.port, MetadataRequest(version=9, topics=[topic(name="orders")])
+        )
+        known = zk_partitions(zk)
+        [answer] = response.topics
+        got = {
+            ("orders", p.partition_index): (p.leader_id, tuple(p.isr_nodes), tuple(p.replica_nodes))
+            for p in answer.partitions
+        }
+        expected = {key: (z.leader, z.isr, z.replicas) for key, z in known.items() if key[0] == "orders"}
+        return got == expected and sorted(b.node_id for b in response.brokers) == [0, 1, 2]
+
+    wait_for(matches, message="Metadata equal to the state znodes")
+    response = raw_request(
+        endpoint.host, endpoint.port, MetadataRequest(version=9, topics=[topic(name="nope")])
+    )
+    assert response.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION: no auto-creation
+
+
 def test_the_registered_endpoint_is_where_the_broker_listens(
     cluster: ReferenceCluster, make_zk_client: Any
 ) -> None:
@@ -244,6 +273,26 @@ def test_a_stopped_broker_refuses_connections_and_listens_again_after_a_start(
     cluster.start_broker(1)
     assert cluster.brokers[1].endpoint.port == endpoint.port
     socket.create_connection((endpoint.host, endpoint.port), timeout=10).close()
+
+
+def test_a_stopped_coordinator_hands_its_groups_to_the_new_leader(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(free_settings(consumer_groups=GROUPS[:1]))
+    coordinator = cluster.loop.call(lambda: cluster.group_coordinator("billing"))
+    assert coordinator is not None
+    cluster.stop_broker(coordinator.id)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(), request_timeout_ms=20_000)
+    try:
+
+        def answered() -> bool:
+            offsets = admin.list_group_offsets("billing")["billing"]
+            return len(offsets) == 4 and all(om.offset > 0 for om in offsets.values())
+
+        wait_for(answered, message="the group's offsets from its new coordinator", ignore=(KafkaError,))
+        moved = cluster.loop.call(lambda: cluster.group_coordinator("billing"))
+        assert moved is not None
+        assert moved.id != coordinator.id
+    finally:
+        admin.close()
 
 
 def test_group_routes_start_stop_stall_slow_and_rewind_a_group(make_cluster: ClusterFactory) -> None:
