@@ -81,6 +81,8 @@ class SimGroup:
     next_commit_ms: float = 0.0
     generation: int = 1
     members: tuple[Member, ...] = ()
+    commits: int = 0
+    """Offset commits so far (a stalled group keeps committing the same offsets)."""
 
     @property
     def name(self) -> str:
@@ -100,6 +102,7 @@ class SimGroup:
             "mode": self.mode,
             "rate_factor": self.rate_factor,
             "commit_interval_ms": self.spec.commit_interval_ms,
+            "commits": self.commits,
             "committed": {f"{tp.topic}-{tp.partition}": o for tp, o in sorted(self.committed.items())},
         }
 
@@ -185,6 +188,7 @@ class ConsumerGroups:
             raise GroupError(409, f"consumer group {name!r} is {group.mode}: only a running group stalls")
         self._advance(group, now_ms, log_end, lambda _tp: 0.0)
         group.mode = "stalled"
+        self._commit(group)  # where it got stuck: every later commit repeats these offsets
 
     def slow(self, name: str, rate_factor: float) -> None:
         group = self.get(name)
@@ -212,9 +216,14 @@ class ConsumerGroups:
             group.next_commit_ms = now_ms + group.spec.commit_interval_ms
             self._add_new_partitions(group, partitions)
             self._advance(group, now_ms, log_end, produce_rate)
-            for tp, position in group.positions.items():
-                if not math.isnan(position):
-                    group.committed[tp] = int(position)
+            self._commit(group)
+
+    @staticmethod
+    def _commit(group: SimGroup) -> None:
+        for tp, position in group.positions.items():
+            if not math.isnan(position):
+                group.committed[tp] = int(position)
+        group.commits += 1
 
     @staticmethod
     def _add_new_partitions(group: SimGroup, partitions: Callable[[str], int]) -> None:
