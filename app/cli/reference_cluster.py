@@ -20,6 +20,7 @@ from app.cli.common import (
 )
 from app.embedded.reference_cluster.cluster import ReferenceCluster
 from app.embedded.reference_cluster.config import (
+    ConsumerGroupSpec,
     ReferenceClusterSettings,
     TopicSpec,
     load_reference_cluster_settings,
@@ -47,6 +48,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME:PARTITIONS:RF",
         help="a topic to create at start-up (repeatable)",
+    )
+    parser.add_argument(
+        "--consumer-group",
+        action="append",
+        default=[],
+        metavar="NAME:TOPIC[,TOPIC...]:MEMBERS",
+        help="a simulated consumer group of start-up topics, committing every 5 s (repeatable)",
+    )
+    parser.add_argument(
+        "--listener-port-base",
+        type=int,
+        default=None,
+        help="broker i speaks Kafka's protocol on this port + i (default 19092; 0: free ports)",
     )
     parser.add_argument(
         "--control-port", type=tcp_port, help="control port on 127.0.0.1 (default: a free one)"
@@ -84,6 +98,10 @@ def settings_from_args(args: argparse.Namespace) -> ReferenceClusterSettings:
         overrides["brokers"] = args.brokers
     if args.topic:
         overrides["topics"] = [TopicSpec.parse(t).model_dump() for t in args.topic]
+    if args.consumer_group:
+        overrides["consumer_groups"] = [ConsumerGroupSpec.parse(g).model_dump() for g in args.consumer_group]
+    if args.listener_port_base is not None:
+        overrides["listener_port_base"] = args.listener_port_base
     if args.rack:
         overrides["racks"] = args.rack
     if args.inter_broker_protocol_version:
@@ -155,6 +173,10 @@ def print_banner(cluster: ReferenceCluster, control: ControlServer) -> None:
         print(f"controller: broker {controller['broker_id']} (epoch {controller['epoch']})")
     for broker in state["brokers"]:
         print(f"broker {broker['id']}: metrics {broker['metrics_url']}")
+        print(f"broker {broker['id']}: kafka {broker['kafka_listener']}")
+    print(f"bootstrap: {cluster.kafka_bootstrap()}")
     for topic in state["topics"]:
         print(f"topic {topic['name']}: {len(topic['partitions'])} partitions")
+    for group in state["consumer_groups"]:
+        print(f"consumer group {group['name']}: {', '.join(group['topics'])} ({group['members']} members)")
     print("ready (Ctrl-C to stop)", flush=True)

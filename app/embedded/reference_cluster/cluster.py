@@ -26,9 +26,19 @@ from kazoo.recipe.watchers import DataWatch
 from app.embedded.reference_cluster import replication
 from app.embedded.reference_cluster.admin import TopicExistsError, ZkAdmin
 from app.embedded.reference_cluster.broker import SimBroker
-from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
+from app.embedded.reference_cluster.config import ConsumerGroupSpec, ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.controller import Controller
 from app.embedded.reference_cluster.dynamic_config import DynamicConfigs
+from app.embedded.reference_cluster.groups import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIG,
+    OFFSETS_TOPIC_MAX_RF,
+    OFFSETS_TOPIC_PARTITIONS,
+    ConsumerGroups,
+    GroupError,
+    offsets_partition,
+)
+from app.embedded.reference_cluster.kafka_protocol import BrokerProtocol, KafkaListener
 from app.embedded.reference_cluster.loop import EventLoop
 from app.embedded.reference_cluster.metrics import (
     BrokerMetricsServer,
@@ -83,6 +93,25 @@ class ClusterError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class MetadataView:
+    """The partitions as the brokers' metadata caches hold them: the controller's (the last active one's
+    while none is)."""
+
+    assignments: Mapping[TopicPartition, ReplicaAssignment]
+    topic_ids: Mapping[str, str | None]
+    states: Mapping[TopicPartition, LeaderAndIsr]
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions 0..n-1 of ``topic`` (0 when unknown), in time proportional to n."""
+        if topic not in self.topic_ids:
+            return 0
+        n = 0
+        while TopicPartition(topic, n) in self.assignments:
+            n += 1
+        return n
+
+
 @dataclass
 class _IsrNotifications:
     pending: set[TopicPartition]
@@ -128,6 +157,14 @@ class ReferenceCluster:
             b: _IsrNotifications(set()) for b in self.brokers
         }
         self._metrics_servers: dict[int, BrokerMetricsServer] = {}
+        self._kafka_listeners: dict[int, KafkaListener] = {
+            i: KafkaListener(settings.broker_host(i), settings.listener_port(i), BrokerProtocol(self, i))
+            for i in self.brokers
+        }
+        self.consumer_groups = ConsumerGroups()
+        self._last_controller: Controller | None = None
+        self._cluster_id: str | None = None
+        self._offsets_topic_requested = False
         self._preload: set[tuple[TopicPartition, int]] = set()
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -181,6 +218,8 @@ class ReferenceCluster:
         for topic in self.settings.topics:
             self._create_startup_topic(topic.name, topic.partitions, topic.replication_factor, topic.config)
         self.wait_until(self._all_partitions_online, timeout, "every partition of the start-up topics online")
+        for group in self.settings.consumer_groups:
+            self.add_consumer_group(group, timeout)
 
     def stop(self) -> None:
         """Stop every broker (their sessions close, so their ephemeral znodes go) and the loop."""
@@ -192,6 +231,8 @@ class ReferenceCluster:
         self.loop.stop()
         for server in self._metrics_servers.values():
             server.close()
+        for listener in self._kafka_listeners.values():
+            listener.close()
         if self._admin_client is not None:
             self._admin_client.stop()
             self._admin_client.close()
@@ -302,6 +343,9 @@ class ReferenceCluster:
             client.ensure_path(path)
         self._ensure_cluster_id(client)
         self._metrics_servers[broker.id].open()
+        port = self._kafka_listeners[broker.id].open()
+        if port != broker.endpoint.port:
+            broker.endpoint = replace(broker.endpoint, port=port)
         self._register(broker, client)
 
     @staticmethod
@@ -395,6 +439,7 @@ class ReferenceCluster:
 
     def controller_resigned(self, controller: Controller) -> None:
         if self.controller is controller:
+            self._last_controller = controller
             self.controller = None
 
     def _on_session_state(self, broker: SimBroker, client: KazooClient, state: str) -> None:
@@ -420,6 +465,7 @@ class ReferenceCluster:
         if self.controller is not None and self.controller.broker_id == broker.id:
             self.controller.resign()
         self._metrics_servers[broker.id].close()
+        self._kafka_listeners[broker.id].close()
         broker.forget_session_state()
         self._isr_notifications[broker.id] = _IsrNotifications(set())
         if client is not None:
@@ -495,6 +541,7 @@ class ReferenceCluster:
                     self._advance_disks(broker, dt_s)
             self._apply_isr_changes(changes, now)
             self._propagate_isr_notifications(now)
+            self._commit_group_offsets(now)
         except KazooException as exc:
             log.warning("tick: ZooKeeper error %r", exc)
         finally:
@@ -594,6 +641,156 @@ class ReferenceCluster:
                 notifications.pending.clear()
                 notifications.last_propagation_ms = now
 
+    # --- Kafka's protocol and the consumer groups (loop thread unless said) -------------------------
+
+    def metadata_view(self) -> MetadataView:
+        controller = self.controller or self._last_controller
+        if controller is None:
+            return MetadataView({}, {}, {})
+        return MetadataView(controller.assignments, controller.topic_ids, controller.states)
+
+    def partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        """The partition's leader and ISR as ZooKeeper's state znode has them: the leader's own view (it
+        writes its ISR changes) when it leads at the controller's epoch or later, else the controller's."""
+        state = self.metadata_view().states.get(tp)
+        if state is None:
+            return None
+        leader = self.brokers.get(state.leader)
+        if leader is not None and leader.leads(tp):
+            own = leader.partitions[tp].state
+            if own.leader_epoch >= state.leader_epoch:
+                return own
+        return state
+
+    def replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        broker = self.brokers.get(broker_id)
+        return broker is not None and broker.alive and broker.is_replica_online(tp)
+
+    @staticmethod
+    def log_offsets(leader: SimBroker, tp: TopicPartition) -> tuple[int, int]:
+        """(log-start offset, high watermark) of a partition at its leader: what ListOffsets answers for
+        the earliest and the latest offset (a consumer reads up to the high watermark)."""
+        log = leader.logs[tp]
+        view = leader.partitions[tp]
+        end = int(log.leo + 1e-9)
+        for replica in view.isr:
+            follower = view.followers.get(replica)
+            if replica != leader.id and follower is not None:
+                end = min(end, follower.leo)
+        start = int(log.log_start + 1e-9)
+        return start, max(start, end)
+
+    def _leader_of(self, tp: TopicPartition) -> SimBroker | None:
+        state = self.partition_state(tp)
+        leader = self.brokers.get(state.leader) if state is not None else None
+        return leader if leader is not None and leader.leads(tp) else None
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        leader = self._leader_of(tp)
+        return self.log_offsets(leader, tp)[1] if leader is not None else None
+
+    def group_coordinator(self, group: str) -> SimBroker | None:
+        """The leader of the group's ``__consumer_offsets`` partition; None while there is none (the topic
+        is created on the first request, as Kafka creates it)."""
+        if OFFSETS_TOPIC not in self.metadata_view().topic_ids:
+            self.ensure_offsets_topic()
+            return None
+        return self._leader_of(TopicPartition(OFFSETS_TOPIC, offsets_partition(group)))
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` as a broker does on the first FindCoordinator: 50 partitions,
+        RF min(3, brokers), compacted, through the admin path (so ZooKeeper shows it like any topic)."""
+        if self._offsets_topic_requested or self.admin is None or self._admin_client is None:
+            return
+        self._offsets_topic_requested = True
+        if self._admin_client.exists(zkdata.topic_path(OFFSETS_TOPIC)):
+            return
+        brokers = len(self.admin.registered_brokers())
+        with contextlib.suppress(TopicExistsError):
+            self.admin.create_topic(
+                OFFSETS_TOPIC,
+                OFFSETS_TOPIC_PARTITIONS,
+                max(1, min(OFFSETS_TOPIC_MAX_RF, brokers)),
+                OFFSETS_TOPIC_CONFIG,
+            )
+
+    def cluster_id(self) -> str | None:
+        if self._cluster_id is None and self._admin_client is not None:
+            with contextlib.suppress(NoNodeError, zkdata.ZnodeFormatError):
+                data, _ = self._admin_client.get(zkdata.CLUSTER_ID_PATH)
+                self._cluster_id = zkdata.decode_cluster_id(zkdata.CLUSTER_ID_PATH, data)
+        return self._cluster_id
+
+    def _commit_group_offsets(self, now: float) -> None:
+        if not self.consumer_groups.groups:
+            return
+        view = self.metadata_view()
+        message_bytes = self.settings.traffic.message_bytes
+
+        def produce_rate(tp: TopicPartition) -> float:
+            leader = self._leader_of(tp)
+            return (
+                0.0 if leader is None else self.traffic.produce_bytes_per_sec(tp, leader.id) / message_bytes
+            )
+
+        self.consumer_groups.commit_due(now, self.high_watermark, produce_rate, view.partition_count)
+
+    def _topic_partitions(self) -> dict[str, int]:
+        view = self.metadata_view()
+        return {t: view.partition_count(t) for t in view.topic_ids}
+
+    def add_consumer_group(self, spec: ConsumerGroupSpec, timeout: float = 60.0) -> None:
+        """Start a simulated group (any thread); its coordinator's topic is created first if needed, and
+        the call returns once the group has a coordinator and has committed."""
+
+        def add() -> None:
+            try:
+                self.consumer_groups.add(spec, self._topic_partitions(), self.now_ms())
+            except GroupError as exc:
+                raise ClusterError(exc.status, exc.message) from None
+            self.ensure_offsets_topic()
+
+        self.loop.call(add)
+        self.wait_until(
+            lambda: (
+                self.group_coordinator(spec.name) is not None
+                and bool(self.consumer_groups.groups[spec.name].committed)
+            ),
+            timeout,
+            f"coordinator and first commit of consumer group {spec.name}",
+        )
+
+    def consumer_group_action(self, name: str, action: str, body: Mapping[str, Any]) -> None:
+        """``stop``, ``start`` (``{"rate_factor"}`` optional), ``stall``, ``slow`` (``{"rate_factor"}``,
+        default 0.5) or ``rewind`` (``{"records": N}``) a simulated group (any thread)."""
+
+        def run() -> None:
+            groups, now = self.consumer_groups, self.now_ms()
+            try:
+                if action == "stop":
+                    groups.stop(name)
+                elif action == "start":
+                    groups.start(name, self._topic_partitions(), now, _rate_factor(body, None))
+                elif action == "stall":
+                    groups.stall(name, now, self.high_watermark)
+                elif action == "slow":
+                    groups.slow(name, _rate_factor(body, 0.5) or 0.0)
+                elif action == "rewind":
+                    records = body.get("records")
+                    if isinstance(records, bool) or not isinstance(records, int) or records < 1:
+                        raise GroupError(422, 'rewind takes {"records": N} with N a positive integer')
+                    groups.rewind(name, records)
+                else:
+                    raise GroupError(404, f"no consumer group action {action!r}")
+            except GroupError as exc:
+                raise ClusterError(exc.status, exc.message) from None
+
+        self.loop.call(run)
+
+    def kafka_bootstrap(self) -> str:
+        """``host:port`` of every broker's Kafka listener, comma-separated (a bootstrap server list)."""
+        return ",".join(f"{b.endpoint.host}:{b.endpoint.port}" for b in self.brokers.values())
+
     # --- observation -------------------------------------------------------------------------------
 
     def metrics_snapshot(self, broker_id: int) -> MetricsSnapshot | None:
@@ -638,6 +835,7 @@ class ReferenceCluster:
             "brokers": [self._describe_broker(b) for b in self.brokers.values()],
             "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
             "traffic": self.traffic.describe(),
+            "consumer_groups": [g.describe() for _, g in sorted(self.consumer_groups.groups.items())],
         }
 
     def _describe_broker(self, broker: SimBroker) -> dict[str, Any]:
@@ -664,6 +862,7 @@ class ReferenceCluster:
             ],
             "metric_overrides": dict(sorted(broker.metric_overrides.items())),
             "metrics_url": self.metrics_url(broker.id),
+            "kafka_listener": f"{broker.endpoint.host}:{broker.endpoint.port}",
             "partitions": len(broker.partitions),
             "leaders": len(broker.led_partitions()),
         }
@@ -951,3 +1150,12 @@ class ReferenceCluster:
             return self.traffic.describe()
 
         return self.loop.call(run)
+
+
+def _rate_factor(body: Mapping[str, Any], default: float | None) -> float | None:
+    value = body.get("rate_factor", default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1000:
+        raise GroupError(422, f"rate_factor must be a number in [0, 1000], got {value!r}")
+    return float(value)

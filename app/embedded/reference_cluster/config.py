@@ -46,6 +46,51 @@ class TopicSpec(BaseModel):
         return cls(name=parts[0], partitions=int(parts[1]), replication_factor=int(parts[2]))
 
 
+DEFAULT_COMMIT_INTERVAL_MS = 5000
+"""``auto.commit.interval.ms``'s default."""
+_GROUP_NAME = re.compile(r"[^\s:,]{1,249}")
+
+
+class ConsumerGroupSpec(BaseModel):
+    """A simulated group as ``--consumer-group NAME:TOPIC[,TOPIC...]:MEMBERS`` or ``POST /consumer-groups``
+    give it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    topics: list[str] = Field(min_length=1)
+    members: int = Field(default=1, ge=1, le=1000)
+    commit_interval_ms: int = Field(default=DEFAULT_COMMIT_INTERVAL_MS, ge=10, le=3_600_000)
+    rate_factor: float = Field(default=1.0, ge=0, le=1000, allow_inf_nan=False)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not _GROUP_NAME.fullmatch(value):
+            raise ValueError(f"illegal group name {value!r}: 1-249 characters, no spaces, ':' or ','")
+        return value
+
+    @field_validator("topics")
+    @classmethod
+    def _check_topics(cls, value: list[str]) -> list[str]:
+        for topic in value:
+            validate_topic_name(topic)
+        if len(set(value)) != len(value):
+            raise ValueError("a topic is named twice")
+        return value
+
+    @classmethod
+    def parse(cls, text: str) -> ConsumerGroupSpec:
+        """``NAME:TOPIC[,TOPIC...]:MEMBERS`` as given to ``--consumer-group``."""
+        parts = text.split(":")
+        if len(parts) != 3 or not parts[2].isdigit() or not parts[1]:
+            raise ValueError(
+                f"consumer group {text!r} is not NAME:TOPIC[,TOPIC...]:MEMBERS "
+                "(e.g. billing:orders,payments:3)"
+            )
+        return cls(name=parts[0], topics=parts[1].split(","), members=int(parts[2]))
+
+
 class TrafficSettings(BaseModel):
     """Simulated client traffic and host resources; rates are per partition before any skew."""
 
@@ -88,6 +133,8 @@ class ReferenceClusterSettings(BaseModel):
     racks: list[str] = Field(default_factory=list)
     """Racks given to brokers in turn (broker i gets racks[i % len(racks)]); empty = no racks."""
     topics: list[TopicSpec] = Field(default_factory=list)
+    consumer_groups: list[ConsumerGroupSpec] = Field(default_factory=list)
+    """Simulated consumer groups started once the topics are online (``--consumer-group``)."""
     inter_broker_protocol_version: str = "3.9"
     """Decides what the brokers write: <2.4 topic znode v1, 2.4-2.7 v2, 2.8+ v3 with topic_id; <2.7 ISR
     changes written by the partition leaders with /isr_change_notification, 2.7+ through the controller
@@ -95,8 +142,11 @@ class ReferenceClusterSettings(BaseModel):
     broker_registration_version: Literal[1, 2, 3, 4, 5] = 5
     controller_znode_version: Literal[1, 2] = 2
     host: str = "127.0.0.1"
-    listener_port_base: Annotated[int, Field(ge=1, le=65535)] = 19092
-    """Broker i advertises ``PLAINTEXT://host:listener_port_base+i`` (not served yet: no wire protocol)."""
+    listener_port_base: Annotated[int, Field(ge=0, le=65535)] = 19092
+    """Broker i advertises and listens on ``PLAINTEXT://host:listener_port_base+i`` (with
+    ``address_per_broker``: ``listener_port_base`` on its own address), speaking Kafka's protocol
+    (docs/reference-cluster.md); a port that is taken falls back to a free one, and the registration
+    advertises the port the broker listens on. 0: free ports."""
     metrics_ports: list[int] = Field(default_factory=list)
     """Ports of the brokers' /metrics endpoints in id order; missing entries pick a free port."""
     address_per_broker: bool = False
@@ -145,7 +195,10 @@ class ReferenceClusterSettings(BaseModel):
         return f"127.0.0.{broker_id + 1}" if self.address_per_broker else self.host
 
     def listener_port(self, broker_id: int) -> int:
-        return self.listener_port_base if self.address_per_broker else self.listener_port_base + broker_id
+        """The port broker ``broker_id`` is configured to listen on (0: a free one)."""
+        if self.address_per_broker or not self.listener_port_base:
+            return self.listener_port_base
+        return self.listener_port_base + broker_id
 
     def mountpoint(self, log_dir: int) -> str:
         """Where log dir ``log_dir`` (0-based) of every broker is mounted."""
@@ -163,6 +216,15 @@ class ReferenceClusterSettings(BaseModel):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"topics given twice: {', '.join(duplicates)}")
+        groups = [g.name for g in self.consumer_groups]
+        twice = sorted({n for n in groups if groups.count(n) > 1})
+        if twice:
+            raise ValueError(f"consumer groups given twice: {', '.join(twice)}")
+        unknown = sorted({t for g in self.consumer_groups for t in g.topics} - set(names))
+        if unknown:
+            raise ValueError(
+                f"consumer groups read topics that are not created at start-up: {', '.join(unknown)}"
+            )
         for topic in self.topics:
             if topic.replication_factor > self.brokers:
                 raise ValueError(

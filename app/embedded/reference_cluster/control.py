@@ -7,7 +7,10 @@
 or ``{"reset": true}``), ``POST /controller/stop``, ``POST /load/skew``, ``POST /topics``,
 ``POST /topics/{topic}/partitions/{p}/corrupt-state`` (the state znode becomes unparseable),
 ``POST /migration/start`` (body ``{"kraft_controller_id": 3000, "kraft_controller_epoch": 1}``, both
-optional: a simulated ZK→KRaft migration).
+optional: a simulated ZK→KRaft migration), ``POST /consumer-groups`` (body ``{"name", "topics", "members",
+"commit_interval_ms", "rate_factor"}``: a simulated consumer group) and
+``POST /consumer-groups/{name}/stop|start|stall|slow|rewind`` (``slow`` and ``start`` take
+``{"rate_factor": 0.5}``, ``rewind`` takes ``{"records": N}``).
 Each answers with the cluster's new state; 404, 409 and 422 carry ``{"error": message}``.
 """
 
@@ -20,12 +23,13 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 from pydantic import ValidationError
 
 from app.embedded.reference_cluster.admin import AdminError
 from app.embedded.reference_cluster.cluster import ClusterError, ReferenceCluster
-from app.embedded.reference_cluster.config import TopicSpec
+from app.embedded.reference_cluster.config import ConsumerGroupSpec, TopicSpec
 from app.embedded.reference_cluster.traffic import SkewError
 from app.validation import format_validation_error
 from collectors.kafka.model import TopicPartition
@@ -36,6 +40,7 @@ _BROKER_ACTION = re.compile(r"^/brokers/(?P<id>[^/]+)/(?P<action>stop|start|stal
 _LOG_DIR_FAIL = re.compile(r"^/brokers/(?P<id>[^/]+)/log-dirs/(?P<dir>[^/]+)/fail$")
 _LOG_DIR_FILL = re.compile(r"^/brokers/(?P<id>[^/]+)/log-dirs/(?P<dir>[^/]+)/fill$")
 _BROKER_METRICS = re.compile(r"^/brokers/(?P<id>[^/]+)/metrics$")
+_GROUP_ACTION = re.compile(r"^/consumer-groups/(?P<name>[^/]+)/(?P<action>stop|start|stall|slow|rewind)$")
 _CORRUPT_STATE = re.compile(r"^/topics/(?P<topic>[^/]+)/partitions/(?P<partition>[^/]+)/corrupt-state$")
 
 
@@ -164,6 +169,12 @@ class ControlApi:
         if path == "/topics":
             spec = TopicSpec.model_validate(payload)
             return lambda: cluster.create_topic(spec)
+        if path == "/consumer-groups":
+            group = ConsumerGroupSpec.model_validate(payload)
+            return lambda: cluster.add_consumer_group(group)
+        if match := _GROUP_ACTION.match(path):
+            name, group_action = unquote(match["name"]), match["action"]
+            return lambda: cluster.consumer_group_action(name, group_action, payload)
         raise RequestError(404, f"no route for POST {path}")
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from app.embedded.reference_cluster.broker import SimBroker
 from app.embedded.reference_cluster.config import TrafficSettings
+from app.embedded.reference_cluster.groups import OFFSETS_TOPIC
 from collectors.kafka.model import TopicPartition
 
 CPU_BYTES_PER_CORE_SECOND = 16 * 1024 * 1024
@@ -65,6 +66,9 @@ class TrafficModel:
         self.partition_factors: dict[TopicPartition, float] = {}
 
     def produce_bytes_per_sec(self, tp: TopicPartition, leader: int) -> float:
+        """The partition's produce rate; none for ``__consumer_offsets`` (clients do not produce to it)."""
+        if tp.topic == OFFSETS_TOPIC:
+            return 0.0
         return (
             self.settings.produce_bytes_per_sec
             * self.broker_factors.get(leader, 1.0)

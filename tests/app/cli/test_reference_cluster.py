@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 from typing import Any
 
 import httpx
@@ -98,10 +99,18 @@ def test_reference_cluster_with_its_own_zookeeper_runs_and_stops_without_orphans
 def test_reference_cluster_on_a_given_zookeeper_chroot_starts_no_jvm(
     run_cli: CliFactory, zk_connect: str, zk_client: KazooClient
 ) -> None:
-    cli = run_cli("reference-cluster", "--zookeeper", zk_connect, "--brokers", "3", "--topic", "orders:2:2")
+    cli = run_cli(
+        "reference-cluster", "--zookeeper", zk_connect, "--brokers", "3", "--topic", "orders:2:2",
+        "--consumer-group", "billing:orders:2", "--listener-port-base", "0",
+    )  # fmt: skip
     zookeeper, metrics, _ = banner(cli)
     assert zookeeper == zk_connect
     assert sorted(metrics) == [0, 1, 2]
+    assert "consumer group billing: orders (2 members)" in cli.stdout
+    [bootstrap] = [line.removeprefix("bootstrap: ") for line in cli.stdout if line.startswith("bootstrap: ")]
+    host, _, port = bootstrap.split(",")[0].partition(":")
+    socket.create_connection((host, int(port)), timeout=10).close()
+    assert zk_client.exists("/brokers/topics/__consumer_offsets") is not None
     assert sorted(zk_client.get_children("/brokers/ids")) == ["0", "1", "2"]
     assert zk_client.exists("/brokers/topics/orders") is not None
     children = cli.descendants()
@@ -135,8 +144,20 @@ def test_sigkill_of_the_cli_takes_its_zookeeper_jvm_down(run_cli: CliFactory) ->
         (["--brokers", "2", "--topic", "t:1:3"], r"replication factor 3 larger than available brokers: 2"),
         (["--brokers", "3", "--topic", "bad name:1:1"], r"illegal topic name"),
         (["--zookeeper", "127.0.0.1:abc"], r"is not host:port"),
+        (["--consumer-group", "g:orders"], r"NAME:TOPIC\[,TOPIC...\]:MEMBERS"),
+        (["--topic", "orders:1:1", "--consumer-group", "g:other:1"], r"not created at start-up: other"),
+        (["--topic", "orders:1:1", "--consumer-group", "g:orders:0"], r"members"),
     ],
-    ids=["no-colons", "non-numeric-partitions", "rf-above-brokers", "illegal-name", "bad-zookeeper"],
+    ids=[
+        "no-colons",
+        "non-numeric-partitions",
+        "rf-above-brokers",
+        "illegal-name",
+        "bad-zookeeper",
+        "group-not-name-topics-members",
+        "group-of-an-unknown-topic",
+        "group-without-members",
+    ],
 )
 def test_bad_reference_cluster_input_exits_2_with_a_message(
     run_cli: CliFactory, args: list[str], expected: str

@@ -172,7 +172,10 @@ def test_get_root_describes_the_cluster_as_zookeeper_shows_it(
     answer = untouched.call("GET", "/")
     assert answer.status == 200
     state = answer.json
-    assert set(state) == {"zookeeper", "migration", "controller", "brokers", "topics", "traffic"}
+    assert set(state) == {
+        "zookeeper", "migration", "controller", "brokers", "topics", "traffic", "consumer_groups"
+    }  # fmt: skip
+    assert state["consumer_groups"] == []
     assert state["migration"] is None  # until POST /migration/start (test_migration.py)
     assert state["zookeeper"] == untouched_cluster.zk_connect
     assert state["controller"] == {
