@@ -27,9 +27,11 @@ the moment the receiver got the ``opened`` event of the rule expected for it.
   - ``log-dir`` (not in the default ``--kinds``): one of a broker's two log dirs fails (the reference
     cluster's ``fail_log_dir``, as its control port's ``POST /brokers/{id}/log-dirs/{n}/fail``): the broker
     writes ``/log_dir_event_notification``, its replicas there leave the ISRs: rule 15. Timed from the fail
-    request. Healed by restarting the broker (a new registration, the dir back empty); rule 15 resolves
-    after its resolve delay (30 s by default: ``--env KAFKA_HEALTH_ANALYTICS__RULES__RESOLVE_AFTER_S=
-    '{"15": 2}'`` shortens the run, not the latency).
+    request. ``serve`` then scrapes the brokers' metrics too (their offline-log-dir gauges, every
+    ``metrics_interval_s``, 10 s by default), as a deployment does. Healed by restarting the broker (a
+    new registration, the dir back empty); rule 15 resolves after its resolve delay (30 s by default:
+    ``--env KAFKA_HEALTH_ANALYTICS__RULES__RESOLVE_AFTER_S='{"15": 2}'`` shortens the run, not the
+    latency).
 
   After each fault the cluster is healed (restart, resume) and the bench waits for the alert's
   ``resolved`` before the next fault, so each fault opens a new alert run.
@@ -387,7 +389,11 @@ def run_small(args: argparse.Namespace, workdir: Path, results: Results) -> None
     ):
         zk = KazooClient(hosts=zookeeper.connect_string)
         zk.start(timeout=30)
-        service = start_service(zookeeper.connect_string, workdir, dict(args.env))
+        env = dict(args.env)
+        if "log-dir" in args.kinds.split(","):  # the offline-log-dir gauges, as a deployment scrapes them
+            urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
+            env.setdefault("KAFKA_HEALTH_METRICS__URLS", _json_urls(urls))
+        service = start_service(zookeeper.connect_string, workdir, env)
         try:
             subscribe(service, receiver)
             topics = [RF1_TOPIC, MIN_ISR_TOPIC]
