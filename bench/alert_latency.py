@@ -1,6 +1,6 @@
 """Benchmark: a fault in the cluster → its signed webhook at a real HTTP receiver, end to end.
 
-    .venv/bin/python bench/alert_latency.py incident [--faults 20] [--kinds crash,min-isr,controller]
+    .venv/bin/python bench/alert_latency.py incident [--faults 20] [--kinds crash,min-isr,controller,log-dir]
     .venv/bin/python bench/alert_latency.py incident --scale 200k [--faults 20]
     .venv/bin/python bench/alert_latency.py load [--repeats 3]
 
@@ -24,6 +24,14 @@ the moment the receiver got the ``opened`` event of the rule expected for it.
   - ``controller``: the active controller is killed; the others elect a new one (a normal failover is not
     paged) and the controller's RF-1 partitions go offline: rule 1. Timed from the kill; the controller
     failover (until ``/controller`` names another broker) is reported too.
+  - ``log-dir`` (not in the default ``--kinds``): one of a broker's two log dirs fails (the reference
+    cluster's ``fail_log_dir``, as its control port's ``POST /brokers/{id}/log-dirs/{n}/fail``): the broker
+    writes ``/log_dir_event_notification``, its replicas there leave the ISRs: rule 15. Timed from the fail
+    request. ``serve`` then scrapes the brokers' metrics too (their offline-log-dir gauges, every
+    ``metrics_interval_s``, 10 s by default), as a deployment does. Healed by restarting the broker (a
+    new registration, the dir back empty); rule 15 resolves after its resolve delay (30 s by default:
+    ``--env KAFKA_HEALTH_ANALYTICS__RULES__RESOLVE_AFTER_S='{"15": 2}'`` shortens the run, not the
+    latency).
 
   After each fault the cluster is healed (restart, resume) and the bench waits for the alert's
   ``resolved`` before the next fault, so each fault opens a new alert run.
@@ -381,7 +389,11 @@ def run_small(args: argparse.Namespace, workdir: Path, results: Results) -> None
     ):
         zk = KazooClient(hosts=zookeeper.connect_string)
         zk.start(timeout=30)
-        service = start_service(zookeeper.connect_string, workdir, dict(args.env))
+        env = dict(args.env)
+        if "log-dir" in args.kinds.split(","):  # the offline-log-dir gauges, as a deployment scrapes them
+            urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
+            env.setdefault("KAFKA_HEALTH_METRICS__URLS", _json_urls(urls))
+        service = start_service(zookeeper.connect_string, workdir, env)
         try:
             subscribe(service, receiver)
             topics = [RF1_TOPIC, MIN_ISR_TOPIC]
@@ -400,6 +412,8 @@ def run_small(args: argparse.Namespace, workdir: Path, results: Results) -> None
                         fault_min_isr(cluster, zk, receiver, results, stalled, args.timeout)
                     elif kind == "controller":
                         fault_controller(cluster, zk, receiver, results, rf1, args.timeout)
+                    elif kind == "log-dir":
+                        fault_log_dir(cluster, receiver, results, i % brokers, i % 2, args.timeout)
                     else:
                         raise BenchError(f"unknown fault kind {kind!r}")
                     wait_until(lambda: healthy(zk, topics, brokers), 120, "the cluster healed")
@@ -482,6 +496,27 @@ def fault_controller(
     seen = len(events(receiver))
     cluster.start_broker(active)
     wait_for(receiver, resolved(event.fingerprint), args_resolve_timeout(timeout), "rule 1's resolve", seen)
+
+
+def fault_log_dir(
+    cluster: ReferenceCluster,
+    receiver: WebhookReceiver,
+    results: Results,
+    broker: int,
+    log_dir: int,
+    timeout: float,
+) -> None:
+    seen = len(events(receiver))
+    t0 = time.time()
+    lost = cluster.fail_log_dir(broker, log_dir)
+    event = wait_for(receiver, opened(15, f"broker:{broker}"), timeout, f"broker {broker}'s log dir", seen)
+    results.add(
+        "log-dir", event.received_at - t0, f"(broker {broker} log dir {log_dir}, {len(lost)} replicas)"
+    )
+    seen = len(events(receiver))
+    cluster.stop_broker(broker)  # a restart brings the log dir back (empty): the broker registers anew
+    cluster.start_broker(broker)
+    wait_for(receiver, resolved(event.fingerprint), args_resolve_timeout(timeout), "rule 15's resolve", seen)
 
 
 RESOLVE_TIMEOUT_S = 600.0
@@ -728,7 +763,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("lane", choices=["incident", "load"])
     parser.add_argument("--scale", choices=["small", "200k"], default="small")
     parser.add_argument("--faults", type=int, default=20, help="faults of each kind (20)")
-    parser.add_argument("--kinds", default="crash,min-isr,controller", help="small scale's fault kinds")
+    parser.add_argument(
+        "--kinds",
+        default="crash,min-isr,controller",
+        help="small scale's fault kinds (crash, min-isr, controller, log-dir)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="load skews (3)")
     parser.add_argument(
         "--timeout",

@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -542,15 +543,22 @@ def log_dir_lines(used: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+FULL_EVERY = 50
+"""Every 50th broker's log dirs are 97 % full (rule 14 pages them): 20 brokers of 1,000, so that the rules
+and the cause linking have findings to make."""
+
+
 class MemoryFetcher:
-    """Every broker's text from memory: the same partition series, the log dirs a little fuller each round."""
+    """Every broker's text from memory: the same partition series, the log dirs a little fuller each round
+    (every :data:`FULL_EVERY` th broker's 97 % full)."""
 
     def __init__(self, body: str) -> None:
         self.body = body
         self.used = 1.0e12
 
     def fetch(self, url: str, timeout: float) -> str:
-        return self.body + log_dir_lines(self.used)
+        broker = int(url.split("//b", 1)[1].split(":", 1)[0])
+        return self.body + log_dir_lines(1.94e12 + self.used / 1e3 if broker % FULL_EVERY == 0 else self.used)
 
 
 def _cpu_and_wall(run: Callable[[], object]) -> tuple[float, float]:
@@ -599,6 +607,125 @@ def log_size_rounds(args: argparse.Namespace) -> None:
     print(f"  disk records of every broker (the fits)   {med[4]:7.2f} / {med[5]:7.2f}")
     cpu, wall = med[0] + med[2] + med[4], med[1] + med[3] + med[5]
     print(f"  round                                     {cpu:7.2f} / {wall:7.2f}")
+    rule_rounds(args, scraped[0], model.all_disks())
+
+
+@dataclass(frozen=True)
+class _LiveState:
+    """The service's live state as the incident lane reads it (``app.incidents.observe.LiveState``)."""
+
+    snapshot: Any
+    report: Any
+    scrape: Any
+    last_good_at: float | None
+
+
+def rule_rounds(args: argparse.Namespace, scrape: Any, disks: Any) -> None:
+    """The incident lane's evaluation over the round's scrape and disks, on the bulk cluster's snapshot
+    (``bench/service.py``: 1,000 topics, 1 % of the partitions under-replicated, 0.1 % offline), each part
+    as the lane runs it (``app.incidents.lane.IncidentLane._evaluate``): the brokers' resources, the health
+    state (report and document: rules 1-7's input), rules 14-18 alone, every incident rule, and the
+    lifecycle with the cause linking (every cause finding held, the most linking there can be)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: bench/ is on it
+    from analytics.lifecycle import advance_timed
+    from analytics.model import Window, fingerprint
+    from analytics.rules import RuleContext, RuleSettings, evaluate, link_causes
+    from analytics.rules.causes import CAUSE_RULES
+    from analytics.rules.resources import (
+        rule_14_log_dir_filling,
+        rule_15_log_dir_offline,
+        rule_16_broker_saturated,
+        rule_17_file_descriptors,
+        rule_18_isr_flapping,
+    )
+    from app.embedded.reference_cluster.bulk.plan import BulkClusterSpec
+    from app.incidents.observe import HealthObserver
+    from app.incidents.resources import ResourceObserver
+    from bench.service import build_snapshot
+    from collectors.health import assess
+
+    topics = 1000
+    spec = BulkClusterSpec(
+        brokers=args.brokers,
+        topics=topics,
+        partitions_per_topic=args.cluster_partitions // topics,
+        under_replicated_fraction=0.01,
+        offline_fraction=0.001,
+        non_preferred_fraction=0.02,
+    )
+    snapshot = build_snapshot(spec)
+    settings = RuleSettings()
+    cluster = snapshot.cluster_id or "unknown"
+    resource_rules = (
+        rule_14_log_dir_filling,
+        rule_15_log_dir_offline,
+        rule_16_broker_saturated,
+        rule_17_file_descriptors,
+        rule_18_isr_flapping,
+    )
+
+    def one_round() -> tuple[tuple[float, ...], tuple[int, int, int]]:
+        now = time.time()
+        observer = ResourceObserver(settings.isr_flap_window_s)
+        observer.record(now, snapshot)
+        resources: dict[int, Any] = {}
+        health: list[Any] = []
+        found: list[Any] = []
+        evaluations: list[Any] = []
+        linked: list[Any] = []
+
+        def health_state() -> None:
+            report = assess(snapshot)
+            health.append(HealthObserver("bench").observe(_LiveState(snapshot, report, scrape, now), now))
+
+        def lifecycle() -> None:
+            evaluation = evaluations[0]
+            advance_timed(cluster, now, evaluation, {}, settings)
+            held = {
+                fingerprint(cluster, f.rule, f.subject) for f in evaluation.findings if f.rule in CAUSE_RULES
+            }
+            linked.append(link_causes(evaluation, cluster, held))
+            if linked[0] is not evaluation:
+                advance_timed(cluster, now, linked[0], {}, settings)
+
+        timings: tuple[float, ...] = _cpu_and_wall(
+            lambda: resources.update(observer.observe(snapshot, scrape, disks, now))
+        )
+        timings += _cpu_and_wall(health_state)
+        ctx = RuleContext(
+            window=Window(cluster, now, now),
+            now=now,
+            health=health[0],
+            history=(),
+            load=None,
+            settings=settings,
+            stalled_actions=(),
+            resources=resources,
+        )
+        timings += _cpu_and_wall(lambda: found.extend(f for rule in resource_rules for f in rule(ctx)))
+        timings += _cpu_and_wall(lambda: evaluations.append(evaluate(ctx, "incident")))
+        timings += _cpu_and_wall(lifecycle)
+        named = sum(1 for f in linked[0].findings if f.evidence.get("causes"))
+        return timings, (len(found), len(evaluations[0].findings), named)
+
+    one_round()  # warm-up
+    rounds = [one_round() for _ in range(args.collector_rounds)]
+    rows = [timings for timings, _ in rounds]
+    counts = rounds[-1][1]
+    med = [statistics.median(column) for column in zip(*rows, strict=True)]
+    print(
+        f"incident lane on the bulk cluster's snapshot ({spec.partitions:,} partitions, {args.brokers} "
+        f"brokers): rules 14-18 found {counts[0]}, all incident rules {counts[1]}, {counts[2]} pages "
+        f"name a cause; median of {len(rows)} rounds (CPU / wall, seconds):"
+    )
+    print(f"  brokers' resources                        {med[0]:7.3f} / {med[1]:7.3f}")
+    print(f"  health state (report and document)        {med[2]:7.3f} / {med[3]:7.3f}")
+    print(f"  rules 14-18                               {med[4]:7.3f} / {med[5]:7.3f}")
+    print(f"  every incident rule (1-7, 10-18)          {med[6]:7.3f} / {med[7]:7.3f}")
+    print(f"  lifecycle and cause linking               {med[8]:7.3f} / {med[9]:7.3f}")
+    cpu = med[0] + med[2] + med[6] + med[8]
+    wall = med[1] + med[3] + med[7] + med[9]
+    print(f"  evaluation (resources, health, rules, lifecycle) {cpu:7.3f} / {wall:7.3f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

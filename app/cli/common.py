@@ -331,15 +331,16 @@ def settings_tree_with_flags(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(CLUSTER_AND_ZOOKEEPER)
     from app.settings import load_settings  # the whole tree: only the commands that read it load it
 
-    loaded = load_settings()
+    template: str | None = getattr(args, "metrics_url_template", None)
+    # with the flag's template, a metrics section the environment gives only in part (a listener, the log
+    # dirs' mount points, no endpoint) is valid; the flag then replaces the section's endpoints below
+    loaded = load_settings() if template is None else load_settings(metrics={"url_template": template})
     tree = settings_tree(loaded) | cluster_overrides(loaded, clusters)
     zk_config: Path | None = getattr(args, "zk_config", None)
     for key, value in (("connect", zookeeper), ("client_config", zk_config)):
         if value is not None:
             tree["zookeeper"] = tree["zookeeper"] | {key: value}
-    return tree | metrics_overrides(
-        tree["metrics"], getattr(args, "metrics_url_template", None), getattr(args, "metrics_listener", None)
-    )
+    return tree | metrics_overrides(tree["metrics"], template, getattr(args, "metrics_listener", None))
 
 
 def settings_tree(settings: Settings) -> dict[str, Any]:

@@ -18,7 +18,13 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO, get_args
 
-from app.cli.common import ExitCode, add_zk_config_argument, positive_duration
+from app.cli.common import (
+    ExitCode,
+    add_zk_config_argument,
+    positive_duration,
+    settings_or_error,
+    settings_tree_with_flags,
+)
 from app.service.schemas.cluster import BrokerAddress
 from app.service.schemas.throttles import ThrottlesOut
 from collectors.disks import DiskModel, LogDirDisk
@@ -594,6 +600,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         err.write(f"error: --metrics-listener {listener}: {absent}\n")
         return ExitCode.BAD_INPUT
     if args.metrics_url_template:
+        mountpoints = settings_or_error(lambda: log_dir_mountpoints(args), err)
+        if mountpoints is None:
+            return ExitCode.BAD_INPUT
         try:
             scraped = scrape_brokers(
                 snapshot, args.metrics_url_template, args.timeout, args.metrics_dialect, listener
@@ -602,7 +611,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             err.write(f"error: {exc}\n")
             return ExitCode.BAD_INPUT
         gauges, active_controllers = gauges_of(scraped)
-        disks = disks_of(scraped)
+        disks = disks_of(scraped, mountpoints)
     report = assess(
         snapshot,
         urp_gauges=gauges,
@@ -650,9 +659,24 @@ def gauges_of(scraped: MetricsScrape) -> tuple[dict[int, float], float | None]:
     return urp, scraped.total("active_controller")
 
 
-def disks_of(scraped: MetricsScrape) -> dict[int, tuple[LogDirDisk, ...]]:
-    """Each broker's log dirs from the one scrape (the mount points containing ``kafka`` or ``data``): size,
-    available and used; growth needs several scrapes, so it and the time to full are None."""
-    model = DiskModel()
+def log_dir_mountpoints(args: argparse.Namespace) -> tuple[str, ...]:
+    """The log dirs' mount points as the service reads them: ``metrics.log_dir_mountpoints`` of the settings
+    tree (``KAFKA_HEALTH_METRICS__LOG_DIR_MOUNTPOINTS``, the config file) with the metrics flags merged in;
+    empty: the mount points containing ``kafka`` or ``data``. Raises ValueError / ValidationError."""
+    from app.settings import Settings  # the whole tree: only with metrics to scrape
+
+    flags = argparse.Namespace(
+        metrics_url_template=args.metrics_url_template,
+        metrics_listener=getattr(args, "metrics_listener", None),
+    )
+    metrics = Settings.model_validate(settings_tree_with_flags(flags)).metrics
+    return () if metrics is None else metrics.log_dir_mountpoints
+
+
+def disks_of(scraped: MetricsScrape, mountpoints: Sequence[str] = ()) -> dict[int, tuple[LogDirDisk, ...]]:
+    """Each broker's log dirs from the one scrape (``mountpoints``, in log-dir order, else the mount points
+    containing ``kafka`` or ``data``): size, available and used; growth needs several scrapes, so it and
+    the time to full are None."""
+    model = DiskModel(mountpoints=mountpoints)
     model.observe_scrape(scraped)
     return model.all_disks()

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.spec import ClusterSpec, ServiceSpec
+from app.webhooks.formats import RULE_TITLES, TEST_RULE
 from collectors.zookeeper.first_scan import CollectorSpec
 from tests.support.prometheus import (
     DASHBOARDS_DIR,
@@ -268,6 +269,26 @@ def test_the_dashboards_answer_what_the_issue_asks() -> None:
     assert "piechart" in types, "the load model's pie chart of each broker's share"
     deviation = next(p for p in iter_panels(load) if p["title"].startswith("Deviation rate"))
     assert {t["legendFormat"] for t in deviation["targets"]} >= {"{{cluster}} +r", "{{cluster}} −r"}
+
+
+def test_the_open_alerts_table_names_every_rule_the_service_pages() -> None:
+    """Rule numbers are shown with their names, for every rule (1-18), in order."""
+    board = DASHBOARDS["kafka-health-cluster-health.json"]
+    table = next(p for p in iter_panels(board) if p["title"] == "Open alerts")
+    [mappings] = [
+        prop["value"][0]["options"]
+        for override in table["fieldConfig"]["overrides"]
+        if override["matcher"]["options"] == "rule"
+        for prop in override["properties"]
+        if prop["id"] == "mappings"
+    ]
+    rules = sorted(rule for rule in RULE_TITLES if rule != TEST_RULE)
+    assert sorted(int(rule) for rule in mappings) == rules
+    for rule in rules:
+        assert mappings[str(rule)]["index"] == rule - 1
+        assert mappings[str(rule)]["text"].startswith(f"{rule} "), mappings[str(rule)]
+    for rule in range(12, 19):  # those added with them: the webhooks' titles
+        assert mappings[str(rule)]["text"] == f"{rule} {RULE_TITLES[rule]}"
 
 
 def test_provisioning_files() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from app.cli import analytics, collect, demo, describe, reference_cluster, serve, zookeeper
 from app.cli.common import (
@@ -31,6 +31,7 @@ from app.cli.common import (
     tcp_port,
 )
 from app.cli.main import build_parser
+from app.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -260,3 +261,23 @@ def test_the_watched_cluster_and_metrics_flags_go_into_the_tree_once(
     both = build_parser("collect").parse_args(["collect", "--zookeeper", "zk1:2181", "--cluster", "a=zk:1"])
     with pytest.raises(ValueError, match="--cluster and --zookeeper together"):
         settings_tree_with_flags(both)
+
+
+def test_a_metrics_section_without_an_endpoint_in_the_environment_takes_the_flags_template(
+    clean_environment: pytest.MonkeyPatch,
+) -> None:
+    """``KAFKA_HEALTH_METRICS__LOG_DIR_MOUNTPOINTS`` (or ``__LISTENER``) alone is no valid metrics section;
+    with ``--metrics-url-template`` it is, and it is kept."""
+    clean_environment.setenv("KAFKA_HEALTH_METRICS__LOG_DIR_MOUNTPOINTS", "/data-0,/data-1")
+    clean_environment.setenv("KAFKA_HEALTH_METRICS__LISTENER", "internal")
+    flags = ["--zookeeper", "zk1:2181", "--metrics-url-template", "http://{host}:9/m"]
+
+    tree = settings_tree_with_flags(build_parser("serve").parse_args(["serve", *flags]))
+
+    metrics = Settings.model_validate(tree).metrics
+    assert metrics is not None
+    assert metrics.url_template == "http://{host}:9/m"
+    assert metrics.log_dir_mountpoints == ("/data-0", "/data-1")
+    assert metrics.listener == "INTERNAL"
+    with pytest.raises(ValidationError, match="needs url_template"):  # without the flag: still an error
+        settings_tree_with_flags(build_parser("serve").parse_args(["serve", "--zookeeper", "zk1:2181"]))

@@ -70,3 +70,38 @@ def test_without_metrics_disks_are_null_and_risks_still_listed(
     text = describe(capsys, "--zookeeper", zk_connect)
     assert "Log dirs" not in text
     assert "\nRisks: 1\n" in text
+
+
+def test_the_log_dir_mountpoints_setting_chooses_and_orders_the_log_dirs(
+    make_cluster: ClusterFactory,
+    zk_connect: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the service reads it (``KAFKA_HEALTH_METRICS__LOG_DIR_MOUNTPOINTS``), not the name rule alone:
+    only the mount points listed, in their order (a listed one the broker does not serve is left out)."""
+    cluster = make_cluster(topics=TOPICS[:1], address_per_broker=True)
+    template = f"http://{{host}}:{cluster.metrics_port}/metrics"
+    monkeypatch.setenv(
+        "KAFKA_HEALTH_METRICS__LOG_DIR_MOUNTPOINTS",
+        '["/var/lib/kafka/data-1", "/srv/none", "/var/lib/kafka/data-0"]',
+    )
+    args = ["--zookeeper", zk_connect, "--metrics-url-template", template]
+    result = json.loads(describe(capsys, *args, "--format", "json"))
+    for broker in result["disks"]:
+        assert [d["mountpoint"] for d in broker["disks"]] == [
+            "/var/lib/kafka/data-1",
+            "/var/lib/kafka/data-0",
+        ]
+
+    monkeypatch.setenv("KAFKA_HEALTH_METRICS__LOG_DIR_MOUNTPOINTS", "/var/lib/kafka/data-1")
+    text = describe(capsys, *args)
+    assert "  broker 1 /var/lib/kafka/data-1: " in text
+    assert "/var/lib/kafka/data-0" not in text
+
+    monkeypatch.setenv("KAFKA_HEALTH_METRICS__LOG_DIR_MOUNTPOINTS", "data-1")
+    assert main(["describe", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert "'data-1' is not an absolute mount point" in err
+    assert err.count("\n") == 1
