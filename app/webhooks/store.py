@@ -199,8 +199,10 @@ class WebhookStore:
         outbox = candidates.outbox_rows(now, render)
         with self._db.errors("enqueue webhook deliveries"), self._db.write() as conn:
             written = conn.execute(
+                # no conflict target: a row is unique both by its event and by its idempotency key, and
+                # PostgreSQL skips only the target's conflicts (a concurrent call raced the other unique)
                 self._db.insert(webhook_deliveries_table)
-                .on_conflict_do_nothing(index_elements=["webhook_id", "fingerprint", "sequence"])
+                .on_conflict_do_nothing()
                 .returning(webhook_deliveries_table.c.id),
                 outbox,
             )
