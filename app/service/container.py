@@ -476,6 +476,7 @@ def start_cluster(
     view = ClusterView(collector, scraper, settings.view)
     view.start()
     stack.callback(view.stop)
+    stack.callback(cluster.changes.subscribe(view.changed))  # a log dir failure notice: scrape at once
     storage = shared.storage
     store = None if storage is None else storage.analytics
     notifier = shared.notifier

@@ -4,6 +4,11 @@ computed once per (snapshot version, scrape) and shared by every request. Each s
 model (``collectors.disks``: each broker's log dirs, their growth and time to full), read with
 :meth:`ClusterView.disks`.
 
+A new log dir failure notice (the snapshot's ``log_dir_event_sequence`` advanced, :meth:`ClusterView.changed`)
+scrapes every broker at once, out of schedule (at most once per :data:`EARLY_SCRAPE_MIN_GAP_S`): the
+controller deletes the notice within milliseconds, often before the collector reads which broker wrote it,
+and the failed broker's offline-log-dir gauge says it (rule 15) without waiting for the next scrape.
+
 Readers never wait for I/O: :attr:`ClusterView.state` returns the cached state, recomputing it (under a
 lock, once) only when the snapshot or the scrape changed since.
 """
@@ -27,6 +32,10 @@ from collectors.risks import Risk, disk_risks, layout_risks
 from collectors.zookeeper.collector import ScanStats
 
 log = logging.getLogger(__name__)
+
+EARLY_SCRAPE_MIN_GAP_S = 1.0
+"""An out-of-schedule scrape (a log dir failure notice) starts at least this long after the previous scrape
+started: a burst of notices (a broker failing several log dirs) is one or two scrapes, not one each."""
 
 
 class ViewSettings(BaseModel):
@@ -85,7 +94,13 @@ class ClusterView:
         self._scrapes = 0
         self._previous: ClusterSnapshot | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._scrape_started = float("-inf")
+        self._sequence_lock = threading.Lock()  # not the state's: the collector's thread never waits on it
+        self._log_dir_event_sequence = collector.snapshot.log_dir_event_sequence
+        self.early_scrapes = 0
+        """Scrapes made out of schedule, for a log dir failure notice."""
         self.scrape_failures_total: dict[int, int] = {}
         self._memo: dict[str, tuple[tuple[int, int] | None, Any]] = {}
         self._layout_risks: tuple[int, tuple[Risk, ...]] | None = None
@@ -112,12 +127,35 @@ class ClusterView:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
 
+    def changed(self, snapshot: ClusterSnapshot) -> None:
+        """A new snapshot was published (the collector's ``on_change``; quick, never raises): when its
+        ``log_dir_event_sequence`` advanced (a broker's log dir failed just now, which broker the notice may
+        no longer say), wake the scraper for an out-of-schedule scrape of every broker."""
+        sequence = snapshot.log_dir_event_sequence
+        with self._sequence_lock:
+            seen = self._log_dir_event_sequence
+            if sequence is None or (seen is not None and sequence <= seen):
+                return
+            self._log_dir_event_sequence = sequence
+        if self._metrics is not None:
+            self._wake.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.settings.metrics_interval_s):
+        while True:
+            early = self._wake.wait(self.settings.metrics_interval_s)
+            if self._stop.is_set():
+                return
+            if early:
+                self._wake.clear()
+                gap = EARLY_SCRAPE_MIN_GAP_S - (time.monotonic() - self._scrape_started)
+                if gap > 0 and self._stop.wait(gap):
+                    return
+                self.early_scrapes += 1
             try:
                 self.scrape_now()
             except Exception:
@@ -126,6 +164,7 @@ class ClusterView:
     def scrape_now(self) -> MetricsScrape | None:
         if self._metrics is None:
             return None
+        self._scrape_started = time.monotonic()
         scrape = self._metrics.scrape(self.collector.snapshot.brokers)
         with self._lock:
             self._scrape = scrape

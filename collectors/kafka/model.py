@@ -287,6 +287,12 @@ class ClusterSnapshot:
     """``/migration`` (None when absent: no ZK→KRaft migration was ever started on this cluster)."""
     log_dir_events: tuple[LogDirEvent, ...] = ()
     """The log dir failure notifications not yet handled by the controller, by sequence."""
+    log_dir_event_sequence: int | None = None
+    """The highest ``log_dir_event_<sequence>`` number listed under ``/log_dir_event_notification`` since
+    the collector started (None: none yet). It advances with every new notification, even one the controller
+    deleted before its data (the broker) could be read, which then is in no :attr:`log_dir_events`: a
+    reader learns that some broker's log dir failed just now, not which (the brokers' offline-log-dir gauges
+    say)."""
 
     def age(self, now: float) -> float | None:
         """Seconds since the snapshot was last known good (None if it never was)."""

@@ -225,6 +225,8 @@ class ClusterModel:
         self.log_dir_events: dict[str, LogDirEvent] = {}
         """Child name -> the event it holds (malformed ones are errors)."""
         self._log_dir_event_names: frozenset[str] = frozenset()
+        self.log_dir_event_sequence: int | None = None
+        """The highest notification number listed so far (see ``ClusterSnapshot.log_dir_event_sequence``)."""
         self.errors: dict[str, ZnodeError] = {}
         self._owned: set[str] = set()
         self._views: dict[str, Any] = {}
@@ -466,8 +468,14 @@ class ClusterModel:
             suffix = name.removeprefix(zkdata.LOG_DIR_EVENT_PREFIX)
             if suffix == name or not (suffix.isdecimal() and suffix.isascii()):
                 self._error(f"{path}/{name}", f"{name!r} is not a log_dir_event_<sequence> notification")
-            elif f"{path}/{name}" not in self.errors:
-                reads.append(Read(Op.GET_DATA, f"{path}/{name}", False, Kind.LOG_DIR_EVENT, name))
+            else:
+                # listed: an event happened, whether or not its data is still there when it is read
+                sequence = int(suffix)
+                if self.log_dir_event_sequence is None or sequence > self.log_dir_event_sequence:
+                    self.log_dir_event_sequence = sequence
+                    self.dirty = True
+                if f"{path}/{name}" not in self.errors:
+                    reads.append(Read(Op.GET_DATA, f"{path}/{name}", False, Kind.LOG_DIR_EVENT, name))
         return reads or None
 
     def _on_log_dir_event(self, reply: Reply) -> None:
@@ -586,6 +594,7 @@ class ClusterModel:
             errors=self._view("errors", lambda: tuple(sorted(self.errors.values(), key=lambda e: e.path))),
             migration=self.migration,
             log_dir_events=tuple(sorted(self.log_dir_events.values(), key=lambda e: e.sequence)),
+            log_dir_event_sequence=self.log_dir_event_sequence,
         )
 
     def _view(self, name: str, make: Callable[[], Any]) -> Any:

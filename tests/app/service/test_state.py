@@ -1,14 +1,20 @@
 """The service's view keeps each broker's disks: every scrape feeds the disk model, and ``view.disks``
-gives the log dirs with their growth (a real metrics collector over served text, a real snapshot)."""
+gives the log dirs with their growth (a real metrics collector over served text, a real snapshot); a new
+log dir failure notice scrapes every broker at once."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
+
 import pytest
 
-from app.service.state import ClusterView
+from app.service.state import EARLY_SCRAPE_MIN_GAP_S, ClusterView, ViewSettings
 from collectors.kafka.model import ClusterSnapshot
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.zookeeper.collector import ScanStats
+from tests.support.reference_cluster import wait_for
 from tests.support.snapshots import cluster
 
 pytestmark = pytest.mark.unit
@@ -70,3 +76,45 @@ def test_each_scrape_feeds_the_disks_the_view_gives_per_broker() -> None:
     assert disk_b.full_in_s is None
     assert view.all_disks() == {1: (disk_a, disk_b)}
     assert view.disks(2) == ()
+
+
+class CountingBodies:
+    """Counts the scrapes (one fetch per broker) and serves Kafka's offline-log-dir gauge."""
+
+    def __init__(self) -> None:
+        self.fetches = 0
+        self._lock = threading.Lock()
+
+    def fetch(self, url: str, timeout: float) -> str:
+        with self._lock:
+            self.fetches += 1
+        return "# TYPE kafka_log_logmanager_offlinelogdirectorycount gauge\n" + (
+            "kafka_log_logmanager_offlinelogdirectorycount 1.0\n"
+        )
+
+
+def test_a_new_log_dir_failure_notice_scrapes_every_broker_at_once() -> None:
+    """The scrape interval is an hour: only the notice (``log_dir_event_sequence`` advancing, its data
+    possibly gone) makes the second scrape; a snapshot with the same sequence or none makes no other."""
+    bodies = CountingBodies()
+    settings = MetricsSettings(url_template="http://{host}:7071/metrics")
+    quiet = cluster(brokers=(1, 2, 3))
+    with MetricsCollector(settings, fetcher=bodies) as metrics:
+        view = ClusterView(Snapshots(quiet), metrics, ViewSettings(metrics_interval_s=3600))
+        view.start()
+        try:
+            assert bodies.fetches == 3  # the first scrape, in start()
+            view.changed(quiet)
+            failed = dataclasses.replace(quiet, version=quiet.version + 1, log_dir_event_sequence=7)
+            view.changed(failed)
+            wait_for(lambda: bodies.fetches >= 6 or None, 30, "the out-of-schedule scrape")
+            assert view.early_scrapes == 1
+            state = view.state
+            assert state.scrape is not None
+            assert state.scrape.values("offline_log_dirs") == {1: 1.0, 2: 1.0, 3: 1.0}
+            view.changed(dataclasses.replace(failed, version=failed.version + 1))  # the same notice
+            view.changed(quiet)
+            time.sleep(EARLY_SCRAPE_MIN_GAP_S + 0.5)  # a wrongly woken scraper would have scraped by now
+        finally:
+            view.stop()
+    assert (bodies.fetches, view.early_scrapes) == (6, 1)

@@ -704,6 +704,31 @@ def test_the_model_reads_the_migration_znode_and_a_kraft_controller() -> None:
     assert model.build(3, 0.0, 0.0, False).errors == ()
 
 
+@pytest.mark.unit
+def test_a_log_dir_notification_deleted_before_its_data_is_read_still_counts() -> None:
+    """The controller deletes ``log_dir_event_<n>`` within milliseconds: a child listed but gone (NoNode)
+    when its data is read advances ``log_dir_event_sequence`` (a log dir failed just now) with no event
+    (the broker is unknown: never guessed); a later listing without it does not move the sequence back."""
+    parent = "/log_dir_event_notification"
+    model = ClusterModel()
+    listing = next(r for r in model.root_reads() if r.path == parent)
+    assert model.build(1, 0.0, 0.0, False).log_dir_event_sequence is None
+    model.dirty = False
+    reads = model.apply(Reply(listing, Code.OK, children=["log_dir_event_0000000007"])) or []
+    assert model.dirty
+    assert [r.path for r in reads] == [f"{parent}/log_dir_event_0000000007"]
+    model.apply(Reply(reads[0], Code.NO_NODE))
+    snap = model.build(2, 0.0, 0.0, False)
+    assert (snap.log_dir_events, snap.log_dir_event_sequence, snap.errors) == ((), 7, ())
+
+    model.apply(Reply(listing, Code.OK, children=[]))  # the controller's deletion
+    assert model.build(3, 0.0, 0.0, False).log_dir_event_sequence == 7
+    reads = model.apply(Reply(listing, Code.OK, children=["log_dir_event_0000000008"])) or []
+    model.apply(Reply(reads[0], Code.OK, encode_log_dir_event(2)))
+    snap = model.build(4, 0.0, 0.0, False)
+    assert (snap.log_dir_events, snap.log_dir_event_sequence) == ((LogDirEvent(2, 8),), 8)
+
+
 @pytest.mark.integration
 def test_log_dir_failure_notifications_are_read_until_the_controller_deletes_them(
     zk_client: KazooClient, start_collector: CollectorFactory
