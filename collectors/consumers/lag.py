@@ -1,0 +1,152 @@
+"""Lag, pure: per partition in records (log end − committed) and in seconds (how long ago the log end was
+where the consumer is now, interpolated from the partition's log-end history), and per group."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from collectors.kafka.model import TopicPartition
+
+DEFAULT_HISTORY_SAMPLES = 720
+"""Log-end samples kept per partition: two hours at the default 10 s round."""
+
+
+@dataclass(frozen=True, slots=True)
+class LagSeconds:
+    """``value`` seconds behind; with ``at_least`` the consumer is behind the oldest sample the history
+    holds, and ``value`` is the age of that sample (a lower bound)."""
+
+    value: float
+    at_least: bool = False
+
+
+def lag_records(committed: int | None, log_end: int) -> int | None:
+    """log end − committed, never negative (a commit past the log end, e.g. read a moment after the log
+    end was, is no lag); None without a commit."""
+    if committed is None:
+        return None
+    return max(0, log_end - committed)
+
+
+def lag_seconds(history: Sequence[tuple[float, int]], committed: int | None, now: float) -> LagSeconds | None:
+    """How long ago (seconds before ``now``) the log end was at ``committed``.
+
+    ``history``: (time, log end) samples, oldest first, the newest the current log end. The log end is
+    interpolated linearly between two samples. Caught up (committed at or past the newest sample): 0.
+    Behind the oldest sample: ``at_least`` the age of the oldest sample. A log end that went backwards
+    (a partition recreated, a truncation) starts the history again at the first sample after the drop.
+    None without a commit or without a sample."""
+    if committed is None or not history:
+        return None
+    start = 0
+    for i in range(1, len(history)):
+        if history[i][1] < history[i - 1][1]:
+            start = i
+    samples = history[start:]
+    newest_end = samples[-1][1]
+    if committed >= newest_end:
+        return LagSeconds(0.0)
+    oldest_t, oldest_end = samples[0]
+    if committed < oldest_end:
+        return LagSeconds(max(0.0, now - oldest_t), at_least=True)
+    # the newest sample whose log end is <= committed; the next one is above it
+    for i in range(len(samples) - 1, -1, -1):
+        t_i, end_i = samples[i]
+        if end_i <= committed:
+            t_next, end_next = samples[i + 1]
+            at = t_i + (committed - end_i) / (end_next - end_i) * (t_next - t_i)
+            return LagSeconds(max(0.0, now - at))
+    raise AssertionError("unreachable: committed >= the oldest sample")  # pragma: no cover
+
+
+class LogEndHistory:
+    """The bounded (time, log end) history of each partition, kept by the collector across rounds."""
+
+    def __init__(self, max_samples: int = DEFAULT_HISTORY_SAMPLES) -> None:
+        if max_samples < 2:
+            raise ValueError("the log-end history needs at least 2 samples")
+        self.max_samples = max_samples
+        self._samples: dict[TopicPartition, deque[tuple[float, int]]] = {}
+
+    def record(self, now: float, log_ends: Mapping[TopicPartition, int]) -> None:
+        for tp, end in log_ends.items():
+            samples = self._samples.setdefault(tp, deque(maxlen=self.max_samples))
+            samples.append((now, end))
+
+    def forget_except(self, keep: Iterable[TopicPartition]) -> None:
+        """Drops the partitions no longer in use (their history would only grow stale)."""
+        kept = set(keep)
+        for tp in [tp for tp in self._samples if tp not in kept]:
+            del self._samples[tp]
+
+    def of(self, tp: TopicPartition) -> Sequence[tuple[float, int]]:
+        return tuple(self._samples.get(tp, ()))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int | None
+    log_start: int | None
+    log_end: int | None
+    lag: int | None
+    lag_seconds: LagSeconds | None
+    member: str | None = None
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    """A group's lag in one round: ``lag`` the sum of its partitions' (None when none has a commit),
+    ``max_lag_seconds`` the largest (``max_lag_seconds_at_least`` when that one is a lower bound)."""
+
+    group: str
+    state: str
+    members: int
+    partitions: tuple[PartitionLag, ...]
+    lag: int | None
+    max_lag_seconds: float | None
+    max_lag_seconds_at_least: bool = False
+
+
+def partition_lag(
+    tp: TopicPartition,
+    committed: int | None,
+    log_start: int | None,
+    log_end: int | None,
+    history: Sequence[tuple[float, int]],
+    now: float,
+    *,
+    member: str | None = None,
+    metadata: str = "",
+    leader_epoch: int | None = None,
+) -> PartitionLag:
+    lag = None if log_end is None else lag_records(committed, log_end)
+    seconds = None if log_end is None else lag_seconds(history, committed, now)
+    return PartitionLag(
+        tp.topic, tp.partition, committed, log_start, log_end, lag, seconds, member, metadata, leader_epoch
+    )
+
+
+def group_lag(group: str, state: str, members: int, partitions: Iterable[PartitionLag]) -> GroupLag:
+    ordered = tuple(sorted(partitions, key=lambda p: (p.topic, p.partition)))
+    lags = [p.lag for p in ordered if p.lag is not None]
+    seconds = [p.lag_seconds for p in ordered if p.lag_seconds is not None]
+    worst = max(seconds, key=lambda s: (s.value, s.at_least), default=None)
+    return GroupLag(
+        group,
+        state,
+        members,
+        ordered,
+        sum(lags) if lags else None,
+        None if worst is None else worst.value,
+        worst is not None and worst.at_least,
+    )
