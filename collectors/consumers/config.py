@@ -211,6 +211,16 @@ SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _IGNORED = {"ssl.protocol", "ssl.enabled.protocols"}
 
 
+def _default_store_type(props: dict[str, str], store: str, inline: str) -> str:
+    """Kafka's default store type is JKS; PEM contents, or a location named like a PEM file, are PEM."""
+    if f"ssl.{store}.{inline}" in props:
+        return "PEM"
+    location = props.get(f"ssl.{store}.location")
+    if location is None:
+        return ""
+    return "PEM" if location.lower().endswith((".pem", ".crt", ".cer", ".key")) else "JKS"
+
+
 def client_kwargs(props: dict[str, str]) -> dict[str, Any]:
     """kafka-python's keyword arguments for Kafka's client properties; ValueError (one line, naming the
     key) for anything kafka-python cannot do. PEM contents (``ssl.truststore.certificates``,
@@ -249,12 +259,13 @@ def client_kwargs(props: dict[str, str]) -> dict[str, Any]:
 
     ssl_keys = [k for k in props if k.startswith("ssl.")]
     if ssl_on:
-        for store in ("truststore", "keystore"):
-            kind = props.pop(
-                f"ssl.{store}.type", "PEM" if any(k.startswith(f"ssl.{store}.") for k in props) else ""
-            ).upper()
+        for store, inline in (("truststore", "certificates"), ("keystore", "key")):
+            kind = props.pop(f"ssl.{store}.type", "").upper() or _default_store_type(props, store, inline)
             if kind not in ("", "PEM"):
-                raise ValueError(f"ssl.{store}.type: {kind} stores are not supported: use PEM")
+                raise ValueError(
+                    f"ssl.{store}.type: {kind} stores are not supported (convert the store to PEM and set "
+                    f"ssl.{store}.type=PEM)"
+                )
         if "ssl.truststore.location" in props:
             kwargs["ssl_cafile"] = props.pop("ssl.truststore.location")
         if "ssl.truststore.certificates" in props:
