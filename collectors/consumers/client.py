@@ -156,14 +156,26 @@ def _members(raw: Any) -> tuple[GroupMember, ...]:
     return tuple(members)
 
 
+def _admin_client(**config: Any) -> Any:
+    """kafka-python's ``KafkaAdminClient``, told not to decode the groups' ``authorized_operations``:
+    kafka-python 3.0 always asks for them and fails the whole DescribeGroups on a bit it does not know
+    (Tansu answers one: "15 is not a valid ACLOperation"); the collector has no use for them."""
+    from kafka import KafkaAdminClient
+
+    class AdminClient(KafkaAdminClient):  # type: ignore[misc]
+        def _process_acl_operations(self, obj: dict[str, Any]) -> dict[str, Any]:
+            obj.pop("authorized_operations", None)
+            return obj
+
+    return AdminClient(**config)
+
+
 class KafkaPythonReader:
     """kafka-python's ``KafkaAdminClient`` as a :class:`GroupOffsetsReader`."""
 
     def __init__(self, servers: Sequence[str], timeout_s: float = 10.0, **client: Any) -> None:
-        from kafka import KafkaAdminClient
-
         timeout_ms = int(timeout_s * 1000)
-        self._admin: Any = KafkaAdminClient(
+        self._admin: Any = _admin_client(
             bootstrap_servers=list(servers),
             client_id="kafka-health",
             bootstrap_timeout_ms=timeout_ms,
