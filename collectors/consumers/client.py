@@ -217,8 +217,25 @@ class KafkaPythonReader:
         }
 
     def log_offsets(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """Two ListOffsets per partition leader (EARLIEST, LATEST), kafka-python batching them per
+        leader. kafka-python fails the whole call for one bad partition (e.g. a deleted topic whose
+        commits the group still holds): then each topic is asked alone, and a topic that fails again is
+        left out (its partitions get no log offsets this round)."""
         if not partitions:
             return {}
+        try:
+            return self._log_offsets(partitions)
+        except Exception:
+            by_topic: dict[str, list[TopicPartition]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp)
+            found: dict[TopicPartition, tuple[int, int]] = {}
+            for tps in by_topic.values():
+                with contextlib.suppress(Exception):
+                    found.update(self._log_offsets(tps))
+            return found
+
+    def _log_offsets(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         from kafka import TopicPartition as KafkaTopicPartition
         from kafka.protocol.consumer import OffsetSpec
 

@@ -118,6 +118,15 @@ def test_log_offsets_of_partitions_of_several_topics(peer: Peer) -> None:
     assert peer.reader.log_offsets([]) == {}
 
 
+def test_log_offsets_leave_out_a_topic_that_does_not_exist(peer: Peer) -> None:
+    """A group keeps its commits on a deleted topic: its partitions get no log offsets, the rest do."""
+    topic = unique_topic("lag-f")
+    peer.create_topic(topic, 1)
+    peer.produce(TopicPartition(topic, 0), 2)
+    gone = TopicPartition(unique_topic("lag-gone"), 0)
+    assert peer.reader.log_offsets([TopicPartition(topic, 0), gone]) == {TopicPartition(topic, 0): (0, 2)}
+
+
 def test_committed_offsets_of_a_plain_assigned_consumer(peer: Peer) -> None:
     topic = unique_topic("lag-c")
     group = f"lag-{uuid.uuid4().hex[:8]}"
