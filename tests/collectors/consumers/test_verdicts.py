@@ -3,7 +3,11 @@ moves: each verdict, and the Burrow failure cases of the issue's "Why"."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collectors.consumers.collector import ConsumerLagCollector, ConsumerRound
 from collectors.consumers.config import KafkaSettings, ThresholdSettings
@@ -237,3 +241,54 @@ def test_a_group_without_commits_is_ok() -> None:
     assert report.verdict.status == "ok"
     assert report.lag.lag is None
     assert report.lag.partitions[0].member == "m1"
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    rounds=st.lists(st.tuples(st.integers(0, 500), st.booleans(), st.booleans()), min_size=1, max_size=120)
+)
+def test_zero_lag_is_ok_whatever_the_traffic_commits_and_members(
+    rounds: list[tuple[int, bool, bool]],
+) -> None:
+    """No false alarm: each round some records (or none), the consumer caught up at the round, with or
+    without members, committing or idle."""
+    stand = Stand()
+    for records, member, _ in rounds:
+        if member and not stand.kafka.groups.get("g", None):
+            stand.kafka.join("g", "m1", [T0, T1])
+        elif not member and "g" in stand.kafka.groups:
+            stand.kafka.leave_all("g")
+        for tp in (T0, T1):
+            stand.kafka.produce(tp, records)
+            if records or "g" not in stand.kafka.groups:
+                stand.kafka.commit("g", tp, stand.kafka.end(tp))
+        assert stand.status() == "ok"
+
+
+@settings(max_examples=50, deadline=None)
+@given(commit_every=st.integers(1, 30), steady_rounds=st.integers(0, 40), records=st.integers(1, 1000))
+def test_a_stopped_consumer_is_stopped_within_two_rounds_of_its_threshold(
+    commit_every: int, steady_rounds: int, records: int
+) -> None:
+    """Whatever its commit interval, a consumer that stops while the producer goes on is ``stopped`` once
+    ``stopped_after_s`` (3 observed commit intervals, at least 60 s) has passed since its lag became
+    positive (the round after its last commit), within one more round, and never before (the issue's
+    done-means: within ``stopped_after_s`` + 2 rounds)."""
+    stand = Stand()
+    stand.kafka.join("g", "m1", [T0, T1])
+    for i in range(steady_rounds + 1):
+        stand.steady(records=records, consume=i % commit_every == 0)
+    # the consumer commits the log end one last time, then stops
+    stand.steady(records=records)
+    last_commit = stand.now
+    intervals = stand.collector.tracks["g"].commit_intervals
+    threshold = Thresholds().stopped_after(intervals)
+    assert threshold == max(60.0, 3 * statistics.median(intervals)) if intervals else threshold == 60.0
+    for _ in range(200):
+        status = stand.steady(records=records, consume=False)
+        if status == "stopped":
+            break
+        assert status in ("ok", "lagging")
+    assert status == "stopped"
+    # the clock starts when the lag became positive: one round after the last commit (which caught up)
+    assert threshold + INTERVAL <= stand.now - last_commit <= threshold + 2 * INTERVAL
