@@ -87,6 +87,15 @@ def bootstrap_servers(settings: KafkaSettings, brokers: Mapping[int, BrokerRegis
     return servers
 
 
+def open_reader(settings: KafkaSettings, brokers: Mapping[int, BrokerRegistration]) -> KafkaPythonReader:
+    """The reader the settings describe: bootstrap servers (:func:`bootstrap_servers`), the client's
+    security (:func:`read_client_config`); ValueError (one line) for bad settings, kafka-python's errors
+    when no broker answers within ``timeout_s``."""
+    servers = bootstrap_servers(settings, brokers)
+    client = {} if settings.client_config is None else read_client_config(settings.client_config)
+    return KafkaPythonReader(servers, settings.timeout_s, **client)
+
+
 def read_client_config(path: str | Path) -> dict[str, Any]:
     """kafka-python's keyword arguments from a Kafka client properties file (``--command-config``);
     ValueError (one line) when unreadable or unsupported."""

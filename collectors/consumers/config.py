@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import NoDecode
 
 from collectors.consumers.verdicts import Thresholds
 from collectors.metrics.endpoints import normalise_listener
@@ -55,9 +57,10 @@ class KafkaSettings(BaseModel):
     client_config: str | None = None
     """A file of Kafka client properties (``--command-config``), see :func:`client_kwargs`."""
     interval_s: Annotated[float, Field(gt=0, le=3600)] = DEFAULT_INTERVAL_S
-    include: tuple[str, ...] = ()
-    """Group regexes (full match); empty: every group."""
-    exclude: tuple[str, ...] = ()
+    include: Annotated[tuple[str, ...], NoDecode] = ()
+    """Group regexes (full match); empty: every group (``KAFKA_HEALTH_KAFKA__INCLUDE``: ``a,b`` or a JSON
+    list)."""
+    exclude: Annotated[tuple[str, ...], NoDecode] = ()
     exporter_compatible_metrics: bool = False
     """Also kafka_exporter's metric names on /metrics."""
     thresholds: ThresholdSettings = ThresholdSettings()
@@ -79,6 +82,11 @@ class KafkaSettings(BaseModel):
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):
+            if value.strip().startswith("["):
+                try:
+                    return tuple(json.loads(value))
+                except (ValueError, TypeError):
+                    raise ValueError(f"not a JSON list of group regexes: {value!r}") from None
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from collectors.consumers.client import bootstrap_servers, read_client_config, with_ssl_context
 from collectors.consumers.config import (
@@ -233,3 +234,37 @@ def test_settings_defaults_and_the_environment_forms() -> None:
     assert not settings.exporter_compatible_metrics
     assert settings.thresholds_for("x") == Thresholds()
     assert ThresholdSettings(lag_warn_s=60).over(Thresholds()) == Thresholds(lag_warn_s=60)
+
+
+class Root(BaseSettings):
+    """The settings tree's root as app/settings.py builds it, with the section mounted as ``kafka``."""
+
+    model_config = SettingsConfigDict(env_prefix="KAFKA_HEALTH_", env_nested_delimiter="__", extra="forbid")
+
+    kafka: KafkaSettings = KafkaSettings()
+
+
+def test_the_section_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__LISTENER", "internal")
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__BOOTSTRAP_SERVERS", "k1:9092,k2:9092")
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__CLIENT_CONFIG", "/etc/kafka/client.properties")
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__INTERVAL_S", "30")
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__INCLUDE", "app-.*, billing")
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__EXCLUDE", '["app-test"]')
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__EXPORTER_COMPATIBLE_METRICS", "true")
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__THRESHOLDS__LAG_WARN_S", "120")
+    monkeypatch.setenv("KAFKA_HEALTH_KAFKA__GROUPS", '{"batch-.*": {"stopped_after_s": 3600}}')
+    kafka = Root().kafka
+    assert kafka.listener == "INTERNAL"
+    assert kafka.bootstrap_servers == "k1:9092,k2:9092"
+    assert kafka.client_config == "/etc/kafka/client.properties"
+    assert kafka.interval_s == 30
+    assert kafka.include == ("app-.*", "billing")
+    assert kafka.exclude == ("app-test",)
+    assert kafka.exporter_compatible_metrics
+    assert kafka.thresholds_for("web") == Thresholds(lag_warn_s=120)
+    assert kafka.thresholds_for("batch-7") == Thresholds(lag_warn_s=120, stopped_after_s=3600)
+    assert kafka.wants("app-1")
+    assert kafka.wants("billing")
+    assert not kafka.wants("app-test")
+    assert not kafka.wants("other")

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from collectors.consumers.client import GroupOffsetsReader, KafkaPythonReader
+from collectors.consumers.client import GroupOffsetsReader, open_reader
 from collectors.consumers.collector import ConsumerLagCollector
 from collectors.consumers.config import KafkaSettings
-from collectors.kafka.model import TopicPartition
+from collectors.kafka.model import BrokerEndpoint, BrokerRegistration, TopicPartition
 from tests.support.consumer_groups_fake import FakeGroupOffsets
 from tests.support.tansu import TansuLog, unique_topic
 
@@ -53,7 +53,9 @@ class TansuPeer:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.log = TansuLog(bootstrap)
-        self.reader: GroupOffsetsReader = KafkaPythonReader([bootstrap], timeout_s=30)
+        host, _, port = bootstrap.rpartition(":")
+        registered = {0: BrokerRegistration(0, (BrokerEndpoint("PLAINTEXT", host, int(port)),))}
+        self.reader: GroupOffsetsReader = open_reader(KafkaSettings(timeout_s=30), registered)
 
     def create_topic(self, topic: str, partitions: int) -> None:
         self.log.create_topic(topic, partitions)
