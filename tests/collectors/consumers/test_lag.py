@@ -62,15 +62,15 @@ def test_no_history_or_no_commit_gives_none() -> None:
 @given(
     rate=st.floats(min_value=0.5, max_value=5000),
     interval=st.floats(min_value=1, max_value=30),
-    rounds=st.integers(min_value=20, max_value=400),
-    jitter=st.lists(st.floats(min_value=-0.3, max_value=0.3), min_size=400, max_size=400),
+    rounds=st.integers(min_value=20, max_value=1000),
+    jitter=st.lists(st.floats(min_value=-0.3, max_value=0.3), min_size=1000, max_size=1000),
 )
 def test_a_consumer_60_s_behind_a_steady_producer_reads_60_plus_minus_10(
     rate: float, interval: float, rounds: int, jitter: list[float]
 ) -> None:
     """The done-means: rounds at a jittered interval, a producer at a steady rate, the consumer committed
-    where the log end was 60 s ago."""
-    history = LogEndHistory(max_samples=1000)
+    where the log end was 60 s ago; the collector's default history (thinned past its bound)."""
+    history = LogEndHistory()
     t = 1000.0
     for i in range(rounds):
         t += interval * (1 + jitter[i])
@@ -86,16 +86,30 @@ def test_a_consumer_60_s_behind_a_steady_producer_reads_60_plus_minus_10(
         assert seconds.value <= 60 + 10
 
 
-def test_the_history_is_bounded_and_forgets_partitions_no_longer_in_use() -> None:
-    history = LogEndHistory(max_samples=3)
+def test_the_history_is_bounded_keeps_the_newest_half_and_reaches_back_sparsely() -> None:
+    history = LogEndHistory(max_samples=8)
     other = TopicPartition("orders", 1)
-    for t in range(5):
+    for t in range(100):
         history.record(float(t), {TP: t * 10, other: t})
-    assert history.of(TP) == ((2.0, 20), (3.0, 30), (4.0, 40))
+    samples = history.of(TP)
+    assert len(samples) <= 8
+    assert samples[0] == (0.0, 0)  # the oldest is kept: the history reaches back to the start
+    assert list(samples[-4:]) == [(96.0, 960), (97.0, 970), (98.0, 980), (99.0, 990)]
+    assert [t for t, _ in samples] == sorted(t for t, _ in samples)
     history.forget_except([TP])
     assert history.of(other) == ()
-    with pytest.raises(ValueError, match="at least 2"):
-        LogEndHistory(max_samples=1)
+    with pytest.raises(ValueError, match="at least 4"):
+        LogEndHistory(max_samples=3)
+
+
+def test_a_log_end_that_does_not_move_keeps_the_first_and_last_round_of_the_run() -> None:
+    history = LogEndHistory()
+    for t, end in [(0.0, 0), (10.0, 100), (20.0, 100), (30.0, 100), (3600.0, 100), (3610.0, 150)]:
+        history.record(t, {TP: end})
+    assert list(history.of(TP)) == [(0.0, 0), (10.0, 100), (3600.0, 100), (3610.0, 150)]
+    # records 100..150 were written in the last round, not over the quiet hour
+    assert lag_seconds(history.of(TP), 125, now=3610.0) == LagSeconds(5.0)
+    assert lag_seconds(history.of(TP), 50, now=3610.0) == LagSeconds(3605.0)
 
 
 def test_a_group_sums_its_lag_and_takes_its_worst_seconds() -> None:
