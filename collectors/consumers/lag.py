@@ -42,25 +42,21 @@ def lag_seconds(history: Sequence[tuple[float, int]], committed: int | None, now
     None without a commit or without a sample."""
     if committed is None or not history:
         return None
-    start = 0
-    for i in range(1, len(history)):
-        if history[i][1] < history[i - 1][1]:
-            start = i
-    samples = history[start:]
-    newest_end = samples[-1][1]
-    if committed >= newest_end:
+    i = len(history) - 1
+    if committed >= history[i][1]:
         return LagSeconds(0.0)
-    oldest_t, oldest_end = samples[0]
-    if committed < oldest_end:
-        return LagSeconds(max(0.0, now - oldest_t), at_least=True)
-    # the newest sample whose log end is <= committed; the next one is above it
-    for i in range(len(samples) - 1, -1, -1):
-        t_i, end_i = samples[i]
-        if end_i <= committed:
-            t_next, end_next = samples[i + 1]
-            at = t_i + (committed - end_i) / (end_next - end_i) * (t_next - t_i)
+    # backwards from the newest sample (a consumer is most often near the log end): the segment whose
+    # log end passed ``committed``; committed < the log end of sample i all along
+    while i > 0:
+        t_prev, end_prev = history[i - 1]
+        t_i, end_i = history[i]
+        if end_prev > end_i:
+            break  # the log end went backwards here: the history starts at sample i
+        if end_prev <= committed:
+            at = t_prev + (committed - end_prev) / (end_i - end_prev) * (t_i - t_prev)
             return LagSeconds(max(0.0, now - at))
-    raise AssertionError("unreachable: committed >= the oldest sample")  # pragma: no cover
+        i -= 1
+    return LagSeconds(max(0.0, now - history[i][0]), at_least=True)
 
 
 class _Samples(Sequence[tuple[float, int]]):
