@@ -144,7 +144,9 @@ def with_ssl_context(kwargs: dict[str, Any]) -> dict[str, Any]:
 # --- kafka-python ----------------------------------------------------------------------------------------
 
 
-def _members(raw: Any) -> tuple[GroupMember, ...]:
+def members_of(raw: Any) -> tuple[GroupMember, ...]:
+    """The members of a group as ``KafkaAdminClient.describe_groups`` gives them (dicts), each with the
+    partitions of its decoded assignment (none when kafka-python could not decode it)."""
     members = []
     for m in raw or ():
         assignment: list[TopicPartition] = []
@@ -208,7 +210,7 @@ class KafkaPythonReader:
                 group,
                 str(d.get("group_state", "")),
                 str(d.get("protocol_type", "")),
-                _members(d.get("members")),
+                members_of(d.get("members")),
             )
             for group, d in described.items()
         }

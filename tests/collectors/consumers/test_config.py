@@ -11,7 +11,13 @@ import pytest
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from collectors.consumers.client import bootstrap_servers, read_client_config, with_ssl_context
+from collectors.consumers.client import (
+    GroupMember,
+    bootstrap_servers,
+    members_of,
+    read_client_config,
+    with_ssl_context,
+)
 from collectors.consumers.config import (
     KafkaSettings,
     ThresholdSettings,
@@ -20,7 +26,7 @@ from collectors.consumers.config import (
     parse_properties,
 )
 from collectors.consumers.verdicts import Thresholds
-from collectors.kafka.model import BrokerEndpoint, BrokerRegistration
+from collectors.kafka.model import BrokerEndpoint, BrokerRegistration, TopicPartition
 
 pytestmark = pytest.mark.unit
 
@@ -268,3 +274,17 @@ def test_the_section_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     assert kafka.wants("billing")
     assert not kafka.wants("app-test")
     assert not kafka.wants("other")
+
+
+def test_members_and_their_assignments_as_kafka_python_describes_them() -> None:
+    """``KafkaAdminClient.describe_groups`` gives each member as a dict, its assignment decoded into
+    ``{"assigned_partitions": [{"topic", "partitions"}]}`` (or left as bytes it could not decode)."""
+    assignment = {"assigned_partitions": [{"topic": "t", "partitions": [2, 0]}], "user_data": ""}
+    raw = [
+        {"member_id": "m1", "client_id": "c", "client_host": "/10.0.0.1", "member_assignment": assignment},
+        {"member_id": "m2", "client_id": "c", "client_host": "/10.0.0.2", "member_assignment": ""},
+    ]
+    assert members_of(raw) == (
+        GroupMember("m1", "c", "/10.0.0.1", (TopicPartition("t", 0), TopicPartition("t", 2))),
+        GroupMember("m2", "c", "/10.0.0.2", ()),
+    )
