@@ -232,18 +232,20 @@ def test_a_destination_broker_down_makes_the_reassignment_stalled_after_the_set_
     action_id = reassign(serve, moves[:1], throttle_bytes_per_sec=THROTTLE // 8)
     wait_for(lambda: step(serve, action_id) == {"done": 0, "state": "written"}, timeout=30, message="written")
     cluster.stop_broker(destination)
-    down_at = time.monotonic()
 
     def is_stalled() -> dict[str, Any] | None:
         body = action(serve, action_id)
         return body if body["state"] == "STALLED" else None
 
     stalled = wait_for(is_stalled, timeout=60, message="STALLED")
-    after_s = time.monotonic() - down_at
     reason = stalled["progress"]["stalled"]["reason"]
     assert f"broker(s) {destination}" in reason, reason
-    assert "down" in reason, reason
-    assert after_s >= stall_after_s, after_s  # not before it (how soon after: bench/actions.py stall)
+    # not before its time, as the executor counts it (how soon after: bench/actions.py stall): the broker
+    # down for stall_after_s, unless the batch had made no progress for that long already (its clock may
+    # start before the stop, and then both reasons are given)
+    down_for = re.search(r"not registered \(down\) for (\d+) s", reason)
+    assert down_for, reason
+    assert int(down_for[1]) >= stall_after_s or "no progress for" in reason, reason
     metrics = serve.get("/metrics").text
     stalled_series = (
         rf'kafka_health_action_stalled{{action="{action_id}",cluster="[^"]+",kind="reassignment"}} 1.0'
@@ -262,7 +264,7 @@ def test_a_destination_broker_down_makes_the_reassignment_stalled_after_the_set_
     assert done["state"] == "CANCELLED"
     assert throttles_left(zk) == {}
     cluster.start_broker(destination)
-    print(f"\ndestination broker down -> STALLED after {after_s:.1f} s (stall_after_s {stall_after_s:g})")
+    print(f"\ndestination broker down -> STALLED: {reason} (stall_after_s {stall_after_s:g})")
 
 
 def test_a_rollback_returns_the_partitions_to_their_original_replicas(
