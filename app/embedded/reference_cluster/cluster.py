@@ -504,6 +504,9 @@ class ReferenceCluster:
                     leader_log.log_start if leader_log is not None else 0.0,
                     now,
                 )
+            # the logs created here are on the broker's disks from now on, not from its next tick (a
+            # scrape in between would serve their sizes on a dir that does not count them)
+            broker.measure_log_dirs(self.settings.traffic.message_bytes)
 
     def send_stop_replica(self, broker_id: int, tp: TopicPartition, delete: bool) -> None:
         broker = self.brokers.get(broker_id)

@@ -215,8 +215,15 @@ def test_log_size_grows_with_produce_and_drops_back_by_a_segment_at_retention(
 # --- fill -------------------------------------------------------------------------------------------
 
 
-def test_fill_sets_the_used_ratio_and_its_growth_advances(control: Control) -> None:
+def test_fill_sets_the_used_ratio_and_its_growth_advances(control: Control, make_zk_client: Any) -> None:
     mount = "/var/lib/kafka/data-1"
+    # every replica's log created first: a log created after the fill would add its data on top of it
+    expected = hosted(zk_partitions(make_zk_client(hosts=control.cluster.zookeeper)), 1)
+    control.scrape_when(
+        1,
+        lambda x: set(log_sizes(x)) == expected,
+        "broker 1's log sizes for every replica it hosts",
+    )
     state = control.ok("/brokers/1/log-dirs/1/fill", {"used_ratio": 0.5})
     assert log_dir_state(state, 1, 1)["used_ratio"] == pytest.approx(0.5)
     avail = filesystems(control.scrape(1), AVAIL)[mount].value
