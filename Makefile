@@ -45,7 +45,7 @@ prometheus:
 		echo "could not install prometheus: run 'apt-get install prometheus' as root (or set KAFKA_HEALTH_SKIP_PROMETHEUS=1)" >&2
 
 test: lint prometheus
-	$(BIN)/pytest --durations=30
+	$(BIN)/pytest -n 2 --dist loadfile --durations=30
 
 # The pure tests alone (marker `unit`: no sockets, no subprocesses, no Spark), the property tests with
 # fewer examples: about 2 minutes on 2 busy cores. `make test` runs everything.
