@@ -190,10 +190,19 @@ def test_two_replicas_the_leader_killed_mid_incident_every_event_once(
         lambda: received(receiver, 5, "resolved"), timeout=30, message="rule 5 resolved by the new leader"
     )
     time.sleep(2.0)  # nothing more arrives
-    per_alert = assert_each_event_once_and_gapless(receiver)
-    assert sorted(len(s) for s in per_alert.values()) == [2, 2]  # opened and resolved, once each
-    kinds = sorted((body["rule"], body["kind"]) for body in receiver.accepted().values())
-    assert kinds == [(1, "opened"), (1, "resolved"), (5, "opened"), (5, "resolved")]
+    assert_each_event_once_and_gapless(receiver)
+    events: dict[int, list[dict[str, Any]]] = {}
+    by_sequence = sorted(receiver.accepted().items(), key=lambda item: int(item[0].partition(":")[2]))
+    for _, body in by_sequence:
+        events.setdefault(body["rule"], []).append(body)
+    assert [e["kind"] for e in events[5]] == ["opened", "resolved"]
+    # rule 1 opened, then (once rule 5 opened: its 2 s ``for``) updated to name the broker down as its
+    # cause, then resolved; each once
+    kinds = [e["kind"] for e in events[1]]
+    assert kinds[0] == "opened", kinds
+    assert kinds[-1] == "resolved", kinds
+    assert set(kinds[1:-1]) <= {"updated"}, kinds
+    assert len(kinds) <= 3, kinds
 
 
 # --- cut off from ZooKeeper: the last leader pages rule 11 --------------------------------------------------
