@@ -26,6 +26,7 @@ import atexit
 import importlib.util
 import logging
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -342,12 +343,37 @@ def _serving(host: str, port: int) -> bool:
     return "Zookeeper version" in reply and _NOT_SERVING not in reply
 
 
+_PORT_PICKER = random.Random()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to outgoing connections (Linux: ``ip_local_port_range``)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def pick_free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS just handed out; someone may take it before we bind, hence the startup retry."""
+    """A free port below the kernel's ephemeral range, so that no client connection's local port (of this
+    process or of another test run on the machine) can take it later: a simulated broker binds its port
+    again when it restarts. Someone may still take it before we bind, hence the startup retry; when no port
+    below the range is found free, one the kernel hands out."""
+    low, _ = _ephemeral_range()
+    if low > 11_000:
+        for _ in range(50):
+            port = _PORT_PICKER.randrange(10_000, low)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-    return port
+        picked: int = sock.getsockname()[1]
+    return picked
 
 
 def _port_is_free(host: str, port: int) -> bool:

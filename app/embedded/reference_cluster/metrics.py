@@ -24,6 +24,7 @@ from prometheus_client.utils import floatToGoString
 from app.embedded.reference_cluster.broker import SimBroker
 from app.embedded.reference_cluster.dialects import Bean, Family, Kind, parse_bean, translate
 from app.embedded.reference_cluster.traffic import PRODUCE_QUANTILES, produce_latency_ms
+from app.embedded.zookeeper import pick_free_port
 from collectors.metrics.names import Dialect
 
 if TYPE_CHECKING:
@@ -544,7 +545,7 @@ class BrokerMetricsServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        server = ThreadingHTTPServer((self.host, self.port), Handler)
+        server = _bind(self.host, self.port, Handler)
         server.daemon_threads = True
         self.port = server.server_address[1]
         self._server = server
@@ -562,3 +563,17 @@ class BrokerMetricsServer:
         if self._thread is not None:
             self._thread.join(5)
             self._thread = None
+
+
+def _bind(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """The server on ``port``; with 0, on a free port below the kernel's ephemeral range
+    (:func:`~app.embedded.zookeeper.pick_free_port`), which a restarted broker binds again: an ephemeral
+    port could meanwhile be some connection's local port."""
+    if port:
+        return ThreadingHTTPServer((host, port), handler)
+    for _ in range(20):
+        try:
+            return ThreadingHTTPServer((host, pick_free_port(host)), handler)
+        except OSError:
+            continue  # taken between the pick and the bind
+    return ThreadingHTTPServer((host, 0), handler)
