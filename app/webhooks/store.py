@@ -236,21 +236,8 @@ class WebhookStore:
         the first pending event of each alert per webhook, so that an alert's events arrive in order."""
         check_page(limit, 0)
         d = webhook_deliveries_table.c
-        earlier = webhook_deliveries_table.alias("earlier")
         query = (
-            sa.select(webhook_deliveries_table)
-            .join(webhooks_table, webhooks_table.c.id == d.webhook_id)
-            .where(
-                webhooks_table.c.enabled,
-                d.state == "pending",
-                d.next_attempt_at <= now,
-                ~sa.exists().where(
-                    earlier.c.webhook_id == d.webhook_id,
-                    earlier.c.fingerprint == d.fingerprint,
-                    earlier.c.state == "pending",
-                    earlier.c.sequence < d.sequence,
-                ),
-            )
+            _first_pending_of_each_alert(d.next_attempt_at <= now)
             .order_by(d.next_attempt_at, d.id)
             .limit(limit)
         )
@@ -296,22 +283,8 @@ class WebhookStore:
         check_page(limit, 0)
         now = finite(now, "backed_off_deliveries: now")
         d = webhook_deliveries_table.c
-        earlier = webhook_deliveries_table.alias("earlier")
         query = (
-            sa.select(webhook_deliveries_table)
-            .join(webhooks_table, webhooks_table.c.id == d.webhook_id)
-            .where(
-                webhooks_table.c.enabled,
-                d.webhook_id == webhook_id,
-                d.state == "pending",
-                d.next_attempt_at > now,
-                ~sa.exists().where(
-                    earlier.c.webhook_id == d.webhook_id,
-                    earlier.c.fingerprint == d.fingerprint,
-                    earlier.c.state == "pending",
-                    earlier.c.sequence < d.sequence,
-                ),
-            )
+            _first_pending_of_each_alert(d.webhook_id == webhook_id, d.next_attempt_at > now)
             .order_by(d.id)
             .limit(limit)
         )
@@ -695,4 +668,26 @@ def _delivery(row: sa.Row[Any]) -> WebhookDelivery:
         last_error=None if row.last_error is None else str(row.last_error),
         created_at=float(row.created_at),
         delivered_at=opt_float(row.delivered_at),
+    )
+
+
+def _first_pending_of_each_alert(*conditions: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """Pending deliveries of enabled webhooks that also meet ``conditions``, only the first pending event of
+    each alert per webhook (an alert's events are sent in order: a later one waits for the earlier)."""
+    d = webhook_deliveries_table.c
+    earlier = webhook_deliveries_table.alias("earlier")
+    return (
+        sa.select(webhook_deliveries_table)
+        .join(webhooks_table, webhooks_table.c.id == d.webhook_id)
+        .where(
+            webhooks_table.c.enabled,
+            d.state == "pending",
+            *conditions,
+            ~sa.exists().where(
+                earlier.c.webhook_id == d.webhook_id,
+                earlier.c.fingerprint == d.fingerprint,
+                earlier.c.state == "pending",
+                earlier.c.sequence < d.sequence,
+            ),
+        )
     )
