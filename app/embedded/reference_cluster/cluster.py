@@ -23,30 +23,17 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import DataWatch
 
-from app.embedded.reference_cluster import replication
-from app.embedded.reference_cluster.admin import TopicExistsError, ZkAdmin
+from app.embedded.reference_cluster import faults, group_coordinator, replication
+from app.embedded.reference_cluster.admin import ZkAdmin
 from app.embedded.reference_cluster.broker import SimBroker
 from app.embedded.reference_cluster.config import ConsumerGroupSpec, ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.controller import Controller
 from app.embedded.reference_cluster.dynamic_config import DynamicConfigs
-from app.embedded.reference_cluster.groups import (
-    OFFSETS_TOPIC,
-    OFFSETS_TOPIC_CONFIG,
-    OFFSETS_TOPIC_MAX_RF,
-    OFFSETS_TOPIC_PARTITIONS,
-    ConsumerGroups,
-    GroupError,
-    offsets_partition,
-)
+from app.embedded.reference_cluster.errors import ClusterError
+from app.embedded.reference_cluster.groups import ConsumerGroups
 from app.embedded.reference_cluster.kafka_protocol import BrokerProtocol, KafkaListener
 from app.embedded.reference_cluster.loop import EventLoop
-from app.embedded.reference_cluster.metrics import (
-    BrokerMetricsServer,
-    MetricsSnapshot,
-    OverrideError,
-    check_overrides,
-    take_snapshot,
-)
+from app.embedded.reference_cluster.metrics import BrokerMetricsServer, MetricsSnapshot, take_snapshot
 from app.embedded.reference_cluster.replication import Retention
 from app.embedded.reference_cluster.traffic import TrafficModel, update_host, update_request_load
 from collectors.kafka import zkdata
@@ -58,12 +45,9 @@ from collectors.kafka.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from collectors.kafka.placement import (
-    AdminOperationError,
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-)
 from collectors.metrics.names import Dialect
+
+__all__ = ["ClusterError", "MetadataView", "ReferenceCluster"]
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +66,6 @@ def _port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-class ClusterError(Exception):
-    """A fault or request the cluster refuses; ``status`` is the HTTP status the control port answers."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -544,7 +519,7 @@ class ReferenceCluster:
                     self._advance_disks(broker, dt_s)
             self._apply_isr_changes(changes, now)
             self._propagate_isr_notifications(now)
-            self._commit_group_offsets(now)
+            group_coordinator.commit_group_offsets(self, now)
         except KazooException as exc:
             log.warning("tick: ZooKeeper error %r", exc)
         finally:
@@ -560,7 +535,7 @@ class ReferenceCluster:
                 disk.base_bytes = max(0.0, disk.base_bytes + disk.growth_bytes_per_s * dt_s)
             if disk.full:
                 log.warning("broker %d: log dir %d is full", broker.id, log_dir)
-                self._fail_log_dir(broker, log_dir)
+                faults.take_log_dir_offline(broker, log_dir)
 
     def _apply_isr_changes(self, changes: list[replication.IsrChange], now: float) -> None:
         for change in changes:
@@ -644,7 +619,7 @@ class ReferenceCluster:
                 notifications.pending.clear()
                 notifications.last_propagation_ms = now
 
-    # --- Kafka's protocol and the consumer groups (loop thread unless said) -------------------------
+    # --- what the brokers answer Kafka's clients (loop thread) -----------------------------------------
 
     def metadata_view(self) -> MetadataView:
         controller = self.controller or self._last_controller
@@ -692,31 +667,6 @@ class ReferenceCluster:
         leader = self._leader_of(tp)
         return self.log_offsets(leader, tp)[1] if leader is not None else None
 
-    def group_coordinator(self, group: str) -> SimBroker | None:
-        """The leader of the group's ``__consumer_offsets`` partition; None while there is none (the topic
-        is created on the first request, as Kafka creates it)."""
-        if OFFSETS_TOPIC not in self.metadata_view().topic_ids:
-            self.ensure_offsets_topic()
-            return None
-        return self._leader_of(TopicPartition(OFFSETS_TOPIC, offsets_partition(group)))
-
-    def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` as a broker does on the first FindCoordinator: 50 partitions,
-        RF min(3, brokers), compacted, through the admin path (so ZooKeeper shows it like any topic)."""
-        if self._offsets_topic_requested or self.admin is None or self._admin_client is None:
-            return
-        self._offsets_topic_requested = True
-        if self._admin_client.exists(zkdata.topic_path(OFFSETS_TOPIC)):
-            return
-        brokers = len(self.admin.registered_brokers())
-        with contextlib.suppress(TopicExistsError):
-            self.admin.create_topic(
-                OFFSETS_TOPIC,
-                OFFSETS_TOPIC_PARTITIONS,
-                max(1, min(OFFSETS_TOPIC_MAX_RF, brokers)),
-                OFFSETS_TOPIC_CONFIG,
-            )
-
     def cluster_id(self) -> str | None:
         if self._cluster_id is None and self._admin_client is not None:
             with contextlib.suppress(NoNodeError, zkdata.ZnodeFormatError):
@@ -724,75 +674,23 @@ class ReferenceCluster:
                 self._cluster_id = zkdata.decode_cluster_id(zkdata.CLUSTER_ID_PATH, data)
         return self._cluster_id
 
-    def _commit_group_offsets(self, now: float) -> None:
-        if not self.consumer_groups.groups:
-            return
-        view = self.metadata_view()
-        message_bytes = self.settings.traffic.message_bytes
-
-        def produce_rate(tp: TopicPartition) -> float:
-            leader = self._leader_of(tp)
-            return (
-                0.0 if leader is None else self.traffic.produce_bytes_per_sec(tp, leader.id) / message_bytes
-            )
-
-        self.consumer_groups.commit_due(now, self.high_watermark, produce_rate, view.partition_count)
-
-    def _topic_partitions(self) -> dict[str, int]:
-        view = self.metadata_view()
-        return {t: view.partition_count(t) for t in view.topic_ids}
-
-    def add_consumer_group(self, spec: ConsumerGroupSpec, timeout: float = 60.0) -> None:
-        """Start a simulated group (any thread); its coordinator's topic is created first if needed, and
-        the call returns once the group has a coordinator and has committed."""
-
-        def add() -> None:
-            try:
-                self.consumer_groups.add(spec, self._topic_partitions(), self.now_ms())
-            except GroupError as exc:
-                raise ClusterError(exc.status, exc.message) from None
-            self.ensure_offsets_topic()
-
-        self.loop.call(add)
-        self.wait_until(
-            lambda: (
-                self.group_coordinator(spec.name) is not None
-                and bool(self.consumer_groups.groups[spec.name].committed)
-            ),
-            timeout,
-            f"coordinator and first commit of consumer group {spec.name}",
-        )
-
-    def consumer_group_action(self, name: str, action: str, body: Mapping[str, Any]) -> None:
-        """``stop``, ``start`` (``{"rate_factor"}`` optional), ``stall``, ``slow`` (``{"rate_factor"}``,
-        default 0.5) or ``rewind`` (``{"records": N}``) a simulated group (any thread)."""
-
-        def run() -> None:
-            groups, now = self.consumer_groups, self.now_ms()
-            try:
-                if action == "stop":
-                    groups.stop(name)
-                elif action == "start":
-                    groups.start(name, self._topic_partitions(), now, _rate_factor(body, None))
-                elif action == "stall":
-                    groups.stall(name, now, self.high_watermark)
-                elif action == "slow":
-                    groups.slow(name, _rate_factor(body, 0.5) or 0.0)
-                elif action == "rewind":
-                    records = body.get("records")
-                    if isinstance(records, bool) or not isinstance(records, int) or records < 1:
-                        raise GroupError(422, 'rewind takes {"records": N} with N a positive integer')
-                    groups.rewind(name, records)
-                else:
-                    raise GroupError(404, f"no consumer group action {action!r}")
-            except GroupError as exc:
-                raise ClusterError(exc.status, exc.message) from None
-
-        self.loop.call(run)
-
     def kafka_bootstrap(self) -> str:
         """``host:port`` of every broker's Kafka listener, comma-separated (a bootstrap server list)."""
         return ",".join(f"{b.endpoint.host}:{b.endpoint.port}" for b in self.brokers.values())
+
+    # --- the consumer groups (group_coordinator.py) ----------------------------------------------------
+
+    def group_coordinator(self, group: str) -> SimBroker | None:
+        return group_coordinator.coordinator_of(self, group)
+
+    def ensure_offsets_topic(self) -> None:
+        group_coordinator.ensure_offsets_topic(self)
+
+    def add_consumer_group(self, spec: ConsumerGroupSpec, timeout: float = 60.0) -> None:
+        group_coordinator.add_consumer_group(self, spec, timeout)
+
+    def consumer_group_action(self, name: str, action: str, body: Mapping[str, Any]) -> None:
+        group_coordinator.consumer_group_action(self, name, action, body)
 
     # --- observation -------------------------------------------------------------------------------
 
@@ -880,6 +778,9 @@ class ReferenceCluster:
         ports = {s.port for s in self._metrics_servers.values()}
         return ports.pop() if self.settings.address_per_broker and len(ports) == 1 else None
 
+    def dialect_of(self, broker_id: int) -> Dialect:
+        return self.settings.broker_metrics_dialects.get(broker_id, self.settings.metrics_dialect)
+
     def _common_metrics_port(self) -> int:
         """The configured port, or one that is free on every broker's address."""
         if self.settings.metrics_port:
@@ -893,272 +794,49 @@ class ReferenceCluster:
                 return port
         raise ClusterError(409, "no metrics port is free on every broker address")
 
-    # --- faults (any thread) -----------------------------------------------------------------------
+    # --- faults, safe from any thread (faults.py) ------------------------------------------------------
 
-    def _broker(self, broker_id: int) -> SimBroker:
-        broker = self.brokers.get(broker_id)
-        if broker is None:
-            raise ClusterError(404, f"unknown broker {broker_id}: brokers are 0..{len(self.brokers) - 1}")
-        return broker
-
-    def _running(self, broker_id: int) -> SimBroker:
-        broker = self._broker(broker_id)
-        if not broker.alive:
-            raise ClusterError(409, f"broker {broker_id} is stopped")
-        return broker
+    CORRUPT_STATE = faults.CORRUPT_STATE
 
     def stop_broker(self, broker_id: int, controlled: bool = False) -> None:
-        """Stop a broker: with ``controlled`` it first hands its leaderships over (controlled shutdown);
-        otherwise it crashes, its session closing at once."""
-
-        def run() -> None:
-            self._stop_broker(self._running(broker_id), controlled)
-
-        self.loop.call(run)
+        faults.stop_broker(self, broker_id, controlled)
 
     def start_broker(self, broker_id: int) -> None:
-        def run() -> None:
-            broker = self._broker(broker_id)
-            if broker.alive:
-                raise ClusterError(409, f"broker {broker_id} is already running")
-            self._start_broker(broker)
-
-        self.loop.call(run)
+        faults.start_broker(self, broker_id)
 
     def stop_controller(self) -> int:
-        def run() -> int:
-            if self.controller is None:
-                raise ClusterError(409, "there is no active controller")
-            if self.controller.broker_id not in self.brokers:
-                raise ClusterError(409, "the controller is the KRaft controller of a migration, not a broker")
-            broker_id = self.controller.broker_id
-            self._stop_broker(self.brokers[broker_id], controlled=False)
-            return broker_id
-
-        return self.loop.call(run)
+        return faults.stop_controller(self)
 
     def start_migration(
         self, kraft_controller_id: int = 3000, kraft_controller_epoch: int = 1
     ) -> MigrationState:
-        """Simulate a ZK→KRaft migration (KIP-866) as Kafka 3.6's ``KRaftMigrationDriver`` leaves ZooKeeper.
-
-        In order: the KRaft controller creates ``/migration`` (``ZkMigrationLeadershipState.EMPTY``); the
-        brokers re-register in migration mode (restarted: a new session, so a new broker epoch); the KRaft
-        controller claims ``/controller`` (``KafkaZkClient.tryRegisterKRaftControllerAsActiveController``:
-        one multi that bumps ``/controller_epoch``, deletes ``/controller`` and creates it *persistent* with
-        its node id and ``kraftControllerEpoch``); the ZK controller resigns; having copied the metadata,
-        the KRaft controller records the last offset and epoch it wrote in ``/migration``. From then on the
-        simulated KRaft controller does the controller's work (elections, ISR, reassignments) with the
-        ZooKeeper writes of the hybrid phase, as the real one does until the migration is finalized.
-        """
-        if kraft_controller_id in self.brokers or kraft_controller_id < 0:
-            raise ClusterError(422, f"the KRaft controller's id {kraft_controller_id} must be no broker's")
-        if kraft_controller_epoch < 0:
-            raise ClusterError(422, "the KRaft controller epoch must be >= 0")
-
-        def run() -> MigrationState:
-            client = self._admin_client
-            if client is None:
-                raise ClusterError(409, "the cluster is not running")
-            if self.migration is not None or client.exists(zkdata.MIGRATION_PATH):
-                raise ClusterError(409, "a migration has already started (/migration exists)")
-            empty = MigrationState(-1, -1, -1, -1)
-            client.create(zkdata.MIGRATION_PATH, zkdata.encode_migration(empty))
-            for broker in self.brokers.values():
-                if broker.alive and broker.registered:
-                    self._reregister(broker)
-            data, stat = client.get(zkdata.CONTROLLER_EPOCH_PATH)
-            epoch = zkdata.decode_controller_epoch(zkdata.CONTROLLER_EPOCH_PATH, data) + 1
-            txn = client.transaction()
-            txn.set_data(zkdata.CONTROLLER_EPOCH_PATH, zkdata.encode_controller_epoch(epoch), stat.version)
-            controller_stat = client.exists(zkdata.CONTROLLER_PATH)
-            if controller_stat is not None:
-                txn.delete(zkdata.CONTROLLER_PATH, controller_stat.version)
-            txn.create(
-                zkdata.CONTROLLER_PATH,
-                zkdata.encode_controller(
-                    kraft_controller_id, version=2, kraft_controller_epoch=kraft_controller_epoch
-                ),
-            )
-            results = txn.commit()
-            if any(isinstance(r, Exception) for r in results):
-                raise ClusterError(409, f"the KRaft controller could not claim /controller: {results!r}")
-            if self.controller is not None:
-                self.controller.resign()
-            controller = Controller(self, kraft_controller_id, client, epoch, results[0].version)
-            self.controller = controller
-            controller.guarded(controller.failover)()
-            records = len(controller.assignments) + len(controller.topic_ids) + len(self.brokers)
-            migrated = MigrationState(
-                kraft_controller_id, kraft_controller_epoch, records, kraft_controller_epoch
-            )
-            client.set(zkdata.MIGRATION_PATH, zkdata.encode_migration(migrated), 0)
-            self.migration = migrated
-            log.info("ZK→KRaft migration: KRaft controller %d holds /controller", kraft_controller_id)
-            return migrated
-
-        result: MigrationState = self.loop.call(run)
-        return result
-
-    def _reregister(self, broker: SimBroker) -> None:
-        """A broker restarted in migration mode: its registration is created anew (a new czxid, so a new
-        broker epoch) in one multi, so that no reader sees the broker gone."""
-        client = broker.client
-        assert client is not None
-        registration = broker.registration(self.settings.broker_registration_version, zkdata.now_ms())
-        path = zkdata.broker_path(broker.id)
-        txn = client.transaction()
-        txn.delete(path)
-        txn.create(path, zkdata.encode_broker_registration(registration), ephemeral=True)
-        results = txn.commit()
-        if any(isinstance(r, Exception) for r in results):
-            raise ClusterError(409, f"broker {broker.id} could not re-register: {results!r}")
-        stat = client.exists(path)
-        if stat is not None:
-            broker.broker_epoch = stat.czxid
+        return faults.start_migration(self, kraft_controller_id, kraft_controller_epoch)
 
     def stall_follower(self, broker_id: int) -> None:
-        """The broker's replica fetchers stop: its replicas fall out of the ISRs after the lag time."""
-        self.loop.call(lambda: setattr(self._running(broker_id), "stalled", True))
+        faults.stall_follower(self, broker_id)
 
     def slow_follower(self, broker_id: int) -> None:
-        """The broker's fetchers keep going but slower than the leaders take writes: never caught up."""
-        self.loop.call(lambda: setattr(self._running(broker_id), "slow", True))
+        faults.slow_follower(self, broker_id)
 
     def resume_follower(self, broker_id: int) -> None:
-        def run() -> None:
-            broker = self._running(broker_id)
-            if not broker.stalled and not broker.slow:
-                raise ClusterError(409, f"broker {broker_id} is neither stalled nor slow")
-            broker.stalled = broker.slow = False
-
-        self.loop.call(run)
+        faults.resume_follower(self, broker_id)
 
     def fail_log_dir(self, broker_id: int, log_dir: int) -> list[TopicPartition]:
-        """A log directory fails: its replicas go offline and the broker tells the controller through
-        ``/log_dir_event_notification``. Returns the replicas lost."""
-
-        def run() -> list[TopicPartition]:
-            broker = self._healthy_log_dir(broker_id, log_dir)
-            return self._fail_log_dir(broker, log_dir)
-
-        return self.loop.call(run)
-
-    def _healthy_log_dir(self, broker_id: int, log_dir: int) -> SimBroker:
-        broker = self._running(broker_id)
-        if not 0 <= log_dir < broker.log_dirs:
-            raise ClusterError(404, f"broker {broker_id} has log dirs 0..{broker.log_dirs - 1}")
-        if log_dir in broker.failed_log_dirs:
-            raise ClusterError(409, f"log dir {log_dir} of broker {broker_id} has failed already")
-        return broker
-
-    def _fail_log_dir(self, broker: SimBroker, log_dir: int) -> list[TopicPartition]:
-        broker.failed_log_dirs.add(log_dir)
-        lost = [tp for tp, lg in broker.logs.items() if lg.log_dir == log_dir]
-        for tp in lost:
-            broker.partitions.pop(tp, None)
-        assert broker.client is not None
-        broker.client.create(
-            f"{zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH}/{zkdata.LOG_DIR_EVENT_PREFIX}",
-            zkdata.encode_log_dir_event(broker.id),
-            sequence=True,
-        )
-        return lost
+        return faults.fail_log_dir(self, broker_id, log_dir)
 
     def fill_log_dir(
         self, broker_id: int, log_dir: int, used_ratio: float | None, bytes_per_s: float | None
     ) -> None:
-        """Set how full a log dir's filesystem is now (``used_ratio``: other files take what the logs
-        leave of it) and how fast the other files grow (``bytes_per_s``, from the next tick). A dir that
-        is full fails at once, as it does when it fills up later."""
-
-        def run() -> None:
-            broker = self._healthy_log_dir(broker_id, log_dir)
-            disk = broker.disks[log_dir]
-            if used_ratio is not None:
-                broker.measure_log_dirs(self.settings.traffic.message_bytes)
-                base = used_ratio * disk.size_bytes - disk.log_bytes
-                if base < 0:
-                    raise ClusterError(
-                        409,
-                        f"the logs in log dir {log_dir} of broker {broker_id} take "
-                        f"{disk.log_bytes / disk.size_bytes:.6f} of it already: used_ratio {used_ratio} "
-                        "cannot be set below that",
-                    )
-                disk.base_bytes = base
-            if bytes_per_s is not None:
-                disk.growth_bytes_per_s = bytes_per_s
-            if disk.full:
-                log.warning("broker %d: log dir %d is full", broker.id, log_dir)
-                self._fail_log_dir(broker, log_dir)
-
-        self.loop.call(run)
+        faults.fill_log_dir(self, broker_id, log_dir, used_ratio, bytes_per_s)
 
     def override_metrics(self, broker_id: int, values: Mapping[str, float], reset: bool) -> None:
-        """Serve ``values`` for those series names (as the broker's dialect names them) instead of the
-        simulation's, on every label set, until a ``reset``; a reset clears the earlier ones first. Every
-        name must be a gauge the broker serves now (ClusterError 422 naming the others)."""
-
-        def run() -> None:
-            broker = self._running(broker_id)
-            snapshot = take_snapshot(self, broker)
-            assert snapshot is not None
-            try:
-                check_overrides(snapshot, self.dialect_of(broker_id), values)
-            except OverrideError as exc:
-                raise ClusterError(422, str(exc)) from None
-            if reset:
-                broker.metric_overrides.clear()
-            broker.metric_overrides.update(values)
-
-        self.loop.call(run)
-
-    def dialect_of(self, broker_id: int) -> Dialect:
-        return self.settings.broker_metrics_dialects.get(broker_id, self.settings.metrics_dialect)
-
-    CORRUPT_STATE = b'{"version":1,"leader":"corrupted by the reference cluster","isr":'
-    """What :meth:`corrupt_partition_state` writes: not JSON (a hand edit gone wrong), so no decoder of
-    Kafka's or ours can read it."""
+        faults.override_metrics(self, broker_id, values, reset)
 
     def corrupt_partition_state(self, tp: TopicPartition) -> None:
-        """Overwrite a partition's state znode with data no one can parse (a fault for the "state unknown"
-        handling: an unreadable znode must not read as an offline partition). The brokers keep serving the
-        partition as before; the controller's next write of that state (a leader or ISR change) repairs it."""
-        if self._admin_client is None:
-            raise ClusterError(409, "the cluster is not started")
-        path = zkdata.partition_state_path(tp)
-        try:
-            self._admin_client.set(path, self.CORRUPT_STATE)
-        except NoNodeError:
-            raise ClusterError(404, f"partition {tp} has no state znode ({path})") from None
+        faults.corrupt_partition_state(self, tp)
 
     def create_topic(self, spec: TopicSpec) -> dict[int, list[int]]:
-        """Create a topic as ``kafka-topics --create`` would; returns the replica assignment."""
-        if self.admin is None:
-            raise ClusterError(409, "the cluster is not started")
-        try:
-            return self.admin.create_topic(spec.name, spec.partitions, spec.replication_factor, spec.config)
-        except TopicExistsError as exc:
-            raise ClusterError(409, str(exc)) from None
-        except (InvalidReplicationFactorError, InvalidPartitionsError, AdminOperationError) as exc:
-            raise ClusterError(422, str(exc)) from None
+        return faults.create_topic(self, spec)
 
     def skew(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            topics: dict[str, int] = {}
-            if self.controller is not None:
-                for tp in self.controller.assignments:
-                    topics[tp.topic] = max(topics.get(tp.topic, 0), tp.partition + 1)
-            self.traffic.apply_skew(body, set(self.brokers), topics)
-            return self.traffic.describe()
-
-        return self.loop.call(run)
-
-
-def _rate_factor(body: Mapping[str, Any], default: float | None) -> float | None:
-    value = body.get("rate_factor", default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1000:
-        raise GroupError(422, f"rate_factor must be a number in [0, 1000], got {value!r}")
-    return float(value)
+        return faults.skew(self, body)
