@@ -24,10 +24,10 @@ from kazoo.client import KazooClient
 from kazoo.recipe.watchers import DataWatch
 
 from app.cli.main import main
-from app.cli.safe_to_stop import wait
 from app.embedded.reference_cluster.config import TopicSpec
 from app.embedded.reference_cluster.control import ControlServer
 from app.embedded.zookeeper import pick_free_port
+from app.maintenance.watch import wait
 from app.settings import NO_ZOOKEEPER
 from collectors.kafka.admin import write_entity_config
 from collectors.kafka.model import ClusterSnapshot
