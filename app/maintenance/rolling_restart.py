@@ -566,13 +566,14 @@ class Conductor:
         return progress.window_ends_at
 
     def _window_over(self, broker: int, what: str) -> str:
-        lifted = (
-            "its silence is left to end and it stays demoted"
-            if self.record.options.silence
-            else ("nothing is lifted")
-        )
+        options = self.record.options
+        kept = [
+            *(["its silence is left to end"] if options.silence else []),
+            *(["it stays demoted"] if options.demote else []),
+        ]
+        lifted = " and ".join(kept) if kept else "nothing is lifted"
         return (
-            f"broker {broker} {what} at the end of its window ({self.record.options.wait_rejoined_s:.0f} s, "
+            f"broker {broker} {what} at the end of its window ({options.wait_rejoined_s:.0f} s, "
             f"--wait-rejoined): {lifted}, so its alerts page"
         )
 
