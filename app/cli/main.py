@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "reference-cluster": "app.cli.reference_cluster",
     "describe": "app.cli.describe",
     "safe-to-stop": "app.cli.safe_to_stop",
+    "rolling-restart": "app.cli.rolling_restart",
     "collect": "app.cli.collect",
     "analytics": "app.cli.analytics",
     "serve": "app.cli.serve",

@@ -4,7 +4,8 @@ before each broker (docs/runbooks/rolling-restart.md).
 Without ``--wait`` it reads the cluster once (a full scan, like ``describe``) and answers. With ``--wait
 SECONDS`` it keeps a live snapshot (the ZooKeeper collector's watches, not a scan per poll), re-judges it at
 every change until the broker is safe to stop or the time runs out, printing what it waits for whenever that
-changes, then the final answer. The answer is :func:`collectors.safe_to_stop.safe_to_stop`'s, the same as
+changes (:func:`app.maintenance.watch.wait`, the loop the rolling-restart conductor reuses), then the
+final answer. The answer is :func:`collectors.safe_to_stop.safe_to_stop`'s, the same as
 ``GET /api/v1/brokers/{id}/safe-to-stop``'s.
 
 Exit codes: 0 safe to stop, 3 not safe (also when ``--wait`` ran out, or a SIGINT/SIGTERM ended the wait:
@@ -18,9 +19,7 @@ import argparse
 import json
 import sys
 import threading
-import time
-from collections.abc import Callable
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from app.cli.common import (
     ExitCode,
@@ -31,6 +30,7 @@ from app.cli.common import (
     settings_tree_with_flags,
     stop_signals,
 )
+from app.maintenance.watch import wait
 from app.settings import NO_ZOOKEEPER, Settings
 from collectors.health import no_kafka_cluster
 from collectors.kafka.model import ClusterSnapshot
@@ -43,8 +43,6 @@ DESCRIPTION = (
     "Exit codes: 0 safe to stop, 3 not safe (or --wait ran out), 1 cannot read the cluster or its view "
     "is stale, 2 bad input (including a broker id nobody knows)."
 )
-POLL_S = 0.5
-"""How often a waiting command looks for a stop signal between snapshot changes."""
 
 
 def broker_id(text: str) -> int:
@@ -218,45 +216,3 @@ def run(
     answer, waited_s = result
     write_answer(answer, args.format, out, waited_s)
     return exit_code(answer)
-
-
-class SnapshotSource(Protocol):
-    """What :func:`wait` needs of the ZooKeeper collector: its live snapshot."""
-
-    @property
-    def snapshot(self) -> ClusterSnapshot: ...
-
-
-def wait(
-    collector: SnapshotSource,
-    judge: Callable[[ClusterSnapshot], SafeToStop],
-    changed: threading.Event,
-    stop: threading.Event,
-    seconds: float,
-    progress: TextIO,
-    clock: Callable[[], float] = time.monotonic,
-) -> tuple[SafeToStop, float]:
-    """Judge every new snapshot until the answer is safe, ``seconds`` pass or ``stop`` is set; returns the
-    last answer and how long it waited. Prints what it waits for whenever that changes (the reasons, which
-    name the partitions still in the way), not at every snapshot."""
-    started = clock()
-    deadline = started + seconds
-    shown: tuple[str, ...] | None = None
-    while True:
-        changed.clear()  # before reading: a change that lands after the read sets it again
-        answer = judge(collector.snapshot)
-        if answer.safe:
-            return answer, clock() - started
-        if answer.reasons != shown:
-            shown = answer.reasons
-            left = max(0.0, deadline - clock())
-            stamp = time.strftime("%H:%M:%S")
-            progress.write(f"{stamp} waiting for broker {answer.broker} ({left:.0f} s left):\n")
-            for reason in answer.reasons:
-                progress.write(f"  - {reason}\n")
-            progress.flush()
-        while not changed.is_set():
-            remaining = deadline - clock()
-            if remaining <= 0 or stop.is_set():
-                return answer, clock() - started
-            changed.wait(min(remaining, POLL_S))

@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from app.cli import analytics, collect, demo, describe, reference_cluster, serve, zookeeper
+from app.cli import analytics, collect, demo, describe, reference_cluster, rolling_restart, serve, zookeeper
 from app.cli.common import (
     STOP_SIGNALS,
     ExitCode,
@@ -35,7 +35,16 @@ from app.settings import Settings
 
 pytestmark = pytest.mark.unit
 
-SUBCOMMAND_MODULES = [zookeeper, reference_cluster, describe, collect, analytics, serve, demo]
+SUBCOMMAND_MODULES = [
+    zookeeper,
+    reference_cluster,
+    describe,
+    rolling_restart,
+    collect,
+    analytics,
+    serve,
+    demo,
+]
 
 
 # --- exit codes ----------------------------------------------------------------------------------------

@@ -9,7 +9,17 @@ import sys
 
 import pytest
 
-from app.cli import analytics, collect, demo, describe, reference_cluster, safe_to_stop, serve, zookeeper
+from app.cli import (
+    analytics,
+    collect,
+    demo,
+    describe,
+    reference_cluster,
+    rolling_restart,
+    safe_to_stop,
+    serve,
+    zookeeper,
+)
 from app.cli.main import SUBCOMMANDS, Subcommand, build_parser, load, main
 from tests.support.cli import REPO
 
@@ -18,6 +28,7 @@ NAMES = [
     "reference-cluster",
     "describe",
     "safe-to-stop",
+    "rolling-restart",
     "collect",
     "analytics",
     "serve",
@@ -34,7 +45,7 @@ def run_python(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.unit
 def test_one_subcommand_per_module_in_the_order_help_lists_them() -> None:
     modules: list[Subcommand] = [
-        zookeeper, reference_cluster, describe, safe_to_stop, collect, analytics, serve, demo
+        zookeeper, reference_cluster, describe, safe_to_stop, rolling_restart, collect, analytics, serve, demo
     ]  # fmt: skip
     assert list(SUBCOMMANDS) == NAMES
     assert [load(name) for name in NAMES] == modules

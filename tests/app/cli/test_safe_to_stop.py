@@ -21,13 +21,12 @@ from typing import Any
 import httpx
 import pytest
 from kazoo.client import KazooClient
-from kazoo.recipe.watchers import DataWatch
 
 from app.cli.main import main
-from app.cli.safe_to_stop import wait
 from app.embedded.reference_cluster.config import TopicSpec
 from app.embedded.reference_cluster.control import ControlServer
 from app.embedded.zookeeper import pick_free_port
+from app.maintenance.watch import wait
 from app.settings import NO_ZOOKEEPER
 from collectors.kafka.admin import write_entity_config
 from collectors.kafka.model import ClusterSnapshot
@@ -36,6 +35,7 @@ from collectors.safe_to_stop import safe_to_stop as answer_for
 from tests.support import snapshots
 from tests.support.cli import CliFactory
 from tests.support.reference_cluster import ClusterFactory, live_broker_ids, wait_for, zk_partitions
+from tests.support.state_watcher import StateWatcher
 
 MIN_ISR = {"orders": 1, "payments": 2}
 HOLD_S = 1.5
@@ -215,38 +215,6 @@ def test_wait_ends_unsafe_on_a_stop_signal_or_the_deadline() -> None:
 # --- a rolling restart -------------------------------------------------------------------------------------
 
 
-@dataclass
-class StateWatcher:
-    """Every version of every partition state znode, as ZooKeeper's watches deliver them; a violation is a
-    state with no leader or an ISR below min(min.insync.replicas, replicas)."""
-
-    zk: KazooClient
-    replicas: dict[str, int]
-    events: int = 0
-    violations: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def watch(self, topic: str, partition: int) -> None:
-        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
-        name = f"{topic}-{partition}"
-        floor = min(MIN_ISR[topic], self.replicas[name])
-
-        def seen(data: bytes | None, _stat: object) -> None:
-            if data is None:
-                return
-            state = json.loads(data)
-            with self._lock:
-                self.events += 1
-                if state["leader"] == -1 or len(state["isr"]) < floor:
-                    self.violations.append((time.monotonic(), name, state))
-
-        DataWatch(self.zk, path, seen)
-
-    def since(self, moment: float) -> list[tuple[float, str, dict[str, Any]]]:
-        with self._lock:
-            return [v for v in self.violations if v[0] >= moment]
-
-
 @pytest.mark.integration
 def test_a_rolling_restart_driven_by_safe_to_stop_wait(
     make_cluster: ClusterFactory,
@@ -265,7 +233,8 @@ def test_a_rolling_restart_driven_by_safe_to_stop_wait(
     control = ControlServer(cluster)
     control.start()
     partitions = zk_partitions(zk_client)
-    watcher = StateWatcher(zk_client, {f"{t}-{p}": len(z.replicas) for (t, p), z in partitions.items()})
+    replicas = {f"{t}-{p}": len(z.replicas) for (t, p), z in partitions.items()}
+    watcher = StateWatcher(zk_client, replicas, MIN_ISR)
     for topic, index in partitions:
         watcher.watch(topic, index)
     assert cluster.controller is not None
