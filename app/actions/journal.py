@@ -42,6 +42,11 @@ def _items(raw: object, what: str) -> tuple[ReassignmentRequest, ...]:
     return tuple(items)
 
 
+def items_from_json(raw: object, what: str) -> tuple[ReassignmentRequest, ...]:
+    """Items as :func:`items_json` wrote them (:class:`JournalError` naming ``what`` when malformed)."""
+    return _items(raw, what)
+
+
 def items_json(items: Iterable[ReassignmentRequest]) -> list[dict[str, Any]]:
     return [{"topic": i.topic, "partition": i.partition, "replicas": list(i.replicas)} for i in items]
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 from analytics.model import LoadWindow
 from app.actions.config import ActionSettings
+from app.actions.decommission import checks as decommission_checks
 from app.actions.election import (
     ElectionPlan,
     ElectionScope,
@@ -41,13 +42,26 @@ from app.actions.election import (
     validate_scope,
 )
 from app.actions.executor import (
+    DecommissionExecutor,
     ElectionExecutor,
     LatestScrape,
+    LeadershipExecutor,
     LogSizes,
     ReassignmentExecutor,
 )
 from app.actions.handle import ActionHandle, Gate, claim
 from app.actions.journal import ElectionJournal, JournalError, ReassignmentJournal, items_json, rollback_items
+from app.actions.leadership import (
+    DEMOTE_BROKER,
+    PROMOTE_BROKER,
+    LeadershipJournal,
+    LeadershipPlan,
+    UnknownBrokerError,
+    demotion_plan,
+    known_broker,
+    restoration_plan,
+    restore_record,
+)
 from app.actions.reassignment import (
     Problem,
     ReassignmentRequest,
@@ -90,6 +104,12 @@ CANCEL = "cancel"
 ROLLBACK = "rollback"
 PLAN_REBALANCE = "plan-rebalance"
 PLAN_DRAIN = "plan-drain"
+DEMOTE = DEMOTE_BROKER
+PROMOTE = PROMOTE_BROKER
+DECOMMISSION = "decommission-broker"
+LEADERSHIP = (DEMOTE, PROMOTE)
+MOVES = (REASSIGNMENT, DECOMMISSION)
+"""Kinds that write ``/admin/reassign_partitions`` batches of data moves: one at a time."""
 
 PLANS_KEPT = 100
 """Rebalance and drain plans kept for submission (the oldest go first)."""
@@ -287,6 +307,59 @@ class PlanOutcome:
     sizes: Mapping[TopicPartition, int] = field(default_factory=dict)
     """The moving partitions' sizes in bytes, from the brokers' log sizes (:mod:`app.actions.sizes`);
     a partition whose size is not known is absent."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeadershipOrder:
+    """A demotion or promotion of a broker as asked for (checked by the runner)."""
+
+    broker: int
+    dry_run: bool = True
+    budget_bytes: int = DEFAULT_BUDGET_BYTES
+
+    def as_request(self) -> dict[str, Any]:
+        return {"broker": self.broker, "dry_run": self.dry_run, "budget_bytes": self.budget_bytes}
+
+
+@dataclass(frozen=True, slots=True)
+class LeadershipOutcome:
+    plan: LeadershipPlan
+    demotion: str | None = None
+    """A promotion: the demotion whose recorded replica lists it restores. A demotion: an earlier demotion
+    of the broker still in effect, whose record this one carries on."""
+    action: ActionRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DecommissionOrder:
+    """A decommission as asked for: the drain plan of ``broker``, run as a reassignment, then verified."""
+
+    broker: int
+    throttle_bytes_per_sec: int | None = None
+    max_concurrent_moves: int = 10
+    dry_run: bool = True
+
+    def as_request(self) -> dict[str, Any]:
+        return {
+            "broker": self.broker,
+            "throttle_bytes_per_sec": self.throttle_bytes_per_sec,
+            "max_concurrent_moves": self.max_concurrent_moves,
+            "dry_run": self.dry_run,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DecommissionOutcome:
+    broker: int
+    reassignment: ReassignmentOutcome
+    """The drain plan as a reassignment (its batches, throttles, sizes); its ``action`` is None."""
+    skipped: tuple[tuple[TopicPartition, str], ...]
+    """Partitions of the broker the drain plan leaves, with the reason: the verification will find them."""
+    checks: tuple[str, ...]
+    """What is verified once the drain is done."""
+    internal_partitions: int
+    """Moving partitions of internal topics (``__consumer_offsets``, ``__transaction_state``)."""
+    action: ActionRecord | None = None
 
 
 # --- the pool --------------------------------------------------------------------------------------------
@@ -497,6 +570,18 @@ class ActionRunner:
                     scrape=self._scrape,
                     audit=self._actions.audit,
                 ).run(handle)
+            elif handle.record.kind == DECOMMISSION:
+                DecommissionExecutor(
+                    self._admin,
+                    self._cluster,
+                    self.gate,
+                    self.settings,
+                    log_sizes=self._log_sizes,
+                    scrape=self._scrape,
+                    audit=self._actions.audit,
+                ).run(handle)
+            elif handle.record.kind in LEADERSHIP:
+                LeadershipExecutor(self._admin, self._cluster, self.gate, self.settings).run(handle)
             else:
                 handle.move(ActionState.FAILED, error=f"unknown action kind {handle.record.kind!r}")
         finally:
@@ -598,30 +683,12 @@ class ActionRunner:
             raise ConflictError(reason)
         if problems:
             self._refuse_problems(who, REASSIGNMENT, order.dry_run, problems, summary)
-        batches = plan_batches(items, snapshot, order.max_concurrent_moves)
-        rate = order.initial_rate
-        sizes = self._sizes(snapshot, [item.tp for item in items])
-        fastest = order.adaptive.max_bytes_per_s if order.adaptive is not None else rate
-        copies = [
-            copy_bytes(sizes.get(item.tp), len(added))
-            for item in items
-            if (added := added_replicas(item, snapshot))
-        ]
-        unknown = sum(c is None for c in copies)
-        outcome = ReassignmentOutcome(
-            order,
-            batches,
-            None if rate is None else throttle_config(items, snapshot, rate),
-            sum(len(added_replicas(item, snapshot)) for item in items),
-            warnings=tuple(self._throttle_warnings(order, snapshot, batches)),
-            bytes_to_copy=None if unknown else sum(c or 0 for c in copies),
-            moves_with_unknown_size=unknown,
-            estimated_s=copy_seconds(batches, snapshot, sizes, fastest),
-        )
+        outcome = self._reassignment_outcome(order, snapshot)
+        batches = outcome.batches
         if order.dry_run:
             self.audit(who, REASSIGNMENT, dry_run=True, outcome="dry-run", detail=summary)
             return outcome
-        self._refuse_if_unfinished(who, REASSIGNMENT, summary)
+        self._refuse_if_unfinished(who, REASSIGNMENT, summary, kinds=MOVES)
         removal = throttle_removal(items, snapshot)
         journal = ReassignmentJournal.of(batches, snapshot, removal.brokers)
         record = self._accept(
@@ -633,6 +700,46 @@ class ActionRunner:
             parent=order.parent,
         )
         return replace(outcome, action=record)
+
+    def _reassignment_outcome(
+        self, order: ReassignmentOrder, snapshot: ClusterSnapshot
+    ) -> ReassignmentOutcome:
+        """The dry run of a valid reassignment: batches, throttles, bytes to copy, time at the throttle."""
+        items = order.items
+        batches = plan_batches(items, snapshot, order.max_concurrent_moves) if items else []
+        rate = order.initial_rate
+        sizes = self._sizes(snapshot, [item.tp for item in items])
+        fastest = order.adaptive.max_bytes_per_s if order.adaptive is not None else rate
+        copies = [
+            copy_bytes(sizes.get(item.tp), len(added))
+            for item in items
+            if (added := added_replicas(item, snapshot))
+        ]
+        unknown = sum(c is None for c in copies)
+        return ReassignmentOutcome(
+            order,
+            batches,
+            None if rate is None else throttle_config(items, snapshot, rate),
+            sum(len(added_replicas(item, snapshot)) for item in items),
+            warnings=tuple(self._throttle_warnings(order, snapshot, batches)),
+            bytes_to_copy=None if unknown else sum(c or 0 for c in copies),
+            moves_with_unknown_size=unknown,
+            estimated_s=copy_seconds(batches, snapshot, sizes, fastest),
+        )
+
+    def _refuse_pending_moves(
+        self, who: Requester, kind: str, dry_run: bool, summary: Mapping[str, Any]
+    ) -> None:
+        """409 while a reassignment this service did not start is in ZooKeeper."""
+        snapshot, _ = self._cluster()
+        pending = snapshot.pending.reassignments
+        if pending or self._admin.exists(zkdata.REASSIGN_PARTITIONS_PATH):
+            reason = (
+                f"a reassignment is already in progress ({len(pending)} partitions in "
+                f"{zkdata.REASSIGN_PARTITIONS_PATH}); try again when it is done"
+            )
+            self.audit(who, kind, dry_run=dry_run, outcome="refused", detail={"reason": reason, **summary})
+            raise ConflictError(reason)
 
     def _throttle_warnings(
         self,
@@ -656,6 +763,188 @@ class ActionRunner:
                 "could not be checked against them"
             ]
         return throttle_warnings(rate, batches, snapshot, produce)
+
+    # --- demotion and promotion ----------------------------------------------------------------------
+
+    def demote(self, who: Requester, order: LeadershipOrder) -> LeadershipOutcome:
+        """The dry run, or the demotion started in the background: every partition the broker is the
+        preferred leader of reordered so that it comes last, then elected (:mod:`app.actions.leadership`).
+        The replica lists before are recorded with the action, for :meth:`promote`."""
+        snapshot, _ = self._cluster()
+        summary: dict[str, Any] = {"broker": order.broker}
+        self._refuse_unknown_broker(who, DEMOTE, order, snapshot)
+        previous = self._demotion_in_effect(order.broker)
+        in_effect = restore_record(previous.plan) if previous is not None else ()
+        plan = demotion_plan(snapshot, order.broker, in_effect)
+        summary |= {"reorders": len(plan.reorders), "to_elect": len(plan.to_elect), "left": len(plan.left)}
+        outcome = LeadershipOutcome(plan, None if previous is None else previous.id)
+        return self._leadership(who, DEMOTE, order, outcome, summary)
+
+    def promote(self, who: Requester, order: LeadershipOrder) -> LeadershipOutcome:
+        """The dry run, or the promotion started in the background: the replica lists the broker's last
+        demotion recorded, restored for the partitions whose replica set is still the same, and elected.
+        :class:`ConflictError` when no demotion of the broker is in effect."""
+        snapshot, _ = self._cluster()
+        summary: dict[str, Any] = {"broker": order.broker}
+        self._refuse_unknown_broker(who, PROMOTE, order, snapshot)
+        self._refuse_unfinished_leadership(who, PROMOTE, order, summary)
+        demotion = self._demotion_in_effect(order.broker)
+        if demotion is None:
+            reason = (
+                f"broker {order.broker} has no recorded demotion to restore: demote it first "
+                "(POST /api/v1/actions/demote-broker), or it was promoted since"
+            )
+            self.audit(
+                who, PROMOTE, dry_run=order.dry_run, outcome="refused", detail={"reason": reason, **summary}
+            )
+            raise ConflictError(reason)
+        try:
+            restore_to = restore_record(demotion.plan)
+        except JournalError as exc:
+            reason = f"demotion {demotion.id} cannot be restored: {exc}"
+            self.audit(
+                who, PROMOTE, dry_run=order.dry_run, outcome="refused", detail={"reason": reason, **summary}
+            )
+            raise ConflictError(reason) from None
+        plan = restoration_plan(snapshot, order.broker, restore_to)
+        summary |= {
+            "demotion": demotion.id,
+            "reorders": len(plan.reorders),
+            "to_elect": len(plan.to_elect),
+            "left": len(plan.left),
+        }
+        return self._leadership(who, PROMOTE, order, LeadershipOutcome(plan, demotion.id), summary)
+
+    def _leadership(
+        self,
+        who: Requester,
+        kind: str,
+        order: LeadershipOrder,
+        outcome: LeadershipOutcome,
+        summary: Mapping[str, Any],
+    ) -> LeadershipOutcome:
+        if order.dry_run:
+            self.audit(who, kind, dry_run=True, outcome="dry-run", detail=summary)
+            return outcome
+        self._refuse_unfinished_leadership(who, kind, order, summary)
+        self._refuse_pending_moves(who, kind, False, summary)
+        snapshot, _ = self._cluster()
+        if snapshot.pending.preferred_election or self._admin.exists(zkdata.PREFERRED_REPLICA_ELECTION_PATH):
+            reason = (
+                f"a preferred replica election is already in progress "
+                f"({zkdata.PREFERRED_REPLICA_ELECTION_PATH}); try again when it is done"
+            )
+            self.audit(who, kind, dry_run=False, outcome="refused", detail={"reason": reason, **summary})
+            raise ConflictError(reason)
+        journal = LeadershipJournal.of(outcome.plan, order.budget_bytes)
+        linked = {"demotion": outcome.demotion} if kind == PROMOTE else {"carries_on": outcome.demotion}
+        record = self._accept(
+            who,
+            kind,
+            order.as_request(),
+            plan={
+                "reorders": len(outcome.plan.reorders),
+                "to_elect": len(outcome.plan.to_elect),
+                **linked,
+                **journal.plan_json(),
+            },
+            summary=summary,
+        )
+        return replace(outcome, action=record)
+
+    def _refuse_unknown_broker(
+        self, who: Requester, kind: str, order: LeadershipOrder | DecommissionOrder, snapshot: ClusterSnapshot
+    ) -> None:
+        try:
+            known_broker(snapshot, order.broker)
+        except UnknownBrokerError as exc:
+            problem = Problem("unknown_broker", str(exc), brokers=(order.broker,))
+            self._refuse_problems(who, kind, order.dry_run, [problem], {"broker": order.broker})
+
+    def _refuse_unfinished_leadership(
+        self, who: Requester, kind: str, order: LeadershipOrder, summary: Mapping[str, Any]
+    ) -> None:
+        """One demotion or promotion at a time (a promotion of a broker whose demotion still runs would
+        restore a record not yet complete)."""
+        self._refuse_if_unfinished(who, kind, {**summary, "dry_run": order.dry_run}, kinds=LEADERSHIP)
+
+    def _demotion_in_effect(self, broker: int) -> ActionRecord | None:
+        """The broker's latest demotion that ran, unless a promotion of the broker succeeded (or partly)
+        since: what a promotion restores. Read from the action log (the store: it survives restarts)."""
+        offset, page = 0, 500
+        while True:
+            records = self._actions.records(kinds=LEADERSHIP, limit=page, offset=offset)
+            for record in records:
+                if record.request.get("broker") != broker or record.state not in TERMINAL:
+                    continue
+                if record.kind == PROMOTE and record.state in (ActionState.SUCCEEDED, ActionState.PARTIAL):
+                    return None
+                if record.kind == DEMOTE and record.started_at is not None:
+                    return record
+            if len(records) < page:
+                return None
+            offset += page
+
+    # --- decommission ---------------------------------------------------------------------------------
+
+    def decommission(self, who: Requester, order: DecommissionOrder) -> DecommissionOutcome:
+        """The dry run (the drain plan as a reassignment, and what will be verified), or the decommission
+        started in the background: the drain carried out by the reassignment executor (throttled,
+        resumable, cancellable), then verified (:mod:`app.actions.decommission`)."""
+        snapshot, _ = self._cluster()
+        summary: dict[str, Any] = {
+            "broker": order.broker,
+            "throttle": order.throttle_bytes_per_sec,
+            "max_concurrent_moves": order.max_concurrent_moves,
+        }
+        self._refuse_unknown_broker(who, DECOMMISSION, order, snapshot)
+        load, _ = self._load_input(snapshot)
+        try:
+            plan = plan_drain(snapshot, order.broker, load)
+        except ValueError as exc:
+            detail = {**summary, "reason": str(exc)}
+            self.audit(who, DECOMMISSION, dry_run=order.dry_run, outcome="refused", detail=detail)
+            raise InvalidRequestError(f"broker {order.broker} cannot be drained: {exc}") from None
+        items = tuple(plan.requests())
+        if items:
+            problems = validate_reassignment(snapshot, items, False)
+            if problems:
+                self._refuse_problems(who, DECOMMISSION, order.dry_run, problems, summary)
+        self._refuse_pending_moves(who, DECOMMISSION, order.dry_run, summary)
+        reassignment = ReassignmentOrder(
+            items,
+            throttle_bytes_per_sec=order.throttle_bytes_per_sec,
+            max_concurrent_moves=order.max_concurrent_moves,
+            dry_run=order.dry_run,
+        )
+        moving = self._reassignment_outcome(reassignment, snapshot)
+        internal = sum(1 for item in items if item.topic.startswith("__"))
+        summary |= {"partitions": len(items), "skipped": len(plan.skipped), "internal_partitions": internal}
+        outcome = DecommissionOutcome(
+            order.broker, moving, plan.skipped, tuple(decommission_checks(order.broker)), internal
+        )
+        if order.dry_run:
+            self.audit(who, DECOMMISSION, dry_run=True, outcome="dry-run", detail=summary)
+            return outcome
+        self._refuse_if_unfinished(who, DECOMMISSION, summary, kinds=MOVES)
+        journal = ReassignmentJournal.of(moving.batches, snapshot, throttle_removal(items, snapshot).brokers)
+        record = self._accept(
+            who,
+            DECOMMISSION,
+            order.as_request(),
+            plan={
+                "broker": order.broker,
+                "batches": len(moving.batches),
+                "replicas_added": moving.replicas_added,
+                "skipped": [
+                    {"topic": tp.topic, "partition": tp.partition, "reason": reason}
+                    for tp, reason in plan.skipped
+                ],
+                **journal.plan_json(),
+            },
+            summary=summary,
+        )
+        return replace(outcome, action=record)
 
     # --- the actions -----------------------------------------------------------------------------------
 
@@ -703,12 +992,12 @@ class ActionRunner:
         every action, with the same checks."""
         record = self.action(action_id)
         detail: dict[str, Any] = {"rollback_of": action_id}
-        if record.kind != REASSIGNMENT:
+        if record.kind not in MOVES:
             self.audit(
                 who, ROLLBACK, dry_run=order.dry_run, outcome="refused", action_id=action_id, detail=detail
             )
             raise InvalidRequestError(
-                f"action {action_id} is a {record.kind}: only a reassignment rolls back"
+                f"action {action_id} is a {record.kind}: only a reassignment or a decommission rolls back"
             )
         if record.state not in TERMINAL:
             reason = f"action {action_id} is {record.state.value}: cancel it first, then roll it back"
@@ -821,13 +1110,16 @@ class ActionRunner:
         self.audit(who, action, dry_run=dry_run, outcome="refused", detail=detail)
         raise InvalidRequestError.of(problems)
 
-    def _refuse_if_unfinished(self, who: Requester, kind: str, summary: Mapping[str, Any]) -> None:
-        """One election and one reassignment at a time: a second would wait behind the first's znodes."""
+    def _refuse_if_unfinished(
+        self, who: Requester, kind: str, summary: Mapping[str, Any], kinds: Sequence[str] = ()
+    ) -> None:
+        """One election and one reassignment (or decommission) at a time, one demotion or promotion: a
+        second would wait behind the first's znodes. ``kinds``: the kinds that conflict (else ``kind``)."""
         for record in self._actions.unfinished():
-            if record.kind == kind:
+            if record.kind in (kinds or (kind,)):
                 reason = (
-                    f"action {record.id} ({kind}) is {record.state.value}: wait for it to finish, or cancel "
-                    f"it (POST /api/v1/actions/{record.id}/cancel)"
+                    f"action {record.id} ({record.kind}) is {record.state.value}: wait for it to finish, or "
+                    f"cancel it (POST /api/v1/actions/{record.id}/cancel)"
                 )
                 self.audit(who, kind, dry_run=False, outcome="refused", detail={"reason": reason, **summary})
                 raise ConflictError(reason)

@@ -21,7 +21,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
@@ -213,7 +213,14 @@ class ActionLog(Protocol):
 
     def get(self, action_id: str) -> ActionRecord | None: ...
 
-    def records(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[ActionRecord]: ...
+    def records(
+        self,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        kinds: Collection[str] | None = None,
+    ) -> list[ActionRecord]:
+        """The log's actions, newest first; ``state`` and ``kinds`` filter them."""
 
     def unfinished(self) -> list[ActionRecord]:
         """Every PENDING, RUNNING or STALLED action, oldest first (what an executor must run or adopt)."""
@@ -265,11 +272,19 @@ class MemoryActionLog:
         with self._lock:
             return self._actions.get(action_id)
 
-    def records(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[ActionRecord]:
+    def records(
+        self,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        kinds: Collection[str] | None = None,
+    ) -> list[ActionRecord]:
         with self._lock:
             records = sorted(self._actions.values(), key=lambda r: r.requested_at, reverse=True)
         if state is not None:
             records = [r for r in records if r.state == state]
+        if kinds is not None:
+            records = [r for r in records if r.kind in kinds]
         return records[offset : offset + limit]
 
     def audit(self, entry: AuditEntry) -> None:

@@ -10,6 +10,7 @@ A :class:`StoreActionLog` is one cluster's and sees only that cluster's rows.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any, Final
 
@@ -257,12 +258,20 @@ class StoreActionLog:
             row = conn.execute(query).first()
         return None if row is None else _action_record(row)
 
-    def records(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[ActionRecord]:
-        """The cluster's actions, newest first."""
+    def records(
+        self,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        kinds: Collection[str] | None = None,
+    ) -> list[ActionRecord]:
+        """The cluster's actions, newest first; ``state`` and ``kinds`` filter them."""
         check_page(limit, offset)
         query = sa.select(actions_table).where(self._actions_of_cluster())
         if state is not None:
             query = query.where(actions_table.c.state == state)
+        if kinds is not None:
+            query = query.where(actions_table.c.kind.in_(list(kinds)))
         query = (
             query.order_by(actions_table.c.requested_at.desc(), actions_table.c.id)
             .limit(limit)

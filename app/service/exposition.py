@@ -325,7 +325,13 @@ class _OneCluster:
             (r.kind, r.state.value) for r in self.actions.records(limit=100_000)
         )
         family = _gauge("actions", "Runbook actions by kind and state.", "kind", "state")
-        for kind in ("preferred-replica-election", "reassignment"):
+        for kind in (
+            "preferred-replica-election",
+            "reassignment",
+            "demote-broker",
+            "promote-broker",
+            "decommission-broker",
+        ):
             for state in ActionState:
                 family.add_metric([cluster, kind, state.value], counts[(kind, state.value)])
         return family

@@ -16,8 +16,12 @@ from app.actions.state import ActionState
 from app.service.deps import Actions, Operator, Runner, Viewer
 from app.service.schemas.actions import (
     ActionOut,
+    DecommissionIn,
+    DecommissionPlanOut,
     ElectionIn,
     ElectionPlanOut,
+    LeadershipIn,
+    LeadershipPlanOut,
     ReassignmentIn,
     ReassignmentPlanOut,
     RollbackIn,
@@ -26,7 +30,7 @@ from app.service.schemas.params import Limit, Offset
 
 router = APIRouter(prefix="/api/v1", tags=["actions"])
 
-Plan = TypeVar("Plan", ElectionPlanOut, ReassignmentPlanOut)
+Plan = TypeVar("Plan", ElectionPlanOut, ReassignmentPlanOut, LeadershipPlanOut, DecommissionPlanOut)
 
 
 @router.post(
@@ -55,6 +59,51 @@ def reassignments(body: ReassignmentIn, who: Operator, runner: Runner) -> Reassi
     is under min ISR or offline, throttles removed at the end whatever happened."""
     outcome = runner.reassign(who, body.order())
     return _accepted_or_dry_run(ReassignmentPlanOut.of(outcome), outcome.action is not None)
+
+
+@router.post(
+    "/actions/demote-broker",
+    response_model=LeadershipPlanOut,
+    responses={202: {"model": LeadershipPlanOut}, 409: {}, 422: {}},
+)
+def demote_broker(body: LeadershipIn, who: Operator, runner: Runner) -> LeadershipPlanOut | JSONResponse:
+    """Dry run (default): the partitions the broker is the preferred leader of, reordered so that it comes
+    last (the same replicas: nothing is copied), and the partitions to elect. ``"dry_run": false`` runs it
+    (202 + action id): the reorders, then a preferred election, so that the broker leads nothing. The
+    replica lists before are recorded with the action, for ``promote-broker``. 422 for an unknown broker;
+    partitions it is the only replica of are ``left`` (it cannot hand them over)."""
+    outcome = runner.demote(who, body.order())
+    return _accepted_or_dry_run(LeadershipPlanOut.of(outcome, body.dry_run), outcome.action is not None)
+
+
+@router.post(
+    "/actions/promote-broker",
+    response_model=LeadershipPlanOut,
+    responses={202: {"model": LeadershipPlanOut}, 409: {}, 422: {}},
+)
+def promote_broker(body: LeadershipIn, who: Operator, runner: Runner) -> LeadershipPlanOut | JSONResponse:
+    """Dry run (default), or run (202 + action id): the replica lists the broker's last demotion recorded,
+    restored for the partitions whose replica set is still the same (the others are ``left``, with the
+    reason), then elected, so that it leads its preferred partitions again. 409 when the broker has no
+    demotion in effect."""
+    outcome = runner.promote(who, body.order())
+    return _accepted_or_dry_run(LeadershipPlanOut.of(outcome, body.dry_run), outcome.action is not None)
+
+
+@router.post(
+    "/actions/decommission-broker",
+    response_model=DecommissionPlanOut,
+    responses={202: {"model": DecommissionPlanOut}, 409: {}, 422: {}},
+)
+def decommission_broker(
+    body: DecommissionIn, who: Operator, runner: Runner
+) -> DecommissionPlanOut | JSONResponse:
+    """Dry run (default): the broker's drain plan as a reassignment (internal topics included), what it
+    would leave and what is verified. ``"dry_run": false`` runs it (202 + action id) as a reassignment
+    (throttled, resumable, cancellable), then verifies that nothing is left of the broker: the action's
+    result says ``removable: true``, or ``false`` with the list of what is ``left`` and why."""
+    outcome = runner.decommission(who, body.order())
+    return _accepted_or_dry_run(DecommissionPlanOut.of(outcome), outcome.action is not None)
 
 
 @router.get("/actions", response_model=list[ActionOut])

@@ -1,4 +1,5 @@
-"""``/actions``: runbook actions (preferred replica election, reassignment) and their records.
+"""``/actions``: runbook actions (preferred replica election, reassignment, demotion and promotion of a
+broker, decommission) and their records.
 
 No ``from __future__ import annotations`` here: :class:`ActionOut` declares its published module (see
 :mod:`app.service.schemas.common`).
@@ -11,8 +12,12 @@ from pydantic import BaseModel, Field, StrictInt, model_validator
 from app.actions.adaptive import AdaptiveThrottle
 from app.actions.reassignment import ReassignmentRequest
 from app.actions.runner import (
+    DecommissionOrder,
+    DecommissionOutcome,
     ElectionOrder,
     ElectionOutcome,
+    LeadershipOrder,
+    LeadershipOutcome,
     ReassignmentOrder,
     ReassignmentOutcome,
     RollbackOrder,
@@ -214,4 +219,112 @@ class ReassignmentPlanOut(BaseModel):
             bytes_to_copy=outcome.bytes_to_copy,
             moves_with_unknown_size=outcome.moves_with_unknown_size,
             estimated_s=outcome.estimated_s,
+        )
+
+
+class LeadershipIn(BaseModel):
+    """A demotion or promotion of ``broker``."""
+
+    broker: BrokerId
+    dry_run: Flag = True
+    """Dry run by default: say ``"dry_run": false`` to reorder and elect."""
+
+    def order(self) -> LeadershipOrder:
+        return LeadershipOrder(self.broker, self.dry_run)
+
+
+class ReorderOut(BaseModel):
+    topic: str
+    partition: int
+    replicas_before: list[int]
+    replicas_after: list[int]
+
+
+class LeftOut(BaseModel):
+    topic: str
+    partition: int
+    reason: str
+
+
+class LeadershipPlanOut(BaseModel):
+    dry_run: bool
+    broker: int
+    reorders: list[ReorderOut]
+    """Replica lists reordered (the same brokers: nothing is copied)."""
+    to_elect: list[PartitionRef]
+    """Partitions elected once reordered (their first replica leads)."""
+    left: list[LeftOut]
+    """Partitions left alone, with the reason: the broker is their only replica, their topic is being
+    deleted, they are being reassigned; for a promotion, their replica set changed since the demotion (or
+    they were deleted)."""
+    demotion: str | None = None
+    """A promotion: the demotion whose recorded replica lists it restores. A demotion: an earlier demotion
+    of the broker, not promoted since, whose record it carries on (a promotion restores both)."""
+    action_id: str | None = None
+
+    @classmethod
+    def of(cls, outcome: LeadershipOutcome, dry_run: bool) -> "LeadershipPlanOut":
+        plan = outcome.plan
+        return cls(
+            dry_run=dry_run,
+            broker=plan.broker,
+            reorders=[
+                ReorderOut(
+                    topic=r.tp.topic,
+                    partition=r.tp.partition,
+                    replicas_before=list(r.before),
+                    replicas_after=list(r.after),
+                )
+                for r in plan.reorders
+            ],
+            to_elect=[PartitionRef(topic=tp.topic, partition=tp.partition) for tp in plan.to_elect],
+            left=[LeftOut(topic=tp.topic, partition=tp.partition, reason=r) for tp, r in plan.left],
+            demotion=outcome.demotion,
+            action_id=None if outcome.action is None else outcome.action.id,
+        )
+
+
+class DecommissionIn(BaseModel):
+    broker: BrokerId
+    throttle_bytes_per_sec: Rate | None = None
+    """Replication throttle while the replicas move (set before, always removed after); None: none."""
+    max_concurrent_moves: StrictInt = Field(default=10, ge=1, le=100_000)
+    dry_run: Flag = True
+    """Dry run by default: say ``"dry_run": false`` to move the replicas off the broker."""
+
+    def order(self) -> DecommissionOrder:
+        return DecommissionOrder(
+            self.broker, self.throttle_bytes_per_sec, self.max_concurrent_moves, self.dry_run
+        )
+
+
+class DecommissionPlanOut(BaseModel):
+    dry_run: bool
+    broker: int
+    reassignment: ReassignmentPlanOut
+    """The drain plan as the reassignment that carries it out (batches, throttles, bytes to copy)."""
+    internal_partitions: int
+    """Moving partitions of internal topics (``__consumer_offsets``, ...): they move like any other."""
+    would_be_left: list[LeftOut]
+    """Partitions of the broker the drain plan does not move, with the reason: the verification will
+    find them (``removable: false``)."""
+    verify: list[str]
+    """What is verified once the replicas moved; the action's result says ``removable`` and ``left``."""
+    action_id: str | None = None
+
+    @classmethod
+    def of(cls, outcome: DecommissionOutcome) -> "DecommissionPlanOut":
+        action_id = None if outcome.action is None else outcome.action.id
+        return cls(
+            dry_run=outcome.reassignment.order.dry_run,
+            broker=outcome.broker,
+            reassignment=ReassignmentPlanOut.of(outcome.reassignment).model_copy(
+                update={"action_id": action_id}
+            ),
+            internal_partitions=outcome.internal_partitions,
+            would_be_left=[
+                LeftOut(topic=tp.topic, partition=tp.partition, reason=r) for tp, r in outcome.skipped
+            ],
+            verify=list(outcome.checks),
+            action_id=action_id,
         )

@@ -20,9 +20,11 @@ from app.actions.runner import (
     ActionPool,
     ActionRunner,
     ConflictError,
+    DecommissionOrder,
     DrainOrder,
     ElectionOrder,
     InvalidRequestError,
+    LeadershipOrder,
     NotFoundError,
     ReassignmentOrder,
     RebalanceOrder,
@@ -476,3 +478,132 @@ def test_a_refusal_of_many_problems_names_five_and_counts_them() -> None:
     assert len(entry.detail["problems"]) == 100
     assert entry.detail["partitions"] == 5000
     assert entry.detail["request_sha256"] == request_digest(order.as_request())
+
+
+# --- demotion, promotion, decommission -------------------------------------------------------------------
+
+
+def demotable() -> ClusterSnapshot:
+    """Broker 1 is the preferred leader of ``orders`` 0 and 2, and the only replica of ``solo`` 0."""
+    return snapshots.cluster(
+        snapshots.partition("orders", 0, (1, 2, 3)),
+        snapshots.partition("orders", 1, (2, 3, 1)),
+        snapshots.partition("orders", 2, (1, 3)),
+        snapshots.partition("solo", 0, (1,)),
+    )
+
+
+def leaders(r: Runner) -> dict[tuple[str, int], tuple[tuple[int, ...], int]]:
+    return {
+        (tp.topic, tp.partition): (info.assignment.replicas, info.leader)
+        for tp, info in r.cluster.snapshot.partitions.items()
+    }
+
+
+def test_a_demotion_reorders_elects_and_is_undone_by_exactly_one_promotion() -> None:
+    r = make_runner(demotable())
+    dry = r.runner.demote(Who(), LeadershipOrder(1))
+    assert dry.action is None
+    assert [(x.tp.partition, x.after) for x in dry.plan.reorders] == [(0, (2, 3, 1)), (2, (3, 1))]
+    assert r.admin.written == [], "a dry run writes nothing"
+
+    demoted = r.runner.demote(Who(), LeadershipOrder(1, dry_run=False))
+    assert demoted.action is not None
+    done = wait_until_done(r.log, demoted.action.id)
+    assert done.state is ActionState.PARTIAL, done  # it still leads solo-0, its only replica
+    assert done.result["still_led"] == [{"topic": "solo", "partition": 0, "reason": "only replica"}]
+    assert (done.result["reordered"], done.result["elected"]) == (2, 2)
+    assert r.admin.written == [zkdata.REASSIGN_PARTITIONS_PATH, zkdata.PREFERRED_REPLICA_ELECTION_PATH]
+    now = leaders(r)
+    assert now[("orders", 0)] == ((2, 3, 1), 2)
+    assert now[("orders", 2)] == ((3, 1), 3)
+    assert now[("orders", 1)] == ((2, 3, 1), 2), "untouched"
+
+    again = r.runner.demote(Who(), LeadershipOrder(1))
+    assert again.plan.reorders == ()
+    assert again.demotion == demoted.action.id
+
+    promoted = r.runner.promote(Who(), LeadershipOrder(1, dry_run=False))
+    assert promoted.demotion == demoted.action.id
+    assert promoted.action is not None
+    done = wait_until_done(r.log, promoted.action.id)
+    assert done.state is ActionState.SUCCEEDED, done
+    assert leaders(r)[("orders", 0)] == ((1, 2, 3), 1)
+    assert leaders(r)[("orders", 2)] == ((1, 3), 1)
+    with pytest.raises(ConflictError, match="broker 1 has no recorded demotion to restore"):
+        r.runner.promote(Who(), LeadershipOrder(1))
+    kinds = [(e.action, e.outcome) for e in r.audit()]
+    assert kinds[:2] == [("promote-broker", "refused"), ("promote-broker", "accepted")]
+    r.runner.shutdown()
+
+
+def test_unknown_brokers_and_a_promotion_without_demotion_are_refused_and_audited() -> None:
+    r = make_runner(demotable())
+    with pytest.raises(
+        InvalidRequestError, match="broker 7 is not registered and holds no replica"
+    ) as caught:
+        r.runner.demote(Who(), LeadershipOrder(7))
+    assert [p.code for p in caught.value.problems] == ["unknown_broker"]
+    with pytest.raises(InvalidRequestError, match="broker 7"):
+        r.runner.decommission(Who(), DecommissionOrder(7))
+    with pytest.raises(ConflictError, match="no recorded demotion"):
+        r.runner.promote(Who(), LeadershipOrder(2, dry_run=False))
+    assert [e.outcome for e in r.audit()] == ["refused"] * 3
+    assert r.admin.written == []
+    r.runner.shutdown()
+
+
+def test_a_demotion_left_between_reorder_and_election_is_resumed_by_the_next_runner() -> None:
+    """A previous instance recorded the election chunk as being written, then died: the next runner adopts
+    the action, does not write the reorder again, writes the chunk and verifies."""
+    r = make_runner(demotable())
+    r.runner.shutdown()  # the first instance accepts, and dies before executing
+    accepted = r.runner.demote(Who(), LeadershipOrder(1, dry_run=False))
+    assert accepted.action is not None
+    r.cluster.take(
+        zkdata.REASSIGN_PARTITIONS_PATH,
+        zkdata.encode_reassignment(
+            {TopicPartition("orders", 0): (2, 3, 1), TopicPartition("orders", 2): (3, 1)}
+        ),
+    )
+    record = r.log.get(accepted.action.id)
+    assert record is not None
+    r.log.update(
+        record.moved_to(
+            ActionState.RUNNING,
+            owner="dead-instance",
+            progress={"phase": "elect", "step": {"done": 0, "state": "writing"}, "batches_done": 1},
+        )
+    )
+    second = ActionRunner(r.log, r.admin, r.cluster.read)
+    second.start()
+    done = wait_until_done(r.log, accepted.action.id)
+    second.shutdown()
+    assert done.state is ActionState.PARTIAL, done  # solo-0 stays with its only replica
+    assert done.progress["adoptions"] == 1
+    assert r.admin.written == [zkdata.PREFERRED_REPLICA_ELECTION_PATH], "the reorder is not written again"
+    assert done.result["reordered"] == 2
+    assert all(leader != 1 for (topic, _), (_, leader) in leaders(r).items() if topic == "orders")
+
+
+def test_a_decommission_drains_the_broker_and_verifies_it_is_removable() -> None:
+    snapshot = snapshots.cluster(
+        snapshots.partition("orders", 0, (1, 2)),
+        snapshots.partition("__consumer_offsets", 0, (4, 1)),
+        snapshots.partition("__consumer_offsets", 1, (2, 3)),
+        brokers=(1, 2, 3, 4),
+    )
+    r = make_runner(snapshot)
+    dry = r.runner.decommission(Who(), DecommissionOrder(4, throttle_bytes_per_sec=1000))
+    assert dry.action is None
+    assert [i.tp for i in dry.reassignment.order.items] == [TopicPartition("__consumer_offsets", 0)]
+    assert dry.internal_partitions == 1
+    assert dry.reassignment.throttles is not None
+    run = r.runner.decommission(Who(), DecommissionOrder(4, throttle_bytes_per_sec=1000, dry_run=False))
+    assert run.action is not None
+    assert run.action.kind == "decommission-broker"
+    done = wait_until_done(r.log, run.action.id)
+    assert done.state is ActionState.SUCCEEDED, done
+    assert (done.result["removable"], done.result["left"], done.result["broker"]) == (True, [], 4)
+    assert all(4 not in info.assignment.replicas for info in r.cluster.snapshot.partitions.values())
+    r.runner.shutdown()

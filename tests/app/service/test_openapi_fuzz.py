@@ -271,6 +271,9 @@ def test_a_real_execution_is_sent_as_a_dry_run() -> None:
         ("POST", "/api/v1/actions/preferred-replica-election"),
         ("POST", "/api/v1/actions/reassignments"),
         ("POST", "/api/v1/actions/{action_id}/rollback"),
+        ("POST", "/api/v1/actions/demote-broker"),
+        ("POST", "/api/v1/actions/promote-broker"),
+        ("POST", "/api/v1/actions/decommission-broker"),
         ("POST", "/api/v1/throttles/clear"),
     }
     assert acting == unscoped | {(m, p.replace("/api/v1/", SCOPED)) for m, p in unscoped}
