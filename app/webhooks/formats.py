@@ -36,6 +36,7 @@ __all__ = [
     "render",
     "rfc3339",
     "slack_payload",
+    "subject_labels",
 ]
 
 GENERIC_SCHEMA: Final = "kafka-health.alert-event/v1"
@@ -268,14 +269,14 @@ def subject_labels(subject: str) -> dict[str, str]:
 def delivery_url(format: WebhookFormat, url: str) -> str:
     """Where a webhook's deliveries are POSTed: its URL, except that an ``alertmanager-api`` webhook's URL
     may be Alertmanager's base URL (``http://alertmanager:9093``, or with a route prefix, ``.../am``), to
-    which ``/api/v2/alerts`` is added; a URL that ends with it already is taken as it is."""
+    which ``/api/v2/alerts`` is added, or end with it already (a trailing ``/`` is dropped)."""
     if format != "alertmanager-api":
         return url
     parts = urlsplit(url)
     path = parts.path.rstrip("/")
-    if path.endswith(ALERTMANAGER_ALERTS_PATH):
-        return url
-    return urlunsplit(parts._replace(path=path + ALERTMANAGER_ALERTS_PATH))
+    if not path.endswith(ALERTMANAGER_ALERTS_PATH):
+        path += ALERTMANAGER_ALERTS_PATH
+    return urlunsplit(parts._replace(path=path))
 
 
 _SLACK_ICONS: Final[Mapping[str, str]] = {

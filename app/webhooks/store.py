@@ -245,13 +245,18 @@ class WebhookStore:
             return []
         w, e, a = webhooks_table.c, alert_events_table.c, alerts_table.c
         d = webhook_deliveries_table.c
-        run_start = (
-            sa.select(sa.func.max(e.sequence))
-            .where(e.fingerprint == a.fingerprint, e.kind == "opened")
+        openings = alert_events_table.alias("openings")
+        run_start = (  # the sequence of the alert's latest opened event: where its current run starts
+            sa.select(sa.func.max(openings.c.sequence))
+            .where(openings.c.fingerprint == a.fingerprint, openings.c.kind == "opened")
+            .correlate(alerts_table)
             .scalar_subquery()
         )
-        pending = sa.exists().where(
-            d.webhook_id == w.id, d.fingerprint == a.fingerprint, d.state == "pending"
+        waiting = webhook_deliveries_table.alias("waiting")
+        pending = (
+            sa.exists()
+            .where(waiting.c.webhook_id == d.webhook_id, waiting.c.fingerprint == d.fingerprint)
+            .where(waiting.c.state == "pending")
         )
         sent = (
             sa.select(d.webhook_id, d.fingerprint, sa.func.max(d.created_at).label("rendered_at"))
@@ -293,7 +298,7 @@ class WebhookStore:
                 opened,
                 sa.and_(
                     opened.c.fingerprint == a.fingerprint,
-                    opened.c.sequence == run_start.correlate(alerts_table),
+                    opened.c.sequence == run_start,
                 ),
             )
             .order_by(sent.c.webhook_id, e.fingerprint)
