@@ -153,14 +153,18 @@ def alertmanager_binary() -> str:
 
 
 @pytest.fixture(scope="module")
-def alertmanager(alertmanager_binary: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
+def alertmanager(
+    alertmanager_binary: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Alertmanager]:
     """Request it before the fixtures that take long to start: a missing binary fails (or skips) first."""
     home = tmp_path_factory.mktemp("alertmanager")
     with WebhookReceiver() as receiver:
         config = home / "alertmanager.yml"
         write_config(config, receiver.url)
         for attempt in range(3):  # the free port may be taken between picking it and binding it
-            running = _launch(alertmanager_binary, config, home / f"data-{attempt}", home / "am.log", receiver)
+            running = _launch(
+                alertmanager_binary, config, home / f"data-{attempt}", home / "am.log", receiver
+            )
             if _wait_ready(running):
                 break
             running.stop()
