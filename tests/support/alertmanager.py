@@ -70,8 +70,9 @@ class Alertmanager:
         """``GET /api/v2/alerts`` with ``filter`` matchers (``cluster="prod"``) and other parameters
         (``active``, ``silenced``, ``inhibited``, ``unprocessed``: booleans): Alertmanager's
         ``gettableAlert`` list. It lists no resolved alert (one whose ``endsAt`` is past)."""
-        query: list[tuple[str, str]] = [("filter", m) for m in matchers]
-        query += [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in params.items()]
+        query = httpx.QueryParams([("filter", m) for m in matchers]).merge(
+            {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items()}
+        )
         response = self.client.get(f"{self.url}/api/v2/alerts", params=query)
         response.raise_for_status()
         alerts: list[dict[str, Any]] = response.json()
