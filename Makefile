@@ -44,7 +44,21 @@ prometheus:
 		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus; } || \
 		echo "could not install prometheus: run 'apt-get install prometheus' as root (or set KAFKA_HEALTH_SKIP_PROMETHEUS=1)" >&2
 
-test: lint prometheus
+# The Alertmanager delivery test runs a real Alertmanager: Debian's package, installed the same way. If it
+# cannot be installed, that test fails under CI (CI=true) and is skipped elsewhere, saying how.
+.PHONY: alertmanager
+alertmanager:
+	@if command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null; then \
+		exit 0; \
+	fi; \
+	SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	echo "installing Debian's prometheus-alertmanager package (for the Alertmanager delivery test)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$SUDO apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus-alertmanager; } || \
+		echo "could not install prometheus-alertmanager: run 'apt-get install prometheus-alertmanager' as root" >&2
+
+test: lint prometheus alertmanager
 	$(BIN)/pytest -n 2 --dist loadfile --durations=30
 
 # The pure tests alone (marker `unit`: no sockets, no subprocesses, no Spark), the property tests with

@@ -2,7 +2,7 @@
 one :class:`~analytics.store.Database`.
 
 Each subsystem owns its tables, queries and migration: the analytics tables are versions 1 and 5
-(:mod:`analytics.store.tables`), the webhooks' versions 2 and 7 (:mod:`app.webhooks.tables`), the
+(:mod:`analytics.store.tables`), the webhooks' versions 2, 7 and 8 (:mod:`app.webhooks.tables`), the
 runbook actions' versions 3, 4 and 6 (:mod:`app.actions.store`). A database records the versions applied
 (``schema_version``), so the numbers and descriptions never change; a new migration takes the next
 number, whichever subsystem it belongs to, and :data:`MIGRATIONS` sorts them by version. The composition
@@ -34,7 +34,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = tuple(
 )
 """Every schema version, in order: 1 the analytics tables, 2 the webhooks, 3 and 4 the actions and audit
 log, 5 the analytics' hourly rollups and the retention indexes, 6 the actions' and audit entries'
-cluster, 7 the webhooks' clusters."""
+cluster, 7 the webhooks' clusters, 8 the webhooks' ``alertmanager-api`` format."""
 
 METADATA: Final[tuple[sa.MetaData, ...]] = (
     schema_version_metadata,

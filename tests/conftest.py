@@ -30,5 +30,6 @@ pytest_plugins = [
     "tests.support.service",
     "tests.support.serve_process",
     "tests.support.prometheus",
+    "tests.support.alertmanager",
     "tests.support.tansu",
 ]

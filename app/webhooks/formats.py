@@ -1,8 +1,10 @@
-"""Webhook payloads (pure): one alert event as generic JSON, as an Alertmanager webhook message, or as a
-Slack incoming-webhook message.
+"""Webhook payloads (pure): one alert event as generic JSON, as an Alertmanager webhook message, as a
+Slack incoming-webhook message, or as an alert posted to Alertmanager's own API (``/api/v2/alerts``).
 
 :func:`render` returns the request body as text; the notifier renders it once, when it writes the outbox
-row, and sends those exact bytes on every attempt. See ``docs/webhooks.md`` for the three formats.
+row, and sends those exact bytes on every attempt. An ``alertmanager-api`` receiver also gets an open
+alert again every re-send interval (rendered anew, with ``endsAt`` ahead), as Prometheus re-sends its
+firing alerts. See ``docs/webhooks.md`` for the four formats.
 """
 
 from __future__ import annotations
@@ -13,26 +15,42 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 from analytics.model import AlertEvent
 from app.webhooks.model import AlertNotice, Webhook, WebhookFormat
 
 __all__ = [
+    "ALERTMANAGER_ALERTS_PATH",
     "ALERTMANAGER_ZERO_TIME",
+    "DEFAULT_RESEND_INTERVAL_S",
+    "ENDS_AT_RESENDS",
     "GENERIC_SCHEMA",
     "RULE_TITLES",
+    "alertmanager_api_payload",
     "alertmanager_payload",
+    "delivery_url",
     "generic_payload",
     "payload",
     "ping_notice",
     "render",
     "rfc3339",
     "slack_payload",
+    "subject_labels",
 ]
 
 GENERIC_SCHEMA: Final = "kafka-health.alert-event/v1"
 ALERTMANAGER_ZERO_TIME: Final = "0001-01-01T00:00:00Z"
 """What Alertmanager sends as ``endsAt`` of a firing alert."""
+ALERTMANAGER_ALERTS_PATH: Final = "/api/v2/alerts"
+"""Where Alertmanager takes alerts (its API v2, ``postAlerts``)."""
+DEFAULT_RESEND_INTERVAL_S: Final = 60.0
+"""How often an open alert is posted to Alertmanager again (Prometheus' ``--rules.alert.resend-delay``
+is one minute too)."""
+ENDS_AT_RESENDS: Final = 4
+"""An open alert's ``endsAt`` is this many re-send intervals ahead of the time it is sent, as Prometheus
+sets it (4 × its resend delay or evaluation interval): Alertmanager resolves it by itself only after
+several re-sends are missed (kafka-health stopped, or Alertmanager unreachable)."""
 TEST_RULE: Final = 0
 """The rule number of :func:`ping_notice` (no real rule has it)."""
 
@@ -178,6 +196,89 @@ def alertmanager_payload(
     }
 
 
+_SUBJECT_LABELS: Final = ("broker", "topic", "group", "action")
+"""Subject kinds (``broker:3``, ``topic:orders``, ...) also given as a label of their own."""
+
+
+def alertmanager_api_payload(
+    notice: AlertNotice,
+    *,
+    receiver: str = "",
+    external_url: str = "",
+    now: float | None = None,
+    resend_interval_s: float = DEFAULT_RESEND_INTERVAL_S,
+) -> list[dict[str, Any]]:
+    """The body of ``POST /api/v2/alerts`` (a list of Alertmanager's ``postableAlert``) with the alert.
+
+    Labels identify the alert (Alertmanager deduplicates and groups on them, so they never change between
+    its events): ``alertname``, ``cluster``, ``rule``, ``subject``, ``severity``, and ``broker``,
+    ``topic``, ``group`` or ``action`` from the subject. The event is in the annotations. A firing alert
+    (opened, updated) ends :data:`ENDS_AT_RESENDS` re-send intervals after ``now`` (the time it is
+    rendered, i.e. sent: it is sent again before that while it stays open); a resolved one ends when it
+    resolved. ``generatorURL`` is the alert in this service's API when ``external_url`` is set (else it
+    is left out)."""
+    del receiver  # Alertmanager routes on the labels: the webhook's name is not part of the alert
+    event = notice.event
+    at = time.time() if now is None else now
+    labels = {
+        "alertname": alertname(notice.rule),
+        "cluster": notice.cluster,
+        "rule": str(notice.rule),
+        "subject": notice.subject,
+        "severity": event.severity,
+        **subject_labels(notice.subject),
+    }
+    annotations = {
+        "summary": event.summary,
+        "description": f"{rule_title(notice.rule)}: {event.summary}",
+        "evidence": _compact(event.evidence),
+        "event": event.kind,
+        "sequence": str(event.sequence),
+    }
+    action = _action_text(notice)
+    if action is not None:
+        annotations["runbook"] = action
+    link = _link(external_url, notice)
+    if link:
+        annotations["runbook_url"] = link
+    starts = notice.opened_at if notice.opened_at is not None else event.at
+    if status(notice) == "resolved":
+        ends = max(event.at, starts)
+    else:
+        ends = max(at, starts) + ENDS_AT_RESENDS * resend_interval_s
+    alert: dict[str, Any] = {
+        "labels": {name: value for name, value in labels.items() if value},
+        "annotations": {name: value for name, value in annotations.items() if value},
+        "startsAt": rfc3339(starts),
+        "endsAt": rfc3339(ends),
+    }
+    if link:
+        alert["generatorURL"] = link
+    return [alert]
+
+
+def subject_labels(subject: str) -> dict[str, str]:
+    """``broker``, ``topic``, ``group`` or ``action`` of a subject that names one (``broker:3``,
+    ``broker:3:/data`` for a log dir, ``topic:orders``); none for the others (``cluster``, ...)."""
+    kind, _, rest = subject.partition(":")
+    if kind not in _SUBJECT_LABELS or not rest:
+        return {}
+    return {kind: rest.split(":", 1)[0] if kind == "broker" else rest}
+
+
+def delivery_url(format: WebhookFormat, url: str) -> str:
+    """Where a webhook's deliveries are POSTed: its URL, except that an ``alertmanager-api`` webhook's URL
+    may be Alertmanager's base URL (``http://alertmanager:9093``, or with a route prefix, ``.../am``), to
+    which ``/api/v2/alerts`` is added, or end with it already (a trailing ``/`` is dropped)."""
+    if format != "alertmanager-api":
+        return url
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    if not path.endswith(ALERTMANAGER_ALERTS_PATH):
+        path += ALERTMANAGER_ALERTS_PATH
+    return urlunsplit(parts._replace(path=path))
+
+
 _SLACK_ICONS: Final[Mapping[str, str]] = {
     "critical": ":red_circle:",
     "warning": ":large_orange_circle:",
@@ -233,29 +334,59 @@ def slack_payload(notice: AlertNotice, *, receiver: str = "", external_url: str 
     return {"text": _clip(text), "blocks": blocks}
 
 
-PayloadBuilder = Callable[..., dict[str, Any]]
+PayloadBuilder = Callable[..., Any]
 
 _BUILDERS: Final[Mapping[WebhookFormat, PayloadBuilder]] = {
     "generic": generic_payload,
     "alertmanager": alertmanager_payload,
     "slack": slack_payload,
+    "alertmanager-api": alertmanager_api_payload,
 }
 
 
 def payload(
-    format: WebhookFormat, notice: AlertNotice, *, receiver: str = "", external_url: str = ""
-) -> dict[str, Any]:
-    """The message for ``notice`` in ``format``."""
+    format: WebhookFormat,
+    notice: AlertNotice,
+    *,
+    receiver: str = "",
+    external_url: str = "",
+    now: float | None = None,
+    resend_interval_s: float = DEFAULT_RESEND_INTERVAL_S,
+) -> Any:
+    """The message for ``notice`` in ``format`` (a JSON object; a list of alerts for
+    ``alertmanager-api``, whose firing alerts end ahead of ``now``: :func:`alertmanager_api_payload`)."""
     try:
         builder = _BUILDERS[format]
     except KeyError:
         raise ValueError(f"unknown webhook format {format!r}: use one of {', '.join(_BUILDERS)}") from None
+    if format == "alertmanager-api":
+        return alertmanager_api_payload(
+            notice,
+            receiver=receiver,
+            external_url=external_url,
+            now=now,
+            resend_interval_s=resend_interval_s,
+        )
     return builder(notice, receiver=receiver, external_url=external_url)
 
 
-def render(webhook: Webhook, notice: AlertNotice, *, external_url: str = "") -> str:
-    """The request body (compact JSON text) of ``notice`` for ``webhook``."""
-    body = payload(webhook.format, notice, receiver=webhook.name, external_url=external_url)
+def render(
+    webhook: Webhook,
+    notice: AlertNotice,
+    *,
+    external_url: str = "",
+    now: float | None = None,
+    resend_interval_s: float = DEFAULT_RESEND_INTERVAL_S,
+) -> str:
+    """The request body (compact JSON text) of ``notice`` for ``webhook``, rendered at ``now``."""
+    body = payload(
+        webhook.format,
+        notice,
+        receiver=webhook.name,
+        external_url=external_url,
+        now=now,
+        resend_interval_s=resend_interval_s,
+    )
     return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 

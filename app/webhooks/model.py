@@ -18,6 +18,7 @@ __all__ = [
     "DELIVERY_STATES",
     "MAX_CLUSTER_KEY",
     "MAX_WEBHOOK_CLUSTERS",
+    "RESENT_FORMATS",
     "WEBHOOK_FIELDS",
     "WEBHOOK_FORMATS",
     "AlertNotice",
@@ -31,9 +32,12 @@ __all__ = [
     "is_cluster_key",
 ]
 
-WebhookFormat = Literal["generic", "alertmanager", "slack"]
+WebhookFormat = Literal["generic", "alertmanager", "slack", "alertmanager-api"]
 DeliveryState = Literal["pending", "delivered", "dead", "skipped"]
-WEBHOOK_FORMATS: Final[tuple[WebhookFormat, ...]] = ("generic", "alertmanager", "slack")
+WEBHOOK_FORMATS: Final[tuple[WebhookFormat, ...]] = ("generic", "alertmanager", "slack", "alertmanager-api")
+RESENT_FORMATS: Final[frozenset[WebhookFormat]] = frozenset({"alertmanager-api"})
+"""Formats whose receivers get an open alert again and again while it stays open (Alertmanager's API
+resolves an alert that is not re-sent before its ``endsAt``): :meth:`app.webhooks.notifier.Notifier`."""
 DELIVERY_STATES: Final[tuple[DeliveryState, ...]] = ("pending", "delivered", "dead", "skipped")
 WEBHOOK_FIELDS: Final = frozenset(
     {"name", "url", "format", "rules", "severities", "clusters", "secret", "enabled"}

@@ -24,6 +24,19 @@ event first, until one fails; a probe is not counted as an attempt and a failed 
 due time back, so the backoff schedule, ``max_attempts`` and the time to give up are what they were. So a
 receiver's pending events go out within ``probe_interval_s`` (plus a poll) of its recovery.
 
+**Re-sends.** A webhook in the ``alertmanager-api`` format (:data:`RESENT_FORMATS`) posts to Alertmanager,
+which resolves an alert by itself at its ``endsAt``: so, as Prometheus does, an open alert is posted again
+every ``alertmanager_resend_interval_s`` (rendered anew, ``endsAt`` ahead of the time it is sent) for as
+long as it stays open, once its events are all sent (none pending in the outbox: an alert's events and its
+re-sends arrive in order); its ``resolved`` event is an outbox row like any other, with ``endsAt`` the
+resolution. Which alerts to re-send is read from the store (the open alerts and their outbox rows), so a
+restarted or newly elected notifier goes on re-sending them; only the time of each alert's last re-send is
+kept in memory (a new leader re-sends an open alert one interval after its last outbox row was written,
+at once when that is past; Alertmanager takes it as the same alert). Re-sends go through the same egress
+policy, signing, workers (one webhook at a time) and leadership as deliveries; one that fails is tried
+again after the backoff (at most one interval later), and is not an outbox row (nothing to list or
+requeue: the next re-send is the retry).
+
 Only one instance delivers: the leader of :mod:`app.leadership` (an ephemeral znode on the cluster's
 ZooKeeper, held for as long as the instance's session lives; always this one for a single instance). The
 service shares one leadership between its notifier and its incident lane (:func:`service_leadership`), so
@@ -56,7 +69,7 @@ from pydantic_settings import NoDecode
 from app.leadership import DEFAULT_LOCK_PATH, AlwaysLeader, Leadership, service_leadership
 from app.webhooks import formats
 from app.webhooks.egress import EgressPolicy, parse_network
-from app.webhooks.model import AlertNotice, Webhook, WebhookDelivery
+from app.webhooks.model import RESENT_FORMATS, AlertNotice, Webhook, WebhookDelivery
 from app.webhooks.signing import delivery_headers
 from app.webhooks.store import WebhookStore
 from app.webhooks.transport import EgressGuard, Resolver, SystemResolver, guarded_client, refused_cause
@@ -81,6 +94,8 @@ log = logging.getLogger(__name__)
 
 USER_AGENT: Final = "kafka-health-webhooks/0.1"
 ERROR_LOG_EVERY_S: Final = 60.0
+RESEND_SCAN_MAX_S: Final = 5.0
+"""The open alerts to re-send are looked for every quarter of the re-send interval, at least this often."""
 _DRAIN_BYTES: Final = 4096
 
 
@@ -126,6 +141,10 @@ class NotifierSettings(BaseModel):
     ZooKeeper bounds what it grants to 2-20 of its ``tickTime`` (4-40 s by default)."""
     external_url: str = ""
     """This service's base URL, for links to alerts in payloads (none when empty)."""
+    alertmanager_resend_interval_s: Annotated[float, Field(gt=0, le=3600)] = formats.DEFAULT_RESEND_INTERVAL_S
+    """How often an open alert is posted again to an ``alertmanager-api`` webhook; its ``endsAt`` is
+    :data:`~app.webhooks.formats.ENDS_AT_RESENDS` (4) intervals ahead, so Alertmanager resolves it by
+    itself only when several re-sends in a row are missed."""
     allow_networks: Annotated[tuple[str, ...], NoDecode] = ()
     """CIDRs or addresses webhooks may reach although the egress policy refuses them by default (private,
     loopback, link-local, ...: :mod:`app.webhooks.egress`), for on-premises receivers: e.g.
@@ -324,6 +343,14 @@ def retry_delay_s(delay_s: float, retry_after_s: float | None, settings: Notifie
 
 
 @dataclass(frozen=True, slots=True)
+class _Resend:
+    """When an open alert is re-sent to a webhook next, and how many re-sends in a row failed."""
+
+    next_at: float
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
 class NotifierStats:
     """Counters of one notifier since it was created."""
 
@@ -340,6 +367,10 @@ class NotifierStats:
     delivered: int = 0
     retried: int = 0
     dead: int = 0
+    resent: int = 0
+    """Open alerts posted again to an ``alertmanager-api`` receiver (accepted)."""
+    resend_failures: int = 0
+    """Re-sends that failed (tried again after the backoff, or at the next interval)."""
     errors: int = 0
     """Polls or sends that failed on an unexpected error (logged)."""
 
@@ -374,6 +405,9 @@ class Notifier:
         self._next_full_scan = 0.0
         self._quiet_until: dict[int, float] = {}
         """Per webhook: the end of the last ``Retry-After`` its receiver answered (no probe before)."""
+        self._next_resend_scan = 0.0
+        self._resends: dict[tuple[int, str], _Resend] = {}
+        """Per (webhook, alert fingerprint): when it is re-sent next, after failures (in memory only)."""
 
     # -- running
 
@@ -430,7 +464,13 @@ class Notifier:
         return ping(webhook, self.settings, self.egress)
 
     def render(self, webhook: Webhook, notice: AlertNotice) -> str:
-        return formats.render(webhook, notice, external_url=self.settings.external_url)
+        return formats.render(
+            webhook,
+            notice,
+            external_url=self.settings.external_url,
+            now=self._clock(),
+            resend_interval_s=self.settings.alertmanager_resend_interval_s,
+        )
 
     # -- the loop
 
@@ -490,7 +530,8 @@ class Notifier:
             for webhook_id, tried in self.store.backed_off_webhooks(now).items()
             if webhook_id not in groups and probe_at(tried, settings, quiet.get(webhook_id)) <= now
         ]
-        if not groups and not probed:
+        resends = self._due_resends(now)
+        if not groups and not probed and not resends:
             return
         hooks = {hook.id: hook for hook in self.store.webhooks(enabled=True)}
         for webhook_id, deliveries in groups.items():
@@ -501,6 +542,87 @@ class Notifier:
                 waiting = self.store.backed_off_deliveries(webhook_id, now, limit=settings.batch_size)
                 if waiting:
                     self._submit(hooks[webhook_id], waiting, probe=True)
+        for webhook_id, notices in resends.items():
+            if webhook_id in hooks and webhook_id not in groups and webhook_id not in probed:
+                self._submit_resends(hooks[webhook_id], notices)
+
+    def _due_resends(self, now: float) -> dict[int, list[AlertNotice]]:
+        """The open alerts due to be re-sent, per webhook (looked for every quarter interval at most)."""
+        interval = self.settings.alertmanager_resend_interval_s
+        if now < self._next_resend_scan:
+            return {}
+        self._next_resend_scan = now + min(interval / 4, RESEND_SCAN_MAX_S)
+        sent = self.store.open_alerts_sent(RESENT_FORMATS)
+        due: dict[int, list[AlertNotice]] = {}
+        with self._mutex:
+            known = {(webhook_id, notice.event.fingerprint) for webhook_id, notice, _ in sent}
+            for key in set(self._resends) - known:  # resolved, or its webhook changed: forget it
+                del self._resends[key]
+            for webhook_id, notice, rendered_at in sent:
+                state = self._resends.get((webhook_id, notice.event.fingerprint))
+                at = rendered_at + interval if state is None else max(rendered_at + interval, state.next_at)
+                if at <= now:
+                    due.setdefault(webhook_id, []).append(notice)
+        return due
+
+    def _submit_resends(self, webhook: Webhook, notices: list[AlertNotice]) -> None:
+        """Re-send ``notices`` to ``webhook`` in a worker, unless one is sending to it already."""
+        with self._mutex:
+            if webhook.id in self._busy or self._pool is None:
+                return
+            self._busy.add(webhook.id)
+            self._pool.submit(self._resend_all, webhook, notices)
+
+    def _resend_all(self, webhook: Webhook, notices: list[AlertNotice]) -> None:
+        try:
+            with _client(self.settings, self.egress) as client:
+                for notice in notices:
+                    if self._stopping.is_set() or not self.stats().leader:
+                        break
+                    self._resend(client, webhook, notice)
+        except Exception:
+            self._count(errors=1)
+            log.exception("webhook notifier: re-sending to webhook %d (%s) failed", webhook.id, webhook.name)
+        finally:
+            with self._mutex:
+                self._busy.discard(webhook.id)
+
+    def _resend(self, client: httpx.Client, webhook: Webhook, notice: AlertNotice) -> Outcome:
+        """Post the open alert of ``notice`` to ``webhook`` again (rendered now), and schedule the next."""
+        settings = self.settings
+        key = (webhook.id, notice.event.fingerprint)
+        with self._mutex:
+            failures = self._resends[key].failures if key in self._resends else 0
+        result = post(
+            client,
+            formats.delivery_url(webhook.format, webhook.url),
+            self.render(webhook, notice),
+            notice.idempotency_key,
+            webhook.secret,
+            timeout_s=settings.timeout_s,
+            attempt=failures + 1,
+        )
+        done = self._clock()
+        interval = settings.alertmanager_resend_interval_s
+        where = f"webhook {webhook.id} ({webhook.name}) re-send of [{notice.idempotency_key}]"
+        if result.outcome == "delivered":
+            state = _Resend(done + interval, 0)
+            self._count(resent=1)
+            log.debug("%s delivered", where)
+        else:
+            failures += 1
+            delay = interval
+            if result.outcome == "retry":
+                backoff = backoff_s(failures, settings, self._rng)
+                delay = min(interval, retry_delay_s(backoff, result.retry_after_s, settings))
+            state = _Resend(done + delay, failures)
+            self._count(resend_failures=1)
+            log.warning(
+                "%s failed (%s), tried again in %.1f s: %s", where, result.outcome, delay, result.error
+            )
+        with self._mutex:
+            self._resends[key] = state
+        return result.outcome
 
     def _is_busy(self, webhook_id: int) -> bool:
         with self._mutex:
@@ -554,7 +676,7 @@ class Notifier:
         attempt = claimed.attempts + 1 if probe else claimed.attempts
         result = post(
             client,
-            webhook.url,
+            formats.delivery_url(webhook.format, webhook.url),
             claimed.payload,
             claimed.idempotency_key,
             webhook.secret,
@@ -653,11 +775,16 @@ def ping(
     settings = settings or NotifierSettings()
     guard = guard or egress_guard(settings)
     notice = formats.ping_notice(webhook)
-    body = formats.render(webhook, notice, external_url=settings.external_url)
+    body = formats.render(
+        webhook,
+        notice,
+        external_url=settings.external_url,
+        now=notice.event.at,
+        resend_interval_s=settings.alertmanager_resend_interval_s,
+    )
+    url = formats.delivery_url(webhook.format, webhook.url)
     with _client(settings, guard) as client:
-        result = post(
-            client, webhook.url, body, notice.idempotency_key, webhook.secret, timeout_s=settings.timeout_s
-        )
+        result = post(client, url, body, notice.idempotency_key, webhook.secret, timeout_s=settings.timeout_s)
     return notice, result
 
 

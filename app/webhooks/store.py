@@ -231,6 +231,97 @@ class WebhookStore:
         conn.execute(sa.insert(webhook_deliveries_table), outbox)
         return len(outbox)
 
+    def open_alerts_sent(
+        self, formats: Collection[WebhookFormat], limit: int = 10_000
+    ) -> list[tuple[int, AlertNotice, float]]:
+        """The open alerts whose current run an enabled webhook of ``formats`` was sent (an event of the run
+        has an outbox row for it that is not skipped) and that wait for nothing in its outbox (no pending
+        row): what a receiver that needs firing alerts re-sent gets again (:mod:`app.webhooks.notifier`).
+        Each as ``(webhook_id, notice, rendered_at)``: the notice of the alert's latest event, and when
+        the newest of the run's rows for the webhook was rendered (written). At most ``limit``, by webhook
+        and alert."""
+        check_page(limit, 0)
+        if not formats:
+            return []
+        w, e, a = webhooks_table.c, alert_events_table.c, alerts_table.c
+        d = webhook_deliveries_table.c
+        openings = alert_events_table.alias("openings")
+        run_start = (  # the sequence of the alert's latest opened event: where its current run starts
+            sa.select(sa.func.max(openings.c.sequence))
+            .where(openings.c.fingerprint == a.fingerprint, openings.c.kind == "opened")
+            .correlate(alerts_table)
+            .scalar_subquery()
+        )
+        waiting = webhook_deliveries_table.alias("waiting")
+        pending = (
+            sa.exists()
+            .where(waiting.c.webhook_id == d.webhook_id, waiting.c.fingerprint == d.fingerprint)
+            .where(waiting.c.state == "pending")
+        )
+        sent = (
+            sa.select(d.webhook_id, d.fingerprint, sa.func.max(d.created_at).label("rendered_at"))
+            .join(webhooks_table, w.id == d.webhook_id)
+            .join(alerts_table, a.fingerprint == d.fingerprint)
+            .where(
+                w.enabled,
+                w.format.in_(sorted(formats)),
+                a.state == "open",
+                d.state != "skipped",
+                d.sequence >= run_start,
+                ~pending,
+            )
+            .group_by(d.webhook_id, d.fingerprint)
+            .subquery("sent")
+        )
+        opened = alert_events_table.alias("opened")
+        query = (
+            sa.select(
+                sent.c.webhook_id,
+                sent.c.rendered_at,
+                e.fingerprint,
+                e.sequence,
+                e.kind,
+                e.at,
+                e.severity,
+                e.summary,
+                e.evidence,
+                a.cluster,
+                a.rule,
+                a.subject,
+                a.action,
+                opened.c.at.label("opened_at"),
+            )
+            .select_from(sent)
+            .join(alerts_table, a.fingerprint == sent.c.fingerprint)
+            .join(alert_events_table, sa.and_(e.fingerprint == a.fingerprint, e.sequence == a.event_sequence))
+            .outerjoin(
+                opened,
+                sa.and_(
+                    opened.c.fingerprint == a.fingerprint,
+                    opened.c.sequence == run_start,
+                ),
+            )
+            .order_by(sent.c.webhook_id, e.fingerprint)
+            .limit(limit)
+        )
+        with self._db.errors("read the open alerts to re-send"), self._db.read() as conn:
+            rows: list[sa.Row[Any]] = list(conn.execute(query))
+        return [
+            (
+                int(row.webhook_id),
+                AlertNotice(
+                    event=read_alert_event(row),
+                    cluster=str(row.cluster),
+                    rule=int(row.rule),
+                    subject=str(row.subject),
+                    action=read_action_ref(row.action),
+                    opened_at=opt_float(row.opened_at),
+                ),
+                float(row.rendered_at),
+            )
+            for row in rows
+        ]
+
     def due_deliveries(self, now: float, limit: int = 100) -> list[WebhookDelivery]:
         """Pending deliveries of enabled webhooks due at ``now``, oldest due first, at most ``limit``: only
         the first pending event of each alert per webhook, so that an alert's events arrive in order."""

@@ -197,3 +197,29 @@ def test_the_old_database_takes_new_writes(old_database: tuple[str, dict[str, An
     assert fingerprints == {row["fingerprint"] for row in tables["alerts"]} | {
         a.fingerprint for a in full_batch()["alert_states"]
     }
+
+
+def test_the_upgraded_webhooks_take_the_alertmanager_api_format_and_no_other(
+    old_database: tuple[str, dict[str, Any]],
+) -> None:
+    """Migration 8 widens the ``webhooks`` format check (on SQLite by changing its text in the schema
+    table, since a rebuild would cascade-delete the outbox): the old webhooks and their deliveries stay, a
+    webhook in the new format is stored, and a format the check does not list is still refused by the
+    database itself."""
+    url, dump = old_database
+    tables = dump["tables"]
+    with Storage.open(url) as storage:
+        created = storage.webhooks.create_webhook(
+            name="am", url="http://127.0.0.1:9", format="alertmanager-api", created_by="root", now=NOW + 500
+        )
+        assert storage.webhooks.webhook(created.id) == created
+        assert len(storage.webhooks.deliveries(limit=10_000)) >= len(tables["webhook_deliveries"])
+    with raw_engine(url) as engine, engine.connect() as conn:
+        with pytest.raises(sa.exc.IntegrityError):
+            conn.execute(
+                sa.text("UPDATE webhooks SET format = 'carrier-pigeon' WHERE id = :id"), {"id": created.id}
+            )
+        conn.rollback()
+        assert (
+            conn.execute(sa.text("SELECT count(*) FROM webhooks")).scalar_one() == len(tables["webhooks"]) + 1
+        )

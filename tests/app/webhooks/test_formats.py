@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -137,6 +138,97 @@ def test_alertmanager_without_an_external_url_has_no_links() -> None:
     assert "runbook_url" not in alert["annotations"]
 
 
+@pytest.mark.parametrize("kind", ["opened", "updated"])
+def test_alertmanager_api_posts_a_firing_alert_that_ends_four_resend_intervals_ahead(kind: EventKind) -> None:
+    """Alertmanager's ``postableAlert`` (api/v2/openapi.yaml: labels, annotations, startsAt, endsAt,
+    generatorURL), in a list: a firing alert ends ``ENDS_AT_RESENDS`` re-send intervals after it is sent,
+    as Prometheus sets it, so that Alertmanager keeps it only while it is re-sent."""
+    sent_at = OPENED_AT + 600.25
+    body = formats.alertmanager_api_payload(
+        notice(kind, 3), external_url="https://kh.example/", now=sent_at, resend_interval_s=30.0
+    )
+    assert body == [
+        {
+            "labels": {
+                "alertname": "KafkaHealthRule1",
+                "cluster": "prod",
+                "rule": "1",
+                "subject": "topic:orders",
+                "severity": "critical",
+                "topic": "orders",
+            },
+            "annotations": {
+                "summary": "2 offline partitions of topic orders",
+                "description": "offline partitions: 2 offline partitions of topic orders",
+                "evidence": '{"count":2,"examples":{"orders":[0,1]}}',
+                "event": kind,
+                "sequence": "3",
+                "runbook": 'GET /api/v1/partitions {"offline": true}',
+                "runbook_url": "https://kh.example/api/v1/alerts/0123456789abcdef",
+            },
+            "startsAt": "2023-11-14T22:13:20.000Z",  # when the run opened, on every event and re-send
+            "endsAt": formats.rfc3339(sent_at + 4 * 30.0),
+            "generatorURL": "https://kh.example/api/v1/alerts/0123456789abcdef",
+        }
+    ]
+    assert formats.ENDS_AT_RESENDS == 4
+    later = formats.alertmanager_api_payload(notice(kind, 3), now=sent_at + 60, resend_interval_s=30.0)
+    assert later[0]["endsAt"] == formats.rfc3339(sent_at + 60 + 120.0)  # a re-send moves it on
+
+
+def test_alertmanager_api_resolves_the_alert_at_its_resolution() -> None:
+    (alert,) = formats.alertmanager_api_payload(notice("resolved", 4), now=OPENED_AT + 10_000)
+    assert alert["startsAt"] == "2023-11-14T22:13:20.000Z"
+    assert alert["endsAt"] == formats.rfc3339(OPENED_AT + 240.0)  # the resolved event's time, not now
+    assert alert["annotations"]["event"] == "resolved"
+    assert "generatorURL" not in alert  # no external URL: left out (it is a URI in Alertmanager's API)
+    assert "runbook_url" not in alert["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("subject", "labels"),
+    [
+        ("broker:3", {"broker": "3"}),
+        ("broker:3:/var/lib/kafka", {"broker": "3"}),
+        ("topic:orders", {"topic": "orders"}),
+        ("group:billing:v2", {"group": "billing:v2"}),
+        ("action:a-17", {"action": "a-17"}),
+        ("cluster", {}),
+        ("cluster:state", {}),
+        ("broker:", {}),
+    ],
+)
+def test_alertmanager_api_labels_name_the_broker_topic_or_group(subject: str, labels: dict[str, str]) -> None:
+    assert formats.subject_labels(subject) == labels
+    (alert,) = formats.alertmanager_api_payload(replace(notice(), subject=subject), now=OPENED_AT)
+    assert alert["labels"] == {
+        "alertname": "KafkaHealthRule1",
+        "cluster": "prod",
+        "rule": "1",
+        "subject": subject,
+        "severity": "critical",
+        **labels,
+    }
+    assert all(isinstance(v, str) and v for v in [*alert["labels"].values(), *alert["annotations"].values()])
+
+
+@pytest.mark.parametrize(
+    ("url", "target"),
+    [
+        ("http://am:9093", "http://am:9093/api/v2/alerts"),
+        ("http://am:9093/", "http://am:9093/api/v2/alerts"),
+        ("https://am.example/alertmanager", "https://am.example/alertmanager/api/v2/alerts"),
+        ("http://am:9093/api/v2/alerts", "http://am:9093/api/v2/alerts"),
+        ("http://am:9093/api/v2/alerts/", "http://am:9093/api/v2/alerts"),
+        ("https://u:p@am.example/am/api/v2/alerts", "https://u:p@am.example/am/api/v2/alerts"),
+        ("http://am:9093/?x=1", "http://am:9093/api/v2/alerts?x=1"),
+    ],
+)
+def test_an_alertmanager_api_webhook_takes_the_base_url_or_the_alerts_url(url: str, target: str) -> None:
+    assert formats.delivery_url("alertmanager-api", url) == target
+    assert formats.delivery_url("alertmanager", url) == url  # the other formats post to the URL as given
+
+
 def test_slack_message_has_fallback_text_and_escaped_blocks() -> None:
     body = formats.slack_payload(
         notice(summary="lag <high> & rising", evidence={"note": "<b>"}), external_url="https://kh"
@@ -165,10 +257,12 @@ def test_slack_resolved_and_long_texts_are_clipped() -> None:
     assert len(body["blocks"][0]["text"]["text"]) <= 150
 
 
-@pytest.mark.parametrize("format", ["generic", "alertmanager", "slack"])
+@pytest.mark.parametrize("format", ["generic", "alertmanager", "slack", "alertmanager-api"])
 def test_render_is_compact_json_of_the_payload(format: WebhookFormat) -> None:
-    text = formats.render(webhook(format), notice(), external_url="https://kh")
-    assert json.loads(text) == formats.payload(format, notice(), receiver="oncall", external_url="https://kh")
+    text = formats.render(webhook(format), notice(), external_url="https://kh", now=OPENED_AT + 5)
+    assert json.loads(text) == formats.payload(
+        format, notice(), receiver="oncall", external_url="https://kh", now=OPENED_AT + 5
+    )
     assert text == json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
     assert "s3cret" not in text  # the secret signs the body, it is never in it
 

@@ -523,3 +523,42 @@ def test_a_disabled_webhook_of_some_clusters_skips_only_their_history_when_enabl
     store.update_webhook(only_a.id, {"enabled": True}, NOW + 1)
     assert states(store, only_a.id) == {f"{a_old.fingerprint}:1": "skipped"}
     assert store.enqueue_deliveries(NOW + 1, render) == 0
+
+
+def test_open_alerts_sent_to_an_alertmanager_api_webhook_are_listed_for_re_sending(
+    store: WebhookStore,
+) -> None:
+    """What the notifier re-sends to an ``alertmanager-api`` receiver: the open alerts whose current run it
+    was sent and that wait for nothing in its outbox, each as its latest event, with the run's opening time
+    and when its newest outbox row was written; not a generic webhook's, not a skipped alert, not a
+    resolved one."""
+    am = store.create_webhook(
+        name="am", url="http://127.0.0.1:9", format="alertmanager-api", rules=[1], created_by="root", now=NOW
+    )
+    generic = hook(store, "generic")  # the formats asked for are the only ones listed
+    alerts = Alerts(store)
+    assert store.open_alerts_sent(["alertmanager-api"]) == []
+    opened = alerts.event("opened", at=NOW + 10)
+    alerts.event("opened", rule=2, subject="topic:other", at=NOW + 10)  # filtered out: skipped for am
+    store.enqueue_deliveries(NOW + 11, render)
+    assert store.open_alerts_sent(["alertmanager-api"]) == []  # its delivery is pending
+    for delivery in store.due_deliveries(NOW + 11, limit=1000):
+        claimed = store.claim_delivery(delivery.id, NOW + 12, lease_until=NOW + 20)
+        assert claimed is not None
+        store.mark_delivered(claimed.id, at=NOW + 12, status=200)
+    ((webhook_id, notice, rendered_at),) = store.open_alerts_sent(["alertmanager-api"])
+    assert (webhook_id, notice.event, notice.opened_at, rendered_at) == (am.id, opened, NOW + 10, NOW + 11)
+    assert (notice.cluster, notice.rule, notice.subject) == ("c1", 1, "topic:orders")
+    assert {w for w, _, _ in store.open_alerts_sent(["generic"])} == {generic.id}
+    updated = alerts.event("updated", at=NOW + 30)
+    store.enqueue_deliveries(NOW + 31, render)
+    assert store.open_alerts_sent(["alertmanager-api"]) == []  # the update waits in the outbox
+    for delivery in store.due_deliveries(NOW + 31, limit=1000):
+        store.mark_dead(delivery.id, error="gave up")  # a dead row was sent too: re-sending goes on
+    ((_, notice, rendered_at),) = store.open_alerts_sent(["alertmanager-api"])
+    assert (notice.event, notice.opened_at, rendered_at) == (updated, NOW + 10, NOW + 31)
+    alerts.event("resolved", at=NOW + 40)
+    assert store.open_alerts_sent(["alertmanager-api"]) == []  # resolved: nothing to re-send
+    store.update_webhook(am.id, {"enabled": False}, NOW + 41)
+    alerts.event("opened", at=NOW + 50)
+    assert store.open_alerts_sent(["alertmanager-api"]) == []  # a disabled webhook, a run it was not sent
