@@ -34,6 +34,7 @@ from pydantic_settings import (
 from analytics.config import AnalyticsSettings
 from app.service.config import ServiceSettings
 from app.service.spec import ClusterSpec, ServiceSpec
+from collectors.consumers.config import KafkaSettings
 from collectors.kafka import zkclient
 from collectors.kafka.zkclient import ZooKeeperSecurity
 from collectors.kafka.zkdata import parse_connect_string
@@ -186,6 +187,8 @@ class ClusterSettings(BaseModel):
 
     zookeeper: ClusterZooKeeperSettings = Field(default_factory=ClusterZooKeeperSettings)
     metrics: MetricsSettings | None = None
+    kafka: KafkaSettings | None = None
+    """Its Kafka clients' section (consumer lag); replaces the top-level ``[kafka]`` when given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +200,8 @@ class WatchedCluster:
     known by its cluster id (``/cluster/id``)."""
     zookeeper: ZooKeeperSettings
     metrics: MetricsSettings | None
+    kafka: KafkaSettings | None = None
+    """How its brokers are reached over Kafka's protocol (consumer lag); None or disabled: not at all."""
 
     @property
     def connect(self) -> str:
@@ -209,7 +214,8 @@ class WatchedCluster:
 
     def spec(self) -> ClusterSpec:
         """The cluster as the service watches it."""
-        return ClusterSpec(self.zookeeper.collector_spec(), name=self.name, metrics=self.metrics)
+        kafka = self.kafka if self.kafka is not None and self.kafka.enabled else None
+        return ClusterSpec(self.zookeeper.collector_spec(), name=self.name, metrics=self.metrics, kafka=kafka)
 
 
 class Settings(BaseSettings):
@@ -223,6 +229,8 @@ class Settings(BaseSettings):
     sampler: SamplerSettings = Field(default_factory=SamplerSettings)
     analytics: AnalyticsSettings = Field(default_factory=AnalyticsSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    """The brokers over Kafka's protocol: the consumer-lag collector (``KAFKA_HEALTH_KAFKA__*``)."""
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
     """Several clusters watched by one deployment, by name; empty: the one cluster of ``zookeeper``."""
 
@@ -245,7 +253,7 @@ class Settings(BaseSettings):
         """The clusters this deployment watches: each named one (sorted by name), else the one of
         ``zookeeper`` (whose ``connect`` may still be None: the command checks it). Raises ValueError."""
         if not self.clusters:
-            return [WatchedCluster(None, self.zookeeper, self.metrics)]
+            return [WatchedCluster(None, self.zookeeper, self.metrics, self.kafka)]
         watched = []
         for name, cluster in sorted(self.clusters.items()):
             try:
@@ -258,7 +266,8 @@ class Settings(BaseSettings):
                     f"KAFKA_HEALTH_CLUSTERS__{name.upper()}__ZOOKEEPER__CONNECT)"
                 )
             metrics = cluster.metrics if cluster.metrics is not None else self.metrics
-            watched.append(WatchedCluster(name, zookeeper, metrics))
+            kafka = cluster.kafka if cluster.kafka is not None else self.kafka
+            watched.append(WatchedCluster(name, zookeeper, metrics, kafka))
         return watched
 
     def require_watched(self) -> list[WatchedCluster]:

@@ -1,4 +1,4 @@
-"""The alert rules (docs/alert-rules.md): eighteen small, numbered, pure functions of one evaluation's state.
+"""The alert rules (docs/alert-rules.md): nineteen small, numbered, pure functions of one evaluation's state.
 
 Each rule takes a :class:`RuleContext` (the cluster's latest health state, the load window, earlier states
 and ``now``) and returns its findings, one per subject, or ``[]`` when quiet. A rule says nothing about
@@ -7,7 +7,7 @@ it resolves, is the lifecycle's business (:mod:`analytics.lifecycle`), driven by
 
 Every rule has one owner, its **lane** (:data:`RULE_LANES`): the *incident* lane (``kafka-health serve``,
 on every change of its live ZooKeeper view and on a timer, time-based hysteresis) owns rules 1-7 and
-10-18; the *load* lane (the Spark job, per event-time window, windowed hysteresis) owns the load rules 8
+10-19; the *load* lane (the Spark job, per event-time window, windowed hysteresis) owns the load rules 8
 and 9, whose statistics only make sense over a window. :func:`evaluate` runs one lane's rules when asked, and
 the store refuses an alert written by the lane that does not own its rule.
 
@@ -22,7 +22,8 @@ without a health state (or with a stale one) neither confirms nor clears an aler
 - ``load`` rules need the load window (rules 8 and 9);
 - ``resources`` rules need the brokers' resources (:class:`~analytics.model.BrokerResources`, which only
   the incident lane's live view has: its scrape, disk model and successive snapshots) and a current state
-  (rules 14-18).
+  (rules 14-18);
+- ``consumers`` rules need a current round of the consumer-lag collector (rule 19, incident lane).
 
 Rules 1-3 and 6 name their causes (:mod:`analytics.rules.causes`): the incident lane links each page of
 partitions lagging on a broker to the rule-5/14-18 alerts open on that broker.
@@ -32,8 +33,8 @@ incident does, because the lifecycle sends an ``updated`` event whenever an open
 Exact figures (deviation rates, σ, ages) go into the evidence.
 
 The rules live in modules by subject (``partitions``: 1-3, ``brokers``: 4-7, ``load``: 8-9, ``signals``:
-10-13, ``resources``: 14-18), their settings in ``settings``, their inputs in ``context``; this module
-holds the registry (:data:`RULES`) and :func:`evaluate`, and re-exports them all.
+10-13, ``resources``: 14-18, ``consumers``: 19), their settings in ``settings``, their inputs in
+``context``; this module holds the registry (:data:`RULES`) and :func:`evaluate`, and re-exports them all.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from analytics.rules.brokers import (
     rule_7_preferred_leader_imbalance,
 )
 from analytics.rules.causes import CAUSE_RULES, EXPLAINED_RULES, held_causes, link_causes, subject_broker
+from analytics.rules.consumers import rule_19_consumer_group
 from analytics.rules.context import (
     EXAMPLES_IN_SUMMARY,
     Evaluation,
@@ -147,6 +149,7 @@ __all__ = [
     "rule_16_broker_saturated",
     "rule_17_file_descriptors",
     "rule_18_isr_flapping",
+    "rule_19_consumer_group",
     "subject_broker",
 ]
 
@@ -169,6 +172,7 @@ RULES: tuple[Rule, ...] = (
     Rule(16, rule_16_broker_saturated, "resources"),
     Rule(17, rule_17_file_descriptors, "resources"),
     Rule(18, rule_18_isr_flapping, "resources"),
+    Rule(19, rule_19_consumer_group, "consumers"),
 )
 
 
@@ -184,6 +188,8 @@ def available_inputs(ctx: RuleContext) -> frozenset[Needs]:
         present.add("load")
     if ctx.stalled_actions is not None:
         present.add("actions")
+    if ctx.consumer_groups is not None:
+        present.add("consumers")
     return frozenset(present)
 
 

@@ -17,6 +17,7 @@ from analytics.model import (
     Window,
 )
 from analytics.rules.settings import RuleSettings
+from collectors.consumers.collector import GroupReport
 
 EXAMPLES_IN_SUMMARY = 3
 
@@ -58,6 +59,9 @@ class RuleContext:
     resources: Mapping[int, BrokerResources] | None = None
     """Broker id -> its resources and ISR churn (rules 14-18, incident lane: the live view's scrape, disk
     model and snapshots); None: not known (rules 14-18 are then not evaluated)."""
+    consumer_groups: Mapping[str, GroupReport] | None = None
+    """Group -> its lag and verdict in the latest current round of the consumer-lag collector (rule 19,
+    incident lane); None: no current round (rule 19 is then not evaluated)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +74,7 @@ class StalledAction:
     since: float | None = None
 
 
-Needs = Literal["health", "current", "load", "actions", "resources"]
+Needs = Literal["health", "current", "load", "actions", "resources", "consumers"]
 RuleCheck = Callable[[RuleContext], list[Finding]]
 
 

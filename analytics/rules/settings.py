@@ -7,15 +7,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-RULE_NUMBERS = range(1, 19)
+RULE_NUMBERS = range(1, 20)
 
 Lane = Literal["incident", "load"]
 """Who evaluates a rule and writes its alerts: ``incident``, the service's incident lane (live view,
 time-based hysteresis); ``load``, the Spark job (event-time windows, windowed hysteresis)."""
 LANES: tuple[Lane, ...] = ("incident", "load")
-INCIDENT_RULES: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15, 16, 17, 18})
+INCIDENT_RULES: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19})
 """Rules about the cluster's state, its brokers' resources (14-18: the live view's disks, gauges and ISR
-changes) and our own view of it: the incident lane's."""
+changes), its consumer groups (19: the consumer-lag collector's verdicts) and our own view of it: the
+incident lane's."""
 LOAD_RULES: frozenset[int] = frozenset({8, 9})
 """Rules about the load model's statistics over a window: the Spark job's."""
 RULE_LANES: Mapping[int, Lane] = {rule: "load" if rule in LOAD_RULES else "incident" for rule in RULE_NUMBERS}
@@ -27,7 +28,7 @@ def lane_of(rule: int) -> Lane:
     try:
         return RULE_LANES[rule]
     except KeyError:
-        raise ValueError(f"no such rule: {rule} (rules are numbered 1-18)") from None
+        raise ValueError(f"no such rule: {rule} (rules are numbered 1-19)") from None
 
 
 def lane_rules(lane: Lane) -> frozenset[int]:
@@ -51,6 +52,7 @@ DEFAULT_FOR_S: Mapping[int, float] = {
     16: 60.0,
     17: 60.0,
     18: 0.0,
+    19: 0.0,
 }
 """How long an incident rule's condition must hold before its alert opens (rule 2's is ``urp_for_s``).
 
@@ -70,7 +72,8 @@ growth must hold past a compaction's or a segment roll's blip. Rule 15 pages at 
 offline until its broker restarts, and its replicas are gone from the ISRs now. Rules 16 and 17 wait 60 s:
 a one-minute rate dipping for one scrape is a burst (a leader election's metadata requests, a consumer
 group's rebalance), a minute of it is a saturated broker. Rule 18 pages at once: its condition is already
-counted over ``isr_flap_window_s``."""
+counted over ``isr_flap_window_s``. Rule 19 pages at once: a group's verdict already waited its own time
+(``stopped_after_s``, ``lagging_rounds``)."""
 
 DEFAULT_RESOLVE_AFTER_S: Mapping[int, float] = {
     1: 10.0,
@@ -89,12 +92,14 @@ DEFAULT_RESOLVE_AFTER_S: Mapping[int, float] = {
     16: 60.0,
     17: 60.0,
     18: 60.0,
+    19: 30.0,
 }
 """How long an open incident alert's condition must have been clear before it resolves: short for the
 outage rules (1, 3) and for rule 11, so that "it is over" reaches on-call soon; longer where conditions
 come and go (a flapping broker, an ISR that shrinks and expands) to keep one alert instead of a stream of
 opened/resolved pairs. Rule 14 waits 120 s: a retention run drops a log dir below the line and the next
-minutes' writes take it back over it. Rules 16-18 wait 60 s, a minute of calm after a minute of trouble."""
+minutes' writes take it back over it. Rules 16-18 wait 60 s, a minute of calm after a minute of trouble.
+Rule 19 waits 30 s: a group back to ``ok`` for a few rounds (three at the default interval)."""
 
 BOUND_TOLERANCE = 1e-9
 """Relative slack on rules 8 and 9's bounds, as in :mod:`analytics.load_model`: a deviation on the bound but
@@ -227,7 +232,7 @@ class RuleSettings(BaseModel):
 def _check_lane(value: Mapping[int, Any], lane: Lane, instead: str) -> None:
     unknown = sorted(set(value).difference(RULE_NUMBERS))
     if unknown:
-        raise ValueError(f"no such rule: {unknown} (rules are numbered 1-18)")
+        raise ValueError(f"no such rule: {unknown} (rules are numbered 1-19)")
     others = sorted(rule for rule in value if RULE_LANES[rule] != lane)
     if others:
         raise ValueError(

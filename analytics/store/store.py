@@ -656,7 +656,7 @@ def _check_lane(writer: str, lane: Lane, states: Sequence[AlertState]) -> None:
         owner = RULE_LANES.get(state.rule)
         if owner is None:
             raise StoreError(
-                f"{writer}: alert {state.fingerprint} has rule {state.rule}: no such rule (1-18)"
+                f"{writer}: alert {state.fingerprint} has rule {state.rule}: no such rule (1-19)"
             )
         if owner != lane:
             raise StoreError(

@@ -30,6 +30,7 @@ from collectors.transport import check_spool_directory, parse_transport
 
 if TYPE_CHECKING:
     from app.settings import Settings
+    from collectors.consumers.config import KafkaSettings
 
 T = TypeVar("T")
 
@@ -295,6 +296,63 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--kafka-listener``, ``--bootstrap-server`` and ``--command-config``: how the brokers are reached
+    over Kafka's protocol (consumer lag), as Kafka's own tools take them (merged into the settings'
+    ``kafka`` section by :func:`kafka_overrides`)."""
+    parser.add_argument(
+        "--kafka-listener",
+        metavar="NAME",
+        help="the brokers' listener to bootstrap from (or KAFKA_HEALTH_KAFKA__LISTENER; default: PLAINTEXT "
+        "if a broker has it, else its first endpoint)",
+    )
+    parser.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT[,...]",
+        help="bootstrap from these brokers instead of their registered endpoints "
+        "(or KAFKA_HEALTH_KAFKA__BOOTSTRAP_SERVERS)",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Kafka client properties: security.protocol, sasl.*, ssl.* "
+        "(or KAFKA_HEALTH_KAFKA__CLIENT_CONFIG)",
+    )
+
+
+def kafka_overrides(args: argparse.Namespace, current: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``kafka`` section with the flags of :func:`add_kafka_arguments` over ``current`` (those the
+    command has and were given)."""
+    section = dict(current)
+    for flag, key in (
+        ("kafka_listener", "listener"),
+        ("bootstrap_server", "bootstrap_servers"),
+        ("command_config", "client_config"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            section[key] = value
+    return section
+
+
+def check_kafka_client(settings: KafkaSettings) -> None:
+    """The client properties file read as the collector will (``--command-config``): a missing file or a
+    property kafka-python cannot honour is bad input now, one line naming the key (ValueError)."""
+    if settings.enabled and settings.client_config is not None:
+        from collectors.consumers.client import read_client_config
+
+        try:
+            read_client_config(settings.client_config)
+        except ValueError as exc:
+            message = str(exc)
+            prefix = (
+                ""
+                if message.startswith("--command-config")
+                else f"--command-config {settings.client_config}: "
+            )
+            raise ValueError(prefix + message) from None
+
+
 def add_cluster_argument(parser: argparse.ArgumentParser, text: str | None = None) -> None:
     """``--cluster NAME=HOST:PORT[/chroot][,METRICS_URL_TEMPLATE]``, repeatable: one deployment watching
     several clusters, each known by its name (``[clusters.NAME]`` in the config file does the same)."""
@@ -340,6 +398,7 @@ def settings_tree_with_flags(args: argparse.Namespace) -> dict[str, Any]:
     for key, value in (("connect", zookeeper), ("client_config", zk_config)):
         if value is not None:
             tree["zookeeper"] = tree["zookeeper"] | {key: value}
+    tree["kafka"] = kafka_overrides(args, tree["kafka"])
     return tree | metrics_overrides(tree["metrics"], template, getattr(args, "metrics_listener", None))
 
 

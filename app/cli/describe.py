@@ -20,7 +20,9 @@ from typing import Any, TextIO, get_args
 
 from app.cli.common import (
     ExitCode,
+    add_kafka_arguments,
     add_zk_config_argument,
+    first_line,
     positive_duration,
     settings_or_error,
     settings_tree_with_flags,
@@ -105,6 +107,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only the ZK→KRaft migration readiness report (with --fail-on-unhealthy: exit 3 when not ready)",
     )
+    parser.add_argument(
+        "--consumer-groups",
+        action="store_true",
+        help="only the consumer groups: one round of their lag over Kafka's protocol "
+        "(with --fail-on-unhealthy: exit 3 when a group's verdict is not ok)",
+    )
+    add_kafka_arguments(parser)
     parser.add_argument(
         "--timeout",
         type=positive_duration,
@@ -595,6 +604,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if missing is not None:
         err.write(f"error: {args.zookeeper}: {missing}\n")
         return ExitCode.FAILED
+    if getattr(args, "consumer_groups", False):
+        return _consumer_groups(args, snapshot, out, err)
     absent = missing_listener(snapshot.brokers, listener)
     if absent is not None:  # a broker that lacks it only gets a listener_note
         err.write(f"error: --metrics-listener {listener}: {absent}\n")
@@ -633,6 +644,32 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     else:
         describe_text(snapshot, report, partitions, out, disks)
     return ExitCode.UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else ExitCode.OK
+
+
+def _consumer_groups(args: argparse.Namespace, snapshot: ClusterSnapshot, out: TextIO, err: TextIO) -> int:
+    from app.cli.describe_consumers import kafka_settings, read_round, round_json, write_round_text
+
+    settings = settings_or_error(lambda: kafka_settings(args), err)
+    if settings is None:
+        return ExitCode.BAD_INPUT
+    try:
+        round_ = read_round(settings, snapshot.brokers)
+    except ValueError as exc:
+        err.write(f"error: {first_line(exc)}\n")
+        return ExitCode.BAD_INPUT
+    except Exception as exc:
+        err.write(
+            f"error: cannot read the consumer groups over Kafka's protocol: {type(exc).__name__}: "
+            f"{first_line(exc)}\n"
+        )
+        return ExitCode.FAILED
+    if args.format == "json":
+        json.dump(round_json(round_), out, indent=2)
+        out.write("\n")
+    else:
+        write_round_text(round_, out)
+    bad = any(r.verdict.status != "ok" for r in round_.groups.values()) or bool(round_.errors)
+    return ExitCode.UNHEALTHY if args.fail_on_unhealthy and bad else ExitCode.OK
 
 
 def scrape_brokers(

@@ -38,8 +38,10 @@ from analytics.store import StoreError
 from app.cli.common import (
     ExitCode,
     ListenError,
+    add_kafka_arguments,
     add_metrics_arguments,
     add_watched_cluster_arguments,
+    check_kafka_client,
     first_line,
     listen_socket,
     on_stop_signals,
@@ -68,6 +70,7 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_watched_cluster_arguments(parser)
     add_metrics_arguments(parser)
+    add_kafka_arguments(parser)
     parser.add_argument(
         "--store-url",
         metavar="URL",
@@ -180,6 +183,9 @@ def settings_and_tokens(args: argparse.Namespace) -> Settings:
 
     token_store(settings.service)
     check_tls(settings.service)
+    for cluster in settings.watched():
+        if cluster.kafka is not None:
+            check_kafka_client(cluster.kafka)
     settings.analytics.require_store_directory()
     return settings
 

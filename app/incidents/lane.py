@@ -1,4 +1,4 @@
-"""The incident lane: the incident rules (1-7, 10-18) on the live view, within a second of a change.
+"""The incident lane: the incident rules (1-7, 10-19) on the live view, within a second of a change.
 
 One thread evaluates, :meth:`IncidentLane.changed` (the ZooKeeper collector's ``on_change``) wakes it; it
 waits ``coalesce_s`` for more changes, so that a broker crash that changes thousands of partitions over a
@@ -11,7 +11,8 @@ load lane's silence depend on time. One evaluation:
 2. builds the cluster's :class:`~analytics.model.HealthState` from the live view
    (:class:`~app.incidents.observe.HealthObserver`), the brokers' resources (rules 14-18:
    :class:`~app.incidents.resources.ResourceObserver`, which hears every snapshot to count ISR changes and
-   log dir failure notices) and the load lane's heartbeat from the store;
+   log dir failure notices), the consumer groups' verdicts of the current consumer-lag round (rule 19,
+   the ``consumer_groups`` source the service hands in) and the load lane's heartbeat from the store;
 3. runs the incident rules (:func:`analytics.rules.evaluate`, lane ``incident``) and the time-based
    lifecycle (:func:`analytics.lifecycle.advance_timed`) against the alert states, read from the store when
    it takes over and kept since; the pages of rules 1-3 and 6 name the rule-5/14-18 alerts open on the
@@ -39,7 +40,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -65,6 +66,7 @@ from app.incidents.resources import ResourceObserver
 from app.leadership import Leadership, Standing
 from app.webhooks.model import WebhookRenderer
 from app.webhooks.store import DEFAULT_WEBHOOK_HORIZON_S, WebhookStore
+from collectors.consumers.collector import GroupReport
 from collectors.kafka.model import ClusterSnapshot
 
 __all__ = ["IncidentLane", "IncidentStats", "Outcome"]
@@ -138,8 +140,11 @@ class IncidentLane:
         clock: Callable[[], float] = time.time,
         stalled_actions: Callable[[], Sequence[StalledAction]] | None = None,
         cluster: str | None = None,
+        consumer_groups: Callable[[], Mapping[str, GroupReport] | None] | None = None,
     ) -> None:
         self.view = view
+        self._consumer_groups = consumer_groups
+        """The consumer groups' verdicts of the current consumer-lag round (rule 19); None: not known."""
         self._stalled_actions = stalled_actions
         self.store = store
         self.leadership = leadership
@@ -278,6 +283,7 @@ class IncidentLane:
         cluster = health.cluster
         if cluster != self._cluster:
             self._cluster, self._states, self._load_end, self._heard = cluster, None, None, None
+        groups = None if self._consumer_groups is None else self._consumer_groups()
         conflicts = 0
         for _ in range(MAX_ATTEMPTS):
             states = self._states if self._states is not None else self._load(cluster)
@@ -291,6 +297,7 @@ class IncidentLane:
                 load_lane=self._load_lane(cluster, now),
                 stalled_actions=self._stalled(),
                 resources=resources,
+                consumer_groups=groups,
             )
             evaluation = evaluate(context, "incident")
             first = advance_timed(cluster, now, evaluation, states, self.rules)

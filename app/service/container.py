@@ -5,7 +5,8 @@ when the service starts, stopped in reverse order.
 (:func:`start_shared`: the store, the leadership, the webhook notifier and the store's retention
 pruner) and each watched cluster's own (:func:`start_cluster`, a :class:`ClusterParts`: its
 :class:`~app.service.state.ClusterView` over its ZooKeeper collector and metrics scraper, its incident
-lane, the ZooKeeper admin session of its runbook actions, its :class:`~app.actions.runner.ActionRunner`
+lane, its consumer-lag collector (:class:`~app.service.consumers.ConsumerLag`, when its ``kafka`` settings
+are given), the ZooKeeper admin session of its runbook actions, its :class:`~app.actions.runner.ActionRunner`
 and :class:`~app.actions.throttle_removal.ThrottleCleaner`, and with several clusters its own leadership,
 elected through its own ZooKeeper, for the lane and the runner). A new per-cluster component is added in
 :func:`start_cluster` (and named in :class:`ClusterParts`), nowhere else. The shared parts lead through
@@ -43,12 +44,14 @@ from app.incidents.observe import cluster_name
 from app.leadership import Leadership, service_leadership, shared_leadership
 from app.retention.pruner import RetentionPruner
 from app.service.auth import TokenStore
+from app.service.consumers import ConsumerLag
 from app.service.schemas.common import MAX_ID
 from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ClusterView, SnapshotCollector
 from app.storage import Storage
 from app.webhooks.notifier import Notifier, service_notifier
 from app.webhooks.store import WebhookStore
+from collectors.consumers.collector import GroupReport
 from collectors.health import HealthReport, no_kafka_cluster
 from collectors.kafka.admin import AdminZooKeeper, KazooAdmin
 from collectors.kafka.model import ClusterSnapshot
@@ -85,6 +88,8 @@ class ClusterParts:
     leadership: Leadership | None
     """Who writes the cluster's incident alerts (and runs its actions when they are in the store); None
     without a store."""
+    consumers: ConsumerLag | None = None
+    """The consumer-lag collector (None: consumer lag is not collected, ``kafka.enabled`` false)."""
 
 
 class ClusterComponents:
@@ -155,6 +160,10 @@ class ClusterComponents:
     @property
     def incidents(self) -> IncidentLane | None:
         return self._started().incidents
+
+    @property
+    def consumers(self) -> ConsumerLag | None:
+        return self._started().consumers
 
 
 class ClusterNotReadyError(Exception):
@@ -494,6 +503,15 @@ def start_cluster(
         leadership.start()
         stack.callback(leadership.stop)
     actions = _action_log(storage, shared.spec.actions, cluster.name)
+    woken: list[Callable[[], None]] = []  # the lane, once started: a new consumer round wakes it
+
+    def new_round() -> None:
+        for wake in woken:
+            wake()
+
+    consumers = None
+    if cluster.kafka is not None:
+        consumers = ConsumerLag(cluster.kafka, lambda: view.state.snapshot.brokers, on_round=new_round)
     lane = None
     if store is not None and notifier is not None and leadership is not None and settings.incidents.enabled:
         lane = IncidentLane(
@@ -509,10 +527,15 @@ def start_cluster(
             webhook_horizon_s=settings.webhooks.horizon_s,
             stalled_actions=lambda: _stalled(actions),
             cluster=cluster.name,
+            consumer_groups=None if consumers is None else (lambda: _groups(consumers)),
         )
         stack.callback(cluster.changes.subscribe(lane.changed))
         lane.start()
         stack.callback(lane.stop)
+        woken.append(lane.changed)
+    if consumers is not None:
+        consumers.start()
+        stack.callback(consumers.stop)
     kazoo_admin = KazooAdmin(cluster.zookeeper.connect, security=cluster.zookeeper.security)
     stack.callback(kazoo_admin.close)
     admin = KafkaOnlyAdmin(kazoo_admin, entry.has_kafka, entry.zookeeper)
@@ -540,7 +563,13 @@ def start_cluster(
     runner.start()
     stack.callback(runner.shutdown)
     throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
-    return ClusterParts(view, actions, runner, throttles, lane, runner_leadership)
+    return ClusterParts(view, actions, runner, throttles, lane, runner_leadership, consumers)
+
+
+def _groups(consumers: ConsumerLag) -> dict[str, GroupReport] | None:
+    """The groups of the current consumer round (rule 19); None without one."""
+    current = consumers.current()
+    return None if current is None else current.groups
 
 
 def _stalled(actions: ActionLog) -> list[StalledAction]:

@@ -31,6 +31,8 @@ from app.actions.state import ActionLog, ActionState
 from app.actions.throttle_removal import inventory_of
 from app.incidents.lane import IncidentLane
 from app.retention.pruner import RetentionPruner
+from app.service.consumer_metrics import consumer_metrics
+from app.service.consumers import ConsumerLag
 from app.service.safe_to_stop import cluster_safety
 from app.service.state import ClusterView
 from app.webhooks.model import DELIVERY_STATES
@@ -103,6 +105,8 @@ class ClusterMetrics:
     view: ClusterView
     actions: ActionLog | None = None
     incidents: IncidentLane | None = None
+    consumers: ConsumerLag | None = None
+    """Its consumer-lag collector (:mod:`app.service.consumer_metrics`); None: consumer lag not collected."""
 
 
 class KafkaHealthCollector(Collector):
@@ -148,6 +152,7 @@ class _OneCluster:
         self.view = cluster.view
         self.actions = cluster.actions
         self.incidents = cluster.incidents
+        self.consumers = cluster.consumers
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
@@ -239,6 +244,8 @@ class _OneCluster:
             yield from self._running_actions(cluster)
         if self.incidents is not None:
             yield from self._incidents(cluster)
+        if self.consumers is not None:
+            yield from consumer_metrics(cluster, self.consumers)
 
     def _safe_to_stop(self, cluster: str) -> Metric:
         """One series per known broker, from the answers the safe-to-stop routes give (computed once per

@@ -19,6 +19,7 @@ from app.actions.state import ActionLog
 from app.incidents.changes import SnapshotChanges
 from app.service.config import ServiceSettings
 from app.service.state import SnapshotCollector
+from collectors.consumers.config import KafkaSettings
 from collectors.metrics import MetricsSettings
 from collectors.zookeeper.first_scan import CollectorSpec
 
@@ -42,6 +43,9 @@ class ClusterSpec:
     None: the service runs the first scan and stops the collector."""
     changes: SnapshotChanges = field(default_factory=SnapshotChanges)
     """The hub its collector calls on every new snapshot (wakes the incident lane)."""
+    kafka: KafkaSettings | None = None
+    """How its brokers are reached over Kafka's protocol: the consumer-lag collector
+    (:mod:`app.service.consumers`); None: no consumer lag."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ RULE_TITLES: Final[Mapping[int, str]] = {
     16: "broker saturated",
     17: "file descriptors running out",
     18: "ISR flapping",
+    19: "consumer group stopped, lagging or falling off the log",
 }
 """Short titles of the alert rules (docs/alert-rules.md)."""
 

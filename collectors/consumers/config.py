@@ -49,6 +49,9 @@ class KafkaSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    enabled: bool = True
+    """Collect consumer lag (``serve``; ``KAFKA_HEALTH_KAFKA__ENABLED``): on by default, over the brokers'
+    Kafka listeners; brokers that do not answer are an error of the round, never fatal."""
     listener: str | None = None
     """The brokers' listener to bootstrap from (``KAFKA_HEALTH_KAFKA__LISTENER``, ``--kafka-listener``);
     default: the listener named PLAINTEXT, else each broker's first endpoint."""

@@ -56,7 +56,11 @@ from analytics.rules import (
     rule_11_collector_stale,
     rule_12_action_stalled,
     rule_13_state_unreadable,
+    rule_19_consumer_group,
 )
+from collectors.consumers.collector import GroupReport
+from collectors.consumers.lag import GroupLag, LagSeconds, PartitionLag
+from collectors.consumers.verdicts import Verdict
 from tests.support.health import healthy_state
 
 pytestmark = pytest.mark.unit
@@ -636,8 +640,8 @@ class TestRule13:
 
 
 class TestEvaluate:
-    def test_rules_are_numbered_1_to_18_and_named_after_their_number(self) -> None:
-        assert [rule.number for rule in RULES] == list(range(1, 19))
+    def test_rules_are_numbered_1_to_19_and_named_after_their_number(self) -> None:
+        assert [rule.number for rule in RULES] == list(range(1, 20))
         for rule in RULES:
             assert rule.check.__name__.startswith(f"rule_{rule.number}_")
             assert rule.check.__doc__
@@ -680,7 +684,7 @@ class TestEvaluate:
     def test_one_lane_evaluates_only_its_own_rules(self) -> None:
         everything = ctx(everything_wrong(), load_window=load(0.4, 0.2, 0.2, 0.2))
         incident = evaluate(everything, "incident")
-        assert incident.evaluated == INCIDENT_RULES - {12, 14, 15, 16, 17, 18}
+        assert incident.evaluated == INCIDENT_RULES - {12, 14, 15, 16, 17, 18, 19}
         assert incident.evaluated == frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 13})
         assert {f.rule for f in incident.findings} == {1, 2, 3, 4, 5, 6, 7, 10, 13}
         loadlane = evaluate(everything, "load")
@@ -694,14 +698,14 @@ class TestEvaluate:
 class TestLanes:
     def test_every_rule_has_exactly_one_lane(self) -> None:
         assert INCIDENT_RULES.isdisjoint(LOAD_RULES)
-        assert frozenset(range(1, 19)) == INCIDENT_RULES | LOAD_RULES
-        assert {rule: lane_of(rule) for rule in range(1, 19)} == dict(RULE_LANES)
+        assert frozenset(range(1, 20)) == INCIDENT_RULES | LOAD_RULES
+        assert {rule: lane_of(rule) for rule in range(1, 20)} == dict(RULE_LANES)
         assert lane_rules("incident") == INCIDENT_RULES
         assert lane_rules("load") == LOAD_RULES
 
     def test_an_unknown_rule_has_no_lane(self) -> None:
-        with pytest.raises(ValueError, match="no such rule: 19"):
-            lane_of(19)
+        with pytest.raises(ValueError, match="no such rule: 20"):
+            lane_of(20)
 
 
 # --- settings ----------------------------------------------------------------------------------------
@@ -731,6 +735,7 @@ class TestRuleSettings:
             16: 60.0,
             17: 60.0,
             18: 0.0,
+            19: 0.0,
         }
         resolves = {rule: s.resolve_after_s_of(rule) for rule in sorted(INCIDENT_RULES)}
         assert resolves == dict(DEFAULT_RESOLVE_AFTER_S)
@@ -756,7 +761,7 @@ class TestRuleSettings:
             ({"open_after_by_rule": {1: 1}}, "rules [1] belong to the incident lane"),
             ({"resolve_after_by_rule": {4: 2, 11: 1}}, "rules [4, 11] belong to the incident lane"),
             ({"for_s": {2: 10.0}}, "rule 2's for is urp_for_s"),
-            ({"for_s": {19: 10.0}}, "no such rule: [19]"),
+            ({"for_s": {20: 10.0}}, "no such rule: [20]"),
         ],
     )
     def test_each_lane_has_its_own_hysteresis(self, values: dict[str, Any], message: str) -> None:
@@ -792,3 +797,48 @@ class TestRuleSettings:
     def test_frozen(self) -> None:
         with pytest.raises(ValidationError):
             RuleSettings().open_after = 5
+
+
+# --- rule 19: consumer groups ----------------------------------------------------------------------------
+
+
+def group_report(name: str, status: str, lag: int = 5) -> GroupReport:
+    partitions = (
+        PartitionLag("orders", 0, 10, 0, 10 + lag, lag, LagSeconds(3.0)),
+        PartitionLag("orders", 1, 10, 0, 10, 0, LagSeconds(0.0)),
+    )
+    verdict = Verdict(name, status, f"why {status}")  # type: ignore[arg-type]
+    return GroupReport(GroupLag(name, "Stable", 2, partitions, lag, 3.0), verdict)
+
+
+class TestRule19:
+    def test_one_finding_per_group_not_ok_with_its_severity(self) -> None:
+        groups = {
+            g.lag.group: g
+            for g in (
+                group_report("a", "ok"),
+                group_report("b", "stopped"),
+                group_report("c", "lagging"),
+                group_report("d", "falling_off_log"),
+            )
+        }
+        found = rule_19_consumer_group(replace(ctx(health()), consumer_groups=groups))
+        assert [(f.subject, f.severity) for f in found] == [
+            ("group:b", "critical"),
+            ("group:c", "warning"),
+            ("group:d", "critical"),
+        ]
+        assert found[0].summary == "consumer group b has stopped: no commit while it has lag"
+        assert found[0].evidence["reason"] == "why stopped"
+        assert found[0].evidence["examples"] == [
+            {"topic": "orders", "partition": 0, "committed": 10, "log_start": 0, "log_end": 15, "lag": 5}
+        ]
+
+    def test_not_evaluated_without_a_current_round(self) -> None:
+        assert 19 not in evaluate(ctx(health()), "incident").evaluated
+        with_groups = replace(ctx(health()), consumer_groups={"a": group_report("a", "rewound")})
+        result = evaluate(with_groups, "incident")
+        assert 19 in result.evaluated
+        assert [(f.rule, f.subject, f.severity) for f in result.findings if f.rule == 19] == [
+            (19, "group:a", "warning")
+        ]

@@ -18,6 +18,7 @@ from app.service.routes import (
     audit,
     cluster,
     clusters,
+    consumer_groups,
     disks,
     load,
     migration,
@@ -38,6 +39,7 @@ CLUSTER_ROUTERS: tuple[APIRouter, ...] = (
     actions.router,
     plans.router,
     throttles.router,
+    consumer_groups.router,
 )
 
 ROUTERS: tuple[APIRouter, ...] = (

@@ -55,7 +55,7 @@ def _readiness(cluster: ClusterComponents) -> ClusterReadiness:
 def metrics(container: Container) -> PlainTextResponse:
     """``kafka_health_*`` in Prometheus text format, rendered at scrape time (no token needed)."""
     clusters = [
-        ClusterMetrics(c.key, c.parts.view, c.parts.actions, c.parts.incidents)
+        ClusterMetrics(c.key, c.parts.view, c.parts.actions, c.parts.incidents, c.parts.consumers)
         for c in container.clusters.values()
         if c.parts is not None
     ]

@@ -402,7 +402,7 @@ def test_commit_incidents_refuses_the_load_lanes_rules_and_bad_batches(store: St
     with pytest.raises(StoreError, match="without its alert's state"):
         store.commit_incidents("c1", [], [alert_event(opened, 1)], expected={})
     with pytest.raises(StoreError, match="no such rule"):
-        store.commit_incidents("c1", [replace(opened, rule=19)], expected={opened.fingerprint: None})
+        store.commit_incidents("c1", [replace(opened, rule=20)], expected={opened.fingerprint: None})
     assert all(rows == [] for rows in dump(url).values())
 
 

@@ -33,7 +33,7 @@ def test_load_and_alerts_from_the_store(service: Service) -> None:
     assert service.get("/api/v1/alerts", state="resolved").json()["total"] == 0
     assert service.get("/api/v1/alerts", rule=1, severity="critical").json()["total"] == 1
     assert service.get("/api/v1/alerts", state="closed").status_code == 422
-    assert service.get("/api/v1/alerts", rule=19).status_code == 422
+    assert service.get("/api/v1/alerts", rule=20).status_code == 422
 
     detail = service.get(f"/api/v1/alerts/{alert['fingerprint']}").json()
     assert [e["kind"] for e in detail["events"]] == ["opened"]

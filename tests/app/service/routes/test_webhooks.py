@@ -229,7 +229,7 @@ def test_invalid_bodies_are_422_naming_each_problem(service: Service, receiver: 
             "name": " ",
             "url": "ftp://files.example/x",
             "format": "xml",
-            "rules": [0, 19],
+            "rules": [0, 20],
             "severities": ["urgent"],
             "secret": "short-secret",
             "colour": "red",
