@@ -53,15 +53,10 @@ class ConsumerLagCollector:
         self.tracks: dict[str, GroupTrack] = {}
 
     def round(self) -> ConsumerRound:
-        errors: dict[str, str] = {}
         groups = [g for g in self.reader.list_groups() if self.settings.wants(g)]
         descriptions = self.reader.describe_groups(groups)
-        committed: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        for group in groups:
-            try:
-                committed[group] = self.reader.committed_offsets(group)
-            except Exception as exc:  # one group's coordinator failing does not end the round
-                errors[group] = f"OffsetFetch: {type(exc).__name__}: {exc}"
+        # one group's coordinator failing does not end the round: its error is reported
+        committed, errors = self.reader.committed_offsets_of(groups)
         in_use: set[TopicPartition] = set()
         for group, commits in committed.items():
             in_use.update(commits)

@@ -14,7 +14,7 @@ import logging
 import random
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -218,8 +218,8 @@ class ReferenceCluster:
         for topic in self.settings.topics:
             self._create_startup_topic(topic.name, topic.partitions, topic.replication_factor, topic.config)
         self.wait_until(self._all_partitions_online, timeout, "every partition of the start-up topics online")
-        for group in self.settings.consumer_groups:
-            self.add_consumer_group(group, timeout)
+        if self.settings.consumer_groups:
+            self.add_consumer_groups(self.settings.consumer_groups, timeout)
 
     def stop(self) -> None:
         """Stop every broker (their sessions close, so their ephemeral znodes go) and the loop."""
@@ -745,23 +745,33 @@ class ReferenceCluster:
     def add_consumer_group(self, spec: ConsumerGroupSpec, timeout: float = 60.0) -> None:
         """Start a simulated group (any thread); its coordinator's topic is created first if needed, and
         the call returns once the group has a coordinator and has committed."""
+        self.add_consumer_groups([spec], timeout)
+
+    def add_consumer_groups(self, specs: Sequence[ConsumerGroupSpec], timeout: float = 60.0) -> None:
+        """Start several simulated groups at once (any thread): all are added in one call on the loop (none
+        when one is refused), then the call waits once until every one has a coordinator and has
+        committed (thousands of groups start in about the time of one)."""
+        names = [spec.name for spec in specs]
 
         def add() -> None:
+            groups, partitions, now = self.consumer_groups, self._topic_partitions(), self.now_ms()
             try:
-                self.consumer_groups.add(spec, self._topic_partitions(), self.now_ms())
+                groups.check_new(specs, partitions)
+                for spec in specs:
+                    groups.add(spec, partitions, now)
             except GroupError as exc:
                 raise ClusterError(exc.status, exc.message) from None
             self.ensure_offsets_topic()
 
+        def ready() -> bool:
+            groups = self.consumer_groups.groups
+            return all(
+                bool(groups[name].committed) and self.group_coordinator(name) is not None for name in names
+            )
+
         self.loop.call(add)
-        self.wait_until(
-            lambda: (
-                self.group_coordinator(spec.name) is not None
-                and bool(self.consumer_groups.groups[spec.name].committed)
-            ),
-            timeout,
-            f"coordinator and first commit of consumer group {spec.name}",
-        )
+        what = f"consumer group {names[0]}" if len(names) == 1 else f"{len(names)} consumer groups"
+        self.wait_until(ready, timeout, f"coordinator and first commit of {what}")
 
     def consumer_group_action(self, name: str, action: str, body: Mapping[str, Any]) -> None:
         """``stop``, ``start`` (``{"rate_factor"}`` optional), ``stall``, ``slow`` (``{"rate_factor"}``,

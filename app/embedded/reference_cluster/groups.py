@@ -129,12 +129,22 @@ class ConsumerGroups:
     def __init__(self) -> None:
         self.groups: dict[str, SimGroup] = {}
 
+    def check_new(self, specs: Iterable[ConsumerGroupSpec], partitions: Mapping[str, int]) -> None:
+        """Raises the GroupError :meth:`add` would raise for the first spec it refuses (a name taken, also
+        by an earlier spec, or an unknown topic), so that several groups are added all or none."""
+        names: set[str] = set()
+        for spec in specs:
+            if spec.name in self.groups or spec.name in names:
+                raise GroupError(409, f"consumer group {spec.name!r} exists already")
+            names.add(spec.name)
+            unknown = sorted(t for t in spec.topics if t not in partitions)
+            if unknown:
+                raise GroupError(
+                    422, f"unknown topic(s) {', '.join(unknown)} for consumer group {spec.name!r}"
+                )
+
     def add(self, spec: ConsumerGroupSpec, partitions: Mapping[str, int], now_ms: float) -> SimGroup:
-        if spec.name in self.groups:
-            raise GroupError(409, f"consumer group {spec.name!r} exists already")
-        unknown = sorted(t for t in spec.topics if t not in partitions)
-        if unknown:
-            raise GroupError(422, f"unknown topic(s) {', '.join(unknown)} for consumer group {spec.name!r}")
+        self.check_new([spec], partitions)
         group = SimGroup(spec, spec.rate_factor, last_advance_ms=now_ms, next_commit_ms=now_ms)
         self.groups[spec.name] = group
         self._join(group, partitions)
