@@ -6,9 +6,11 @@ leader). Also where the bootstrap servers and the client's security come from.""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import ssl
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,6 +201,10 @@ def _admin_client(**config: Any) -> Any:
 
 OFFSET_FETCH_BATCH_VERSION = 8
 """OffsetFetch v8 (KIP-709, Kafka 3.0) asks for the offsets of many groups in one request."""
+LEADERS_MAX_AGE_S = 60.0
+"""How long the partitions' leaders are used without asking Metadata again (a moved leader answers
+NOT_LEADER_OR_FOLLOWER, and its partitions are asked again at once: this only bounds what a round would
+not notice otherwise)."""
 _MAX_IN_FLIGHT_PER_NODE = 4
 """Below kafka-python's ``max_in_flight_requests_per_connection`` (5), which fails a request beyond it."""
 _RETRIABLE_GROUP_ERRORS = {14, 15, 16}
@@ -234,6 +240,10 @@ class KafkaPythonReader:
         self._manager: Any = self._admin._manager
         self._coordinators: dict[str, int] = {}
         """Group -> its coordinator's node id, from the last ListGroups (or FindCoordinator)."""
+        self._leaders: dict[str, dict[int, int]] = {}
+        """Topic -> partition -> leader id, from Metadata: asked again for a topic not seen yet, after an
+        error, and every :data:`LEADERS_MAX_AGE_S`."""
+        self._leaders_at = -math.inf
 
     # --- plumbing ----------------------------------------------------------------------------------
 
@@ -254,7 +264,14 @@ class KafkaPythonReader:
         return results
 
     def _send(self, request: Any, node_id: int) -> Any:
-        return self._manager.send(request, node_id=node_id)
+        """kafka-python's future of the answer; a failed one for a broker it no longer knows (gone from
+        the metadata) rather than an exception, so that the other requests of the call go on."""
+        from kafka.future import Future
+
+        try:
+            return self._manager.send(request, node_id=node_id)
+        except Exception as exc:
+            return Future().failure(exc)
 
     def _spawn(self, coroutine: Awaitable[Any]) -> Any:
         return self._admin._net.call_soon_with_future(coroutine)
@@ -454,10 +471,11 @@ class KafkaPythonReader:
     # --- Metadata and ListOffsets ------------------------------------------------------------------
 
     def log_offsets(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        """(log start, log end) of each partition: one Metadata request for the leaders, then two
-        ListOffsets (EARLIEST, LATEST) per leader, all in flight at once. A partition without a leader, of
-        an unknown topic (e.g. a deleted topic whose commits the group still holds) or answered with an
-        error is left out (no log offsets this round)."""
+        """(log start, log end) of each partition: two ListOffsets (EARLIEST, LATEST) per leader, all in
+        flight at once, the leaders from Metadata (kept, see ``_leaders``). Partitions answered with an
+        error are asked again once after a new Metadata; a partition without a leader, of an unknown topic
+        (e.g. a deleted topic whose commits the group still holds) or failing twice is left out (no log
+        offsets this round)."""
         if not partitions:
             return {}
         return self._run(self._log_offsets, partitions)
@@ -465,12 +483,26 @@ class KafkaPythonReader:
     async def _log_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, tuple[int, int]]:
+        now = time.monotonic()
+        stale = now - self._leaders_at > LEADERS_MAX_AGE_S
+        if stale or any(tp.topic not in self._leaders for tp in partitions):
+            await self._refresh_leaders({tp.topic for tp in partitions})
+        found, failed = await self._list_offsets(partitions)
+        if failed:  # a leader moved (NOT_LEADER_OR_FOLLOWER), a topic went: metadata again, then once more
+            await self._refresh_leaders({tp.topic for tp in failed})
+            again, _ = await self._list_offsets(failed)
+            found.update(again)
+        return found
+
+    async def _refresh_leaders(self, topics: Collection[str]) -> None:
+        """The leader of each partition of ``topics`` (one Metadata request); an unknown topic has none.
+        The leaders count as fresh once every topic asked for so far has been in one answer."""
         from kafka.protocol.metadata import MetadataRequest
 
-        topics = sorted({tp.topic for tp in partitions})
+        names = sorted(topics)
         metadata = await self._send(
             MetadataRequest(
-                topics=[MetadataRequest.MetadataRequestTopic(name=t, topic_id=None) for t in topics],
+                topics=[MetadataRequest.MetadataRequestTopic(name=t, topic_id=None) for t in names],
                 allow_auto_topic_creation=False,
                 include_cluster_authorized_operations=False,
                 include_topic_authorized_operations=False,
@@ -479,14 +511,28 @@ class KafkaPythonReader:
         )
         with contextlib.suppress(Exception):
             self._manager.cluster.update_metadata(metadata)  # the brokers ListGroups goes to
-        leaders: dict[str, dict[int, int]] = {}
+        for name in names:
+            self._leaders[name] = {}
         for t in metadata.topics:
             if not t.error_code:
-                leaders[t.name] = {p.partition_index: p.leader_id for p in t.partitions if p.leader_id >= 0}
+                self._leaders[t.name] = {
+                    p.partition_index: p.leader_id for p in t.partitions if p.leader_id >= 0
+                }
+        if set(self._leaders) <= set(names):
+            self._leaders_at = time.monotonic()
+
+    async def _list_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> tuple[dict[TopicPartition, tuple[int, int]], list[TopicPartition]]:
+        """(log start, log end) of the partitions with a known leader, and the partitions without one or
+        whose leader answered with an error or not at all."""
         by_leader: dict[int, dict[str, list[int]]] = {}
+        failed: list[TopicPartition] = []
         for tp in partitions:
-            leader = leaders.get(tp.topic, {}).get(tp.partition)
-            if leader is not None:
+            leader = self._leaders.get(tp.topic, {}).get(tp.partition)
+            if leader is None:
+                failed.append(tp)  # no leader, or a topic that is gone
+            else:
                 by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
         nodes = list(by_leader)
         sent = []
@@ -497,15 +543,21 @@ class KafkaPythonReader:
         starts: dict[TopicPartition, int] = {}
         ends: dict[TopicPartition, int] = {}
         for i, answer in enumerate(answers):
+            latest = i % 2 == 1
             if isinstance(answer, Exception):
+                if latest:
+                    asked = by_leader[nodes[i // 2]]
+                    failed.extend(TopicPartition(t, p) for t, ps in asked.items() for p in ps)
                 continue
-            into = starts if i % 2 == 0 else ends
+            into = ends if latest else starts
             for t in answer.topics:
                 name = t.name
                 for p in t.partitions:
                     if not p.error_code and p.offset >= 0:
                         into[TopicPartition(name, p.partition_index)] = p.offset
-        return {tp: (starts[tp], end) for tp, end in ends.items() if tp in starts}
+                    elif latest:
+                        failed.append(TopicPartition(name, p.partition_index))
+        return {tp: (starts[tp], end) for tp, end in ends.items() if tp in starts}, failed
 
     def close(self) -> None:
         self._admin.close()

@@ -18,7 +18,7 @@ from collectors.consumers.lag import (
     group_lag,
     partition_lag,
 )
-from collectors.consumers.verdicts import GroupTrack, Verdict, judge, observe
+from collectors.consumers.verdicts import GroupTrack, Thresholds, Verdict, judge, observe
 from collectors.kafka.model import TopicPartition
 
 
@@ -51,6 +51,8 @@ class ConsumerLagCollector:
         self.clock = clock
         self.history = LogEndHistory(history_samples)
         self.tracks: dict[str, GroupTrack] = {}
+        self._thresholds: dict[str, Thresholds] = {}
+        """Each group's (:meth:`KafkaSettings.thresholds_for`: regexes and a model dump, once a group)."""
 
     def round(self) -> ConsumerRound:
         groups = [g for g in self.reader.list_groups() if self.settings.wants(g)]
@@ -73,9 +75,13 @@ class ConsumerLagCollector:
             lag = self._group_lag(group, descriptions.get(group), commits, offsets, now)
             track = observe(self.tracks.get(group, GroupTrack()), lag, now)
             self.tracks[group] = track
-            reports[group] = GroupReport(lag, judge(lag, track, now, self.settings.thresholds_for(group)))
+            thresholds = self._thresholds.get(group)
+            if thresholds is None:
+                thresholds = self._thresholds[group] = self.settings.thresholds_for(group)
+            reports[group] = GroupReport(lag, judge(lag, track, now, thresholds))
         for gone in [g for g in self.tracks if g not in committed]:
             del self.tracks[gone]
+            self._thresholds.pop(gone, None)
         return ConsumerRound(now, reports, errors)
 
     def _group_lag(

@@ -729,14 +729,26 @@ class ReferenceCluster:
             return
         view = self.metadata_view()
         message_bytes = self.settings.traffic.message_bytes
+        leaders: dict[TopicPartition, SimBroker | None] = {}  # this tick's, each looked up once
+
+        def leader_of(tp: TopicPartition) -> SimBroker | None:
+            try:
+                return leaders[tp]
+            except KeyError:
+                leader = leaders[tp] = self._leader_of(tp)
+                return leader
+
+        def log_end(tp: TopicPartition) -> int | None:
+            leader = leader_of(tp)
+            return self.log_offsets(leader, tp)[1] if leader is not None else None
 
         def produce_rate(tp: TopicPartition) -> float:
-            leader = self._leader_of(tp)
+            leader = leader_of(tp)
             return (
                 0.0 if leader is None else self.traffic.produce_bytes_per_sec(tp, leader.id) / message_bytes
             )
 
-        self.consumer_groups.commit_due(now, self.high_watermark, produce_rate, view.partition_count)
+        self.consumer_groups.commit_due(now, log_end, produce_rate, view.partition_count)
 
     def _topic_partitions(self) -> dict[str, int]:
         view = self.metadata_view()

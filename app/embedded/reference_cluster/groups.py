@@ -13,6 +13,7 @@ from the partitions' leaders. Nothing here touches a socket or ZooKeeper.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ def java_string_hash_code(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def offsets_partition(group: str, partitions: int = OFFSETS_TOPIC_PARTITIONS) -> int:
     """``GroupMetadataManager.partitionFor``: ``Utils.abs(groupId.hashCode) % partitions`` of
     ``__consumer_offsets`` (Kafka's ``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0)."""
@@ -237,8 +239,11 @@ class ConsumerGroups:
 
     @staticmethod
     def _add_new_partitions(group: SimGroup, partitions: Callable[[str], int]) -> None:
-        for topic in group.spec.topics:
-            for p in range(partitions(topic)):
+        counts = {topic: partitions(topic) for topic in group.spec.topics}
+        if sum(counts.values()) == len(group.positions):
+            return  # no partition added since (a group's positions are its topics' partitions)
+        for topic, count in counts.items():
+            for p in range(count):
                 group.positions.setdefault(TopicPartition(topic, p), math.nan)
 
     @staticmethod
