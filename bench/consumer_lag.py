@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.consumer_lag [--groups 1000 --topics 1000 --partitions-per-topic 20]
                                            [--topics-per-group 1 --members 2 --brokers 6 --rf 1]
-                                           [--rounds 5 --interval 1 --tick-ms 1000] [--profile N]
+                                           [--rounds 5 --interval 1 --tick-ms 2000] [--profile N]
                                            [--profile-server FILE]
 
 The reference cluster (an embedded ZooKeeper, ``--brokers`` simulated brokers speaking Kafka's protocol,
@@ -12,6 +12,12 @@ settings) runs in a child process, so that serving costs the measured process no
 opens the collector's reader (kafka-python, bootstrapped from the brokers' listeners) and runs
 ``--rounds`` rounds of :meth:`ConsumerLagCollector.round`, ``--interval`` seconds apart (the first on
 fresh connections and an empty coordinator cache: "cold"; the others "warm").
+
+The simulation's tick (``--tick-ms``, 2000 here, the cluster's default 100) advances every partition's log
+and the groups due to commit on the cluster's one loop, which also answers the requests: at 20,000
+partitions a tick takes most of a second of CPU, and a request that arrives during one waits for it. A
+longer tick is a coarser simulation (a tick advances at most 1 s of traffic), not a different collector
+round.
 
 Printed per round: wall time, this process's CPU time (every thread: the collector's and kafka-python's
 I/O thread), the child's (the simulated brokers answering), the groups and partitions reported and the
@@ -63,7 +69,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     cluster.add_argument("--brokers", type=int, default=6, help="simulated brokers (6)")
     cluster.add_argument("--rf", type=int, default=1, help="replication factor (1)")
     cluster.add_argument(
-        "--tick-ms", type=int, default=1000, help="the simulation's tick (1000; the cluster's default 100)"
+        "--tick-ms", type=int, default=2000, help="the simulation's tick (2000; the cluster's default 100)"
     )
     cluster.add_argument("--commit-interval-ms", type=int, default=5000, help="the groups' (5000)")
     cluster.add_argument("--start-timeout", type=float, default=600.0, help="seconds (600)")
