@@ -18,7 +18,7 @@ from collectors.consumers.lag import (
     group_lag,
     partition_lag,
 )
-from collectors.consumers.verdicts import GroupTrack, Verdict, judge, observe
+from collectors.consumers.verdicts import GroupTrack, Thresholds, Verdict, judge, observe
 from collectors.kafka.model import TopicPartition
 
 
@@ -51,17 +51,14 @@ class ConsumerLagCollector:
         self.clock = clock
         self.history = LogEndHistory(history_samples)
         self.tracks: dict[str, GroupTrack] = {}
+        self._thresholds: dict[str, Thresholds] = {}
+        """Each group's (:meth:`KafkaSettings.thresholds_for`: regexes and a model dump, once a group)."""
 
     def round(self) -> ConsumerRound:
-        errors: dict[str, str] = {}
         groups = [g for g in self.reader.list_groups() if self.settings.wants(g)]
         descriptions = self.reader.describe_groups(groups)
-        committed: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        for group in groups:
-            try:
-                committed[group] = self.reader.committed_offsets(group)
-            except Exception as exc:  # one group's coordinator failing does not end the round
-                errors[group] = f"OffsetFetch: {type(exc).__name__}: {exc}"
+        # one group's coordinator failing does not end the round: its error is reported
+        committed, errors = self.reader.committed_offsets_of(groups)
         in_use: set[TopicPartition] = set()
         for group, commits in committed.items():
             in_use.update(commits)
@@ -78,9 +75,13 @@ class ConsumerLagCollector:
             lag = self._group_lag(group, descriptions.get(group), commits, offsets, now)
             track = observe(self.tracks.get(group, GroupTrack()), lag, now)
             self.tracks[group] = track
-            reports[group] = GroupReport(lag, judge(lag, track, now, self.settings.thresholds_for(group)))
+            thresholds = self._thresholds.get(group)
+            if thresholds is None:
+                thresholds = self._thresholds[group] = self.settings.thresholds_for(group)
+            reports[group] = GroupReport(lag, judge(lag, track, now, thresholds))
         for gone in [g for g in self.tracks if g not in committed]:
             del self.tracks[gone]
+            self._thresholds.pop(gone, None)
         return ConsumerRound(now, reports, errors)
 
     def _group_lag(

@@ -42,6 +42,8 @@ def lag_seconds(history: Sequence[tuple[float, int]], committed: int | None, now
     None without a commit or without a sample."""
     if committed is None or not history:
         return None
+    if isinstance(history, _Samples):
+        return _lag_seconds(history.times, history.ends, committed, now)
     i = len(history) - 1
     if committed >= history[i][1]:
         return LagSeconds(0.0)
@@ -57,6 +59,25 @@ def lag_seconds(history: Sequence[tuple[float, int]], committed: int | None, now
             return LagSeconds(max(0.0, now - at))
         i -= 1
     return LagSeconds(max(0.0, now - history[i][0]), at_least=True)
+
+
+def _lag_seconds(times: array[float], ends: array[int], committed: int, now: float) -> LagSeconds:
+    """:func:`lag_seconds` on the arrays of :class:`_Samples` (no tuple per sample read)."""
+    i = len(ends) - 1
+    end_i = ends[i]
+    if committed >= end_i:
+        return LagSeconds(0.0)
+    while i > 0:
+        end_prev = ends[i - 1]
+        if end_prev > end_i:
+            break
+        if end_prev <= committed:
+            t_prev = times[i - 1]
+            at = t_prev + (committed - end_prev) / (end_i - end_prev) * (times[i] - t_prev)
+            return LagSeconds(max(0.0, now - at))
+        i -= 1
+        end_i = end_prev
+    return LagSeconds(max(0.0, now - times[i]), at_least=True)
 
 
 class _Samples(Sequence[tuple[float, int]]):
@@ -173,7 +194,16 @@ def partition_lag(
     lag = None if log_end is None else lag_records(committed, log_end)
     seconds = None if log_end is None else lag_seconds(history, committed, now)
     return PartitionLag(
-        tp.topic, tp.partition, committed, log_start, log_end, lag, seconds, member, metadata, leader_epoch
+        tp.topic,
+        tp.partition,
+        committed,
+        log_start,
+        log_end,
+        lag,
+        seconds,
+        member,
+        metadata,
+        leader_epoch,
     )
 
 

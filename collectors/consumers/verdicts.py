@@ -83,29 +83,42 @@ class GroupTrack:
 
 def observe(track: GroupTrack, lag: GroupLag, now: float, keep_rounds: int = 3) -> GroupTrack:
     """The track with this round added (pure)."""
-    committed = {
-        p.tp: (p.committed, p.metadata, p.leader_epoch) for p in lag.partitions if p.committed is not None
-    }
     first = track.last_t is None
-    seen = not first and any(track.committed.get(tp) != value for tp, value in committed.items())
+    before_all, moved_before, lag_since_before = (
+        track.committed,
+        track.partition_moved_t,
+        track.partition_lag_since_t,
+    )
+    committed: dict[TopicPartition, tuple[int, str, int | None]] = {}
+    moved: dict[TopicPartition, float] = {}
+    lag_since_p: dict[TopicPartition, float] = {}
+    rewound = []
+    changed = False
+    for p in lag.partitions:  # one pass: this runs for every partition of every group each round
+        offset = p.committed
+        if offset is None:
+            continue
+        tp = p.tp
+        value = (offset, p.metadata, p.leader_epoch)
+        committed[tp] = value
+        before = before_all.get(tp)
+        if before != value:
+            changed = True
+        if before is None or before[0] != offset:
+            moved[tp] = now
+            if before is not None and offset < before[0]:
+                rewound.append(tp)
+        else:
+            moved[tp] = moved_before[tp]
+        if p.lag is not None and p.lag > 0:
+            lag_since_p[tp] = lag_since_before.get(tp, now)
+    seen = not first and changed
     last_commit = now if first or seen else track.last_commit_seen_t
     intervals = track.commit_intervals
     if seen and track.last_commit_seen_t is not None:
         intervals = (*intervals, now - track.last_commit_seen_t)[-COMMIT_INTERVALS_KEPT:]
     positive = lag.lag is not None and lag.lag > 0
     lag_since = (track.lag_since_t if track.lag_since_t is not None else now) if positive else None
-    moved: dict[TopicPartition, float] = {}
-    lag_since_p: dict[TopicPartition, float] = {}
-    rewound = []
-    for p in lag.partitions:
-        if p.committed is None:
-            continue
-        before = track.committed.get(p.tp)
-        moved[p.tp] = now if before is None or before[0] != p.committed else track.partition_moved_t[p.tp]
-        if before is not None and p.committed < before[0]:
-            rewound.append(p.tp)
-        if p.lag is not None and p.lag > 0:
-            lag_since_p[p.tp] = track.partition_lag_since_t.get(p.tp, now)
     return replace(
         track,
         last_t=now,
@@ -164,17 +177,14 @@ def judge(lag: GroupLag, track: GroupTrack, now: float, thresholds: Thresholds) 
             f"no commit seen for {now - since:.0f} s (stopped after {after:.0f} s) with lag {lag.lag} "
             f"({who})",
         )
-    stuck = sorted(
-        (
-            p.tp
-            for p in lag.partitions
-            if p.lag is not None
-            and p.lag > 0
-            and p.committed is not None
-            and now - max(track.partition_moved_t.get(p.tp, now), track.partition_lag_since_t.get(p.tp, now))
-            >= after
-        ),
-    )
+    moved_t, lag_since_t = track.partition_moved_t, track.partition_lag_since_t
+    stuck = []
+    for p in lag.partitions:
+        if p.lag is not None and p.lag > 0 and p.committed is not None:
+            tp = p.tp
+            if now - max(moved_t.get(tp, now), lag_since_t.get(tp, now)) >= after:
+                stuck.append(tp)
+    stuck.sort()
     if stuck:
         names = ", ".join(str(tp) for tp in stuck[:5]) + (" ..." if len(stuck) > 5 else "")
         return verdict(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from collectors.consumers.client import CommittedOffset, GroupDescription, GroupMember
+from collectors.consumers.client import CommittedOffset, GroupDescription, GroupMember, GroupsOffsets
 from collectors.kafka.model import TopicPartition
 
 
@@ -68,6 +68,9 @@ class FakeGroupOffsets:
 
     def committed_offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         return dict(self.groups[group].committed) if group in self.groups else {}
+
+    def committed_offsets_of(self, groups: Sequence[str]) -> GroupsOffsets:
+        return GroupsOffsets({g: self.committed_offsets(g) for g in groups}, {})
 
     def log_offsets(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         return {tp: self.logs[tp] for tp in partitions if tp in self.logs}

@@ -14,7 +14,7 @@ import logging
 import random
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -193,8 +193,8 @@ class ReferenceCluster:
         for topic in self.settings.topics:
             self._create_startup_topic(topic.name, topic.partitions, topic.replication_factor, topic.config)
         self.wait_until(self._all_partitions_online, timeout, "every partition of the start-up topics online")
-        for group in self.settings.consumer_groups:
-            self.add_consumer_group(group, timeout)
+        if self.settings.consumer_groups:
+            self.add_consumer_groups(self.settings.consumer_groups, timeout)
 
     def stop(self) -> None:
         """Stop every broker (their sessions close, so their ephemeral znodes go) and the loop."""
@@ -688,6 +688,9 @@ class ReferenceCluster:
 
     def add_consumer_group(self, spec: ConsumerGroupSpec, timeout: float = 60.0) -> None:
         group_coordinator.add_consumer_group(self, spec, timeout)
+
+    def add_consumer_groups(self, specs: Sequence[ConsumerGroupSpec], timeout: float = 60.0) -> None:
+        group_coordinator.add_consumer_groups(self, specs, timeout)
 
     def consumer_group_action(self, name: str, action: str, body: Mapping[str, Any]) -> None:
         group_coordinator.consumer_group_action(self, name, action, body)

@@ -10,7 +10,7 @@ functions drive it from the cluster, on its loop thread unless a docstring says 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.embedded.reference_cluster.admin import TopicExistsError
@@ -65,12 +65,24 @@ def commit_group_offsets(cluster: ReferenceCluster, now: float) -> None:
         return
     view = cluster.metadata_view()
     message_bytes = cluster.settings.traffic.message_bytes
+    leaders: dict[TopicPartition, SimBroker | None] = {}  # this tick's, each looked up once
+
+    def leader_of(tp: TopicPartition) -> SimBroker | None:
+        try:
+            return leaders[tp]
+        except KeyError:
+            leader = leaders[tp] = cluster._leader_of(tp)
+            return leader
+
+    def log_end(tp: TopicPartition) -> int | None:
+        leader = leader_of(tp)
+        return cluster.log_offsets(leader, tp)[1] if leader is not None else None
 
     def produce_rate(tp: TopicPartition) -> float:
-        leader = cluster._leader_of(tp)
+        leader = leader_of(tp)
         return 0.0 if leader is None else cluster.traffic.produce_bytes_per_sec(tp, leader.id) / message_bytes
 
-    cluster.consumer_groups.commit_due(now, cluster.high_watermark, produce_rate, view.partition_count)
+    cluster.consumer_groups.commit_due(now, log_end, produce_rate, view.partition_count)
 
 
 def _topic_partitions(cluster: ReferenceCluster) -> dict[str, int]:
@@ -81,23 +93,36 @@ def _topic_partitions(cluster: ReferenceCluster) -> dict[str, int]:
 def add_consumer_group(cluster: ReferenceCluster, spec: ConsumerGroupSpec, timeout: float = 60.0) -> None:
     """Start a simulated group (any thread); its coordinator's topic is created first if needed, and
     the call returns once the group has a coordinator and has committed."""
+    add_consumer_groups(cluster, [spec], timeout)
+
+
+def add_consumer_groups(
+    cluster: ReferenceCluster, specs: Sequence[ConsumerGroupSpec], timeout: float = 60.0
+) -> None:
+    """Start several simulated groups at once (any thread): all are added in one call on the loop (none
+    when one is refused), then the call waits once until every one has a coordinator and has committed
+    (thousands of groups start in about the time of one)."""
+    names = [spec.name for spec in specs]
 
     def add() -> None:
+        groups, partitions, now = cluster.consumer_groups, _topic_partitions(cluster), cluster.now_ms()
         try:
-            cluster.consumer_groups.add(spec, _topic_partitions(cluster), cluster.now_ms())
+            groups.check_new(specs, partitions)
+            for spec in specs:
+                groups.add(spec, partitions, now)
         except GroupError as exc:
             raise ClusterError(exc.status, exc.message) from None
         ensure_offsets_topic(cluster)
 
+    def ready() -> bool:
+        groups = cluster.consumer_groups.groups
+        return all(
+            bool(groups[name].committed) and coordinator_of(cluster, name) is not None for name in names
+        )
+
     cluster.loop.call(add)
-    cluster.wait_until(
-        lambda: (
-            coordinator_of(cluster, spec.name) is not None
-            and bool(cluster.consumer_groups.groups[spec.name].committed)
-        ),
-        timeout,
-        f"coordinator and first commit of consumer group {spec.name}",
-    )
+    what = f"consumer group {names[0]}" if len(names) == 1 else f"{len(names)} consumer groups"
+    cluster.wait_until(ready, timeout, f"coordinator and first commit of {what}")
 
 
 def consumer_group_action(cluster: ReferenceCluster, name: str, action: str, body: Mapping[str, Any]) -> None:

@@ -13,6 +13,7 @@ from the partitions' leaders. Nothing here touches a socket or ZooKeeper.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ def java_string_hash_code(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def offsets_partition(group: str, partitions: int = OFFSETS_TOPIC_PARTITIONS) -> int:
     """``GroupMetadataManager.partitionFor``: ``Utils.abs(groupId.hashCode) % partitions`` of
     ``__consumer_offsets`` (Kafka's ``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0)."""
@@ -129,12 +131,22 @@ class ConsumerGroups:
     def __init__(self) -> None:
         self.groups: dict[str, SimGroup] = {}
 
+    def check_new(self, specs: Iterable[ConsumerGroupSpec], partitions: Mapping[str, int]) -> None:
+        """Raises the GroupError :meth:`add` would raise for the first spec it refuses (a name taken, also
+        by an earlier spec, or an unknown topic), so that several groups are added all or none."""
+        names: set[str] = set()
+        for spec in specs:
+            if spec.name in self.groups or spec.name in names:
+                raise GroupError(409, f"consumer group {spec.name!r} exists already")
+            names.add(spec.name)
+            unknown = sorted(t for t in spec.topics if t not in partitions)
+            if unknown:
+                raise GroupError(
+                    422, f"unknown topic(s) {', '.join(unknown)} for consumer group {spec.name!r}"
+                )
+
     def add(self, spec: ConsumerGroupSpec, partitions: Mapping[str, int], now_ms: float) -> SimGroup:
-        if spec.name in self.groups:
-            raise GroupError(409, f"consumer group {spec.name!r} exists already")
-        unknown = sorted(t for t in spec.topics if t not in partitions)
-        if unknown:
-            raise GroupError(422, f"unknown topic(s) {', '.join(unknown)} for consumer group {spec.name!r}")
+        self.check_new([spec], partitions)
         group = SimGroup(spec, spec.rate_factor, last_advance_ms=now_ms, next_commit_ms=now_ms)
         self.groups[spec.name] = group
         self._join(group, partitions)
@@ -227,8 +239,11 @@ class ConsumerGroups:
 
     @staticmethod
     def _add_new_partitions(group: SimGroup, partitions: Callable[[str], int]) -> None:
-        for topic in group.spec.topics:
-            for p in range(partitions(topic)):
+        counts = {topic: partitions(topic) for topic in group.spec.topics}
+        if sum(counts.values()) == len(group.positions):
+            return  # no partition added since (a group's positions are its topics' partitions)
+        for topic, count in counts.items():
+            for p in range(count):
                 group.positions.setdefault(TopicPartition(topic, p), math.nan)
 
     @staticmethod

@@ -6,8 +6,8 @@ kafka-python's own protocol classes (``kafka.protocol``), so the bytes are the c
 request header and body with the request class of the frame's (api_key, api_version), the response with
 the response class of the same version. Answers are computed on the cluster's loop from the brokers'
 state (:class:`BrokerProtocol`), so a request sees one consistent moment; the sockets live on their own
-threads. Any other API, or a version outside the ranges :data:`SUPPORTED_VERSIONS` advertises, closes the
-connection, as a Kafka broker does.
+threads. Any other API, or a version outside the ranges :data:`SUPPORTED_VERSIONS` advertises (fewer before
+Kafka 3.0: :data:`BEFORE_3_0`), closes the connection, as a Kafka broker does.
 """
 
 from __future__ import annotations
@@ -88,6 +88,18 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     9: (0, 8),  # OffsetFetch
 }
 """The versions a Kafka 3.6 broker supports for these APIs (``kafka-broker-api-versions``)."""
+BEFORE_3_0: dict[int, tuple[int, int]] = {
+    10: (0, 3),  # FindCoordinator v4 (KIP-699, a batch of keys) came with Kafka 3.0
+    9: (0, 7),  # OffsetFetch v8 (KIP-709, a batch of groups) too
+}
+"""What a broker before Kafka 3.0 (an ``inter_broker_protocol_version`` below 3.0) lacks of those."""
+
+
+def supported_versions(ibp: tuple[int, int, int]) -> dict[int, tuple[int, int]]:
+    """The API versions a broker of inter-broker protocol ``ibp`` (major, minor, IV) advertises."""
+    return SUPPORTED_VERSIONS | BEFORE_3_0 if ibp < (3, 0, 0) else dict(SUPPORTED_VERSIONS)
+
+
 MAX_FRAME_BYTES = 100 * 1024 * 1024
 
 
@@ -102,20 +114,23 @@ class ProtocolError(Exception):
     """A request the broker does not answer: the connection is closed."""
 
 
-def decode_request(payload: bytes) -> tuple[int, int, Any, Any]:
+def decode_request(
+    payload: bytes, versions: dict[int, tuple[int, int]] = SUPPORTED_VERSIONS
+) -> tuple[int, int, Any, Any]:
     """(api_key, api_version, request, header) of one frame's payload; the request is None for an
-    ApiVersions request of a version above the broker's (answered with v0's body). Raises ProtocolError."""
+    ApiVersions request of a version above the broker's (answered with v0's body). Raises ProtocolError
+    for an API or a version outside ``versions``."""
     if len(payload) < 4:
         raise ProtocolError("a request shorter than its header")
     api_key, api_version = struct.unpack_from(">hh", payload)
     request_class = REQUESTS.get(api_key)
     if request_class is None:
         raise ProtocolError(f"api key {api_key} is not served here")
-    if api_key == 18 and api_version > SUPPORTED_VERSIONS[18][1]:
+    if api_key == 18 and api_version > versions[18][1]:
         # KIP-511: the header of an ApiVersions request of any version decodes as v0's
         header = ApiVersionsRequest.parse_header(io.BytesIO(payload), version=0)
         return api_key, api_version, None, header
-    low, high = SUPPORTED_VERSIONS[api_key]
+    low, high = versions[api_key]
     if not low <= api_version <= high:
         raise ProtocolError(f"api key {api_key} v{api_version} is outside [{low}, {high}]")
     try:
@@ -137,10 +152,11 @@ class BrokerProtocol:
     def __init__(self, cluster: ReferenceCluster, broker_id: int) -> None:
         self.cluster = cluster
         self.broker_id = broker_id
+        self.versions = supported_versions(cluster.settings.ibp)
 
     def handle(self, payload: bytes) -> bytes:
         """One request frame's payload -> the response frame; raises ProtocolError to close."""
-        api_key, version, request, header = decode_request(payload)
+        api_key, version, request, header = decode_request(payload, self.versions)
         if request is None:
             return encode_response(self.api_versions_unsupported(), header.correlation_id)
         build: Callable[[Any, int], Any] = {
@@ -163,12 +179,11 @@ class BrokerProtocol:
 
     # --- ApiVersions ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _api_keys(version: int) -> list[Any]:
+    def _api_keys(self, version: int) -> list[Any]:
         key_class = ApiVersionsResponse.ApiVersion
         return [
             key_class(api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+            for k, (lo, hi) in sorted(self.versions.items())
         ]
 
     def api_versions(self, request: Any, version: int) -> Any:
@@ -252,17 +267,18 @@ class BrokerProtocol:
         r = ListOffsetsResponse
         part_class = r.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
         topics = []
+        views, leads, log_offsets = broker.partitions, broker.leads, cluster.log_offsets
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
                 tp = TopicPartition(topic.name, p.partition_index)
                 error, offset, epoch = NONE, -1, -1
-                if not broker.leads(tp):
+                if not leads(tp):
                     known = cluster.metadata_view().assignments.get(tp) is not None
                     error = NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    epoch = broker.partitions[tp].state.leader_epoch
-                    start, end = cluster.log_offsets(broker, tp)
+                    epoch = views[tp].state.leader_epoch
+                    start, end = log_offsets(broker, tp)
                     if p.timestamp == -2:
                         offset = start
                     elif p.timestamp == -1:

@@ -6,10 +6,13 @@ import pytest
 
 from app.embedded.reference_cluster.config import ConsumerGroupSpec
 from app.embedded.reference_cluster.groups import (
+    ConsumerGroups,
+    GroupError,
     java_string_hash_code,
     offsets_partition,
     range_assignment,
 )
+from collectors.kafka.model import TopicPartition
 
 pytestmark = pytest.mark.unit
 
@@ -49,3 +52,32 @@ def test_consumer_group_flag_and_range_assignment() -> None:
         [("orders", (2,)), ("payments", (1,))],
         [("orders", (3,))],
     ]
+
+
+def test_several_groups_are_checked_before_any_is_added() -> None:
+    groups = ConsumerGroups()
+    partitions = {"orders": 4}
+    groups.add(ConsumerGroupSpec(name="a", topics=["orders"]), partitions, 0.0)
+    new = [ConsumerGroupSpec(name="b", topics=["orders"]), ConsumerGroupSpec(name="b", topics=["orders"])]
+    with pytest.raises(GroupError) as twice:
+        groups.check_new(new, partitions)
+    assert (twice.value.status, twice.value.message) == (409, "consumer group 'b' exists already")
+    with pytest.raises(GroupError) as unknown:
+        groups.check_new([ConsumerGroupSpec(name="c", topics=["nope"])], partitions)
+    assert unknown.value.status == 422
+    with pytest.raises(GroupError):
+        groups.check_new([ConsumerGroupSpec(name="a", topics=["orders"])], partitions)
+    groups.check_new([ConsumerGroupSpec(name="b", topics=["orders"])], partitions)
+    assert sorted(groups.groups) == ["a"]
+
+
+def test_a_groups_positions_follow_new_partitions() -> None:
+    groups = ConsumerGroups()
+    counts = {"orders": 2}
+    group = groups.add(ConsumerGroupSpec(name="g", topics=["orders"], commit_interval_ms=10), counts, 0.0)
+    ends = {TopicPartition("orders", p): 100 for p in range(3)}
+    groups.commit_due(0.0, ends.get, lambda _tp: 0.0, lambda t: counts[t])
+    assert sorted(group.committed) == [TopicPartition("orders", 0), TopicPartition("orders", 1)]
+    counts["orders"] = 3  # a partition added to the topic
+    groups.commit_due(20.0, ends.get, lambda _tp: 0.0, lambda t: counts[t])
+    assert group.committed[TopicPartition("orders", 2)] == 100
