@@ -1,5 +1,6 @@
 """The webhook tables: ``webhooks`` (the subscriptions) and ``webhook_deliveries`` (the outbox), with the
-migration that creates them (version 2) and the one that gives a webhook its clusters (version 7).
+migration that creates them (version 2), the one that gives a webhook its clusters (version 7) and the
+one that adds the silences and the outbox's ``silenced_by`` (version 8).
 
 The outbox references the analytics tables' alert events (an outbox row is one alert event for one webhook,
 and goes when its event is deleted), so migration 2 comes after the analytics tables' migration 1 in the
@@ -17,6 +18,7 @@ from analytics.store import Migration
 from analytics.store.database import JSON_TYPE, TIME_TYPE
 from analytics.store.migrations import add_column
 from analytics.store.tables import alert_events_table
+from app.silences.tables import silences_table
 
 __all__ = ["WEBHOOK_MIGRATIONS", "metadata", "webhook_deliveries_table", "webhooks_table"]
 
@@ -65,6 +67,9 @@ webhook_deliveries_table = sa.Table(
     sa.Column("last_error", sa.Text),
     sa.Column("created_at", TIME_TYPE, nullable=False),
     sa.Column("delivered_at", TIME_TYPE),
+    # a skipped row's silences (a JSON array of ids): the event was silenced, and its alert pages when they
+    # end if it is still open (WebhookStore.release_silenced); NULL for every other row
+    sa.Column("silenced_by", JSON_TYPE),
     sa.ForeignKeyConstraint(
         ["webhook_id"], ["webhooks.id"], name="fk_webhook_deliveries_webhook", ondelete="CASCADE"
     ),
@@ -90,6 +95,13 @@ webhook_deliveries_table = sa.Table(
 WEBHOOK_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(2, "webhooks and their delivery outbox", creates=(webhooks_table, webhook_deliveries_table)),
     Migration(7, "webhooks per cluster", changes=(add_column(webhooks_table, "clusters"),)),
+    Migration(
+        8,
+        "silences, and the outbox rows a silence held",
+        creates=(silences_table,),
+        changes=(add_column(webhook_deliveries_table, "silenced_by"),),
+    ),
 )
 """The webhook tables' migrations (version 2: after the analytics tables', whose events it references; 7:
-a webhook's clusters, NULL for the webhooks created before it, which get every cluster's events)."""
+a webhook's clusters, NULL for the webhooks created before it, which get every cluster's events; 8: the
+silences (:mod:`app.silences.tables`) and the outbox rows they held)."""
