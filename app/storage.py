@@ -2,13 +2,13 @@
 one :class:`~analytics.store.Database`.
 
 Each subsystem owns its tables, queries and migration: the analytics tables are versions 1 and 5
-(:mod:`analytics.store.tables`), the webhooks' versions 2, 7 and 8 (:mod:`app.webhooks.tables`; 8 creates the silences' table,
-:mod:`app.silences.tables`), the
-runbook actions' versions 3, 4 and 6 (:mod:`app.actions.store`). A database records the versions applied
-(``schema_version``), so the numbers and descriptions never change; a new migration takes the next
-number, whichever subsystem it belongs to, and :data:`MIGRATIONS` sorts them by version. The composition
-roots (the service, ``kafka-health analytics``, the demo) open the database with this list, so that
-whichever starts first creates every table.
+(:mod:`analytics.store.tables`), the webhooks' versions 2, 7 and 8 (:mod:`app.webhooks.tables`; 8 also
+creates the silences' table, :mod:`app.silences.tables`), the runbook actions' versions 3, 4 and 6
+(:mod:`app.actions.store`). A database records the versions applied (``schema_version``), so the numbers
+and descriptions never change; a new migration takes the next number, whichever subsystem it belongs to,
+and :data:`MIGRATIONS` sorts them by version. The composition roots (the service,
+``kafka-health analytics``, the demo) open the database with this list, so that whichever starts first
+creates every table.
 """
 
 from __future__ import annotations

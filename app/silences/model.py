@@ -289,7 +289,9 @@ def check_draft(
         if unknown:
             problems.append(SilenceProblem("maintenance", f"unknown fields {unknown}: only broker"))
         elif not isinstance(broker, int) or isinstance(broker, bool) or broker < 0:
-            problems.append(SilenceProblem("maintenance.broker", f"a broker id (an integer >= 0), got {broker!r}"))
+            problems.append(
+                SilenceProblem("maintenance.broker", f"a broker id (an integer >= 0), got {broker!r}")
+            )
         else:
             window = Maintenance(broker)
     start = now if starts_at is None else starts_at

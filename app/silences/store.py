@@ -93,6 +93,11 @@ class SilenceStore:
             row = conn.execute(_select(silence_id)).first()
         return (None if row is None else _silence(row)), ended == 1
 
+    def ending_after(self, since: float) -> list[Silence]:
+        """The silences that end after ``since`` (:func:`silences_ending_after`), by id."""
+        with self._db.errors("read silences"), self._db.read() as conn:
+            return silences_ending_after(conn, since)
+
     def counts(self, now: float) -> dict[SilenceState, int]:
         """How many silences are in each state at ``now`` (every state present)."""
         s = silences_table.c

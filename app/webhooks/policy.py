@@ -72,9 +72,7 @@ def silence_reason(
     webhook and not released), which pages, with the alert as it is then, when the silences end."""
     if silenced_by:
         ids = ", ".join(str(i) for i in silenced_by)
-        return (
-            f"silenced by silence {ids}; if the alert is still open when the silence ends, it pages then"
-        )
+        return f"silenced by silence {ids}; if the alert is still open when the silence ends, it pages then"
     if notice.event.kind != "opened" and run_start in held:
         return "its alert's opening was silenced: the alert pages (opened) when the silence ends"
     return None

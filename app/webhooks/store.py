@@ -274,9 +274,7 @@ class WebhookStore:
                 h.id: h
                 for h in (
                     _webhook(r)
-                    for r in conn.execute(
-                        sa.select(webhooks_table).where(webhooks_table.c.id.in_(hook_ids))
-                    )
+                    for r in conn.execute(sa.select(webhooks_table).where(webhooks_table.c.id.in_(hook_ids)))
                 )
             }
         released: list[dict[str, Any]] = []
@@ -646,7 +644,11 @@ class _Candidates:
         if not self.silences:
             return []
         facts = AlertFacts(
-            str(candidate.cluster), int(candidate.rule), str(candidate.subject), event.severity, event.evidence
+            str(candidate.cluster),
+            int(candidate.rule),
+            str(candidate.subject),
+            event.severity,
+            event.evidence,
         )
         return silencers(self.silences, facts, event.at)
 
