@@ -9,7 +9,17 @@ import sys
 
 import pytest
 
-from app.cli import analytics, collect, demo, describe, reference_cluster, safe_to_stop, serve, zookeeper
+from app.cli import (
+    analytics,
+    collect,
+    demo,
+    describe,
+    reference_cluster,
+    safe_to_stop,
+    serve,
+    silence,
+    zookeeper,
+)
 from app.cli.main import SUBCOMMANDS, Subcommand, build_parser, load, main
 from tests.support.cli import REPO
 
@@ -21,6 +31,7 @@ NAMES = [
     "collect",
     "analytics",
     "serve",
+    "silence",
     "demo",
 ]
 
@@ -34,7 +45,7 @@ def run_python(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.unit
 def test_one_subcommand_per_module_in_the_order_help_lists_them() -> None:
     modules: list[Subcommand] = [
-        zookeeper, reference_cluster, describe, safe_to_stop, collect, analytics, serve, demo
+        zookeeper, reference_cluster, describe, safe_to_stop, collect, analytics, serve, silence, demo
     ]  # fmt: skip
     assert list(SUBCOMMANDS) == NAMES
     assert [load(name) for name in NAMES] == modules
