@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from datetime import UTC, datetime
@@ -46,12 +47,10 @@ def matcher(text: str) -> dict[str, Any]:
     return {"name": name, "value": value, "regex": False}
 
 
-def timestamp(text: str) -> float:
-    """Seconds since the epoch, or an ISO 8601 time with its offset."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
+def timestamp(text: str) -> int | str:
+    """Whole seconds since the epoch, or an ISO 8601 time with its offset (sent as written)."""
+    if text.isdigit():
+        return int(text)
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -60,7 +59,7 @@ def timestamp(text: str) -> float:
         ) from None
     if parsed.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r} has no offset (add Z or +HH:MM)")
-    return parsed.timestamp()
+    return parsed.isoformat()
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -164,7 +163,9 @@ def _run(args: argparse.Namespace) -> Any:
         if args.maintenance_broker is not None:
             body["maintenance"] = {"broker": args.maintenance_broker}
         if args.duration is not None:
-            body["duration_s"] = args.duration
+            if args.duration < 1:
+                raise BadInputError(f"--duration must be at least 1 s, got {args.duration:g} s")
+            body["duration_s"] = math.ceil(args.duration)
         else:
             body["ends_at"] = args.ends_at
         if args.starts_at is not None:

@@ -32,19 +32,19 @@ CREATE = "silence-create"
 EXPIRE = "silence-expire"
 
 
-def _seconds(value: float | datetime | None, where: str, problems: list[dict[str, Any]]) -> float | None:
-    if not isinstance(value, datetime):
+def _seconds(value: int | str | None, where: str, problems: list[dict[str, Any]]) -> float | None:
+    """Epoch seconds, or an RFC 3339 timestamp with its offset, as seconds (a problem when it is not)."""
+    if not isinstance(value, str):
         return None if value is None else float(value)
-    if value.tzinfo is None:
-        problems.append(
-            {
-                "loc": ("body", where),
-                "msg": "a timestamp needs its offset (Z or +HH:MM)",
-                "type": "value_error",
-            }
-        )
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        why = "not a timestamp" if parsed is None else "a timestamp needs its offset (Z or +HH:MM)"
+        problems.append({"loc": ("body", where), "msg": f"{why}: {value!r}", "type": "value_error"})
         return None
-    return value.timestamp()
+    return parsed.timestamp()
 
 
 def _draft(body: SilenceIn, now: float) -> SilenceDraft:

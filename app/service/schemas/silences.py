@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from app.silences.model import MATCHER_NAMES, MAX_MATCHERS, Silence, SilenceState
+from app.silences.model import MATCHER_NAMES, MAX_DURATION_S, MAX_MATCHERS, Silence, SilenceState
 
-EpochOrTime = StrictFloat | StrictInt | datetime
-"""A time: seconds since the epoch, or an RFC 3339 / ISO 8601 timestamp with its offset."""
+MAX_EPOCH = 253_402_300_799
+"""9999-12-31T23:59:59Z, the latest time a silence takes."""
+EpochOrTime = Annotated[StrictInt, Field(ge=0, le=MAX_EPOCH)] | Annotated[StrictStr, Field(max_length=64)]
+"""A time: whole seconds since the epoch, or an RFC 3339 timestamp with its offset (a string)."""
+Seconds = Annotated[StrictInt, Field(ge=1, le=int(MAX_DURATION_S))]
+"""Whole seconds."""
 
 
 class MatcherIn(BaseModel):
@@ -42,7 +45,7 @@ class SilenceIn(BaseModel):
     maintenance: MaintenanceIn | None = Field(
         default=None, description="a broker's maintenance window (with the matchers, if any: both must match)"
     )
-    duration_s: StrictFloat | StrictInt | None = Field(
+    duration_s: Seconds | None = Field(
         default=None, description="how long it lasts from its start (exactly one of duration_s, ends_at)"
     )
     ends_at: EpochOrTime | None = None

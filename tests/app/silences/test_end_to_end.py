@@ -74,6 +74,25 @@ def test_a_silence_keeps_a_broker_down_page_from_the_receiver_until_it_is_expire
     created = httpx.post(serve.url + "/api/v1/webhooks", json=body, headers=ADMIN, timeout=10)
     assert created.status_code == 201, created.text
 
+    for bad, named in [
+        ({"matchers": [{"name": "brokr", "value": "3"}], "duration_s": 60}, "'brokr'"),
+        (
+            {"matchers": [{"name": "rule", "value": "(", "regex": True}], "duration_s": 60},
+            "regular expression",
+        ),
+        ({"matchers": [{"name": "broker", "value": "3"}]}, "exactly one of duration_s and ends_at"),
+        ({"matchers": [{"name": "broker", "value": "3"}], "duration_s": 60, "ends_at": 2**32}, "exactly one"),
+        ({"matchers": [{"name": "broker", "value": "3"}], "ends_at": "2001-01-01T00:00:00Z"}, "in the past"),
+        ({"matchers": [], "duration_s": 60}, "at least one matcher"),
+    ]:
+        refused = httpx.post(serve.url + "/api/v1/silences", json=bad, headers=ADMIN, timeout=10)
+        assert refused.status_code == 422, refused.text
+        assert named in refused.json()["detail"], refused.text
+    assert httpx.get(serve.url + "/api/v1/silences", headers=ADMIN, timeout=10).json()["total"] == 0
+    bad_cli = cli(serve, "add", "--matcher", "brokr=3", "--duration", "30m")
+    assert (bad_cli.returncode, bad_cli.stderr.count("\n")) == (2, 1), bad_cli.stderr
+    assert "'brokr'" in bad_cli.stderr
+
     request = {"maintenance": {"broker": broker}, "duration_s": 3600, "comment": "rolling restart"}
     made = httpx.post(serve.url + "/api/v1/silences", json=request, headers=ADMIN, timeout=10)
     assert made.status_code == 201, made.text
