@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "collect": "app.cli.collect",
     "analytics": "app.cli.analytics",
     "serve": "app.cli.serve",
+    "silence": "app.cli.silence",
     "demo": "app.cli.demo",
 }
 """Each subcommand's module, in the order ``--help`` lists them."""

@@ -35,6 +35,8 @@ from app.service.consumer_metrics import consumer_metrics
 from app.service.consumers import ConsumerLag
 from app.service.safe_to_stop import cluster_safety
 from app.service.state import ClusterView
+from app.silences.model import SILENCE_STATES
+from app.silences.store import SilenceStore
 from app.webhooks.model import DELIVERY_STATES
 from app.webhooks.store import WebhookStore
 from collectors.health import problem_partitions
@@ -140,6 +142,7 @@ class KafkaHealthCollector(Collector):
             yield _open_alerts(self.store)
         if self.webhooks is not None:
             yield _deliveries(self.webhooks, keys)
+            yield _silences(SilenceStore(self.webhooks.database), keys)
         if self.retention is not None:
             yield from _retention(self.retention, keys)
 
@@ -466,6 +469,15 @@ def _deliveries(webhooks: WebhookStore, keys: Sequence[str]) -> Metric:
         for state in DELIVERY_STATES:
             deliveries.add_metric([cluster, state], totals[state])
     return deliveries
+
+
+def _silences(silences: SilenceStore, keys: Sequence[str]) -> Metric:
+    family = _gauge("silences", "Silences by state: active, pending (not started), expired.", "state")
+    counts = silences.counts(time.time())
+    for cluster in keys:
+        for state in SILENCE_STATES:
+            family.add_metric([cluster, state], counts[state])
+    return family
 
 
 def _retention(retention: RetentionPruner, keys: Sequence[str]) -> Iterator[Metric]:

@@ -5,7 +5,9 @@ lane wakes it after each commit that wrote alert events and their outbox rows, s
 for the poll); while this instance is the leader it
 
 1. writes an outbox row for every new (webhook, alert event) pair
-   (:meth:`WebhookStore.enqueue_deliveries`; the body is rendered then and never changes), and
+   (:meth:`WebhookStore.enqueue_deliveries`; the body is rendered then and never changes; an event a
+   silence matches is entered ``skipped``, and its alert pages when the silence ends if it is still open:
+   :meth:`WebhookStore.release_silenced`, checked on every poll after a silence ended), and
 2. sends the due rows: it claims a row (counting the attempt and leasing the row, in the database) before
    the request and records the outcome after it, so that a crash at any point neither loses a delivery
    (a leased row is sent again when its lease ends) nor sends it under another key: every attempt of a row
@@ -403,6 +405,7 @@ class Notifier:
         self._mutex = threading.Lock()
         self._stats = NotifierStats()
         self._next_full_scan = 0.0
+        self._silences_checked_at = 0.0
         self._quiet_until: dict[int, float] = {}
         """Per webhook: the end of the last ``Retry-After`` its receiver answered (no probe before)."""
         self._next_resend_scan = 0.0
@@ -511,6 +514,13 @@ class Notifier:
         settings = self.settings
         now = self._clock()
         full = now >= self._next_full_scan
+        # an alert a silence held pages once the silence ends (before its later events are entered)
+        released = self.store.release_silenced(
+            now, self.render, ended_since=None if full else self._silences_checked_at
+        )
+        self._silences_checked_at = now
+        if released:
+            log.info("webhook notifier: %d held deliveries released: their silences ended", released)
         limit = 10 * settings.batch_size
         entered = self.store.enqueue_deliveries(
             now, self.render, horizon_s=settings.horizon_s if full else settings.recent_s, limit=limit

@@ -3,7 +3,9 @@ store reads the candidates and writes the rows, :meth:`app.webhooks.store.Webhoo
 
 An event is sent (``pending``) when it passes the webhook's filter (rules, severities), or when it follows
 (``updated``, ``resolved``) an event of the same run of its alert that was sent to the webhook, so that a
-receiver that saw an alert open also sees it resolve; otherwise it is ``skipped``, with the reason. The
+receiver that saw an alert open also sees it resolve; otherwise it is ``skipped``, with the reason. An
+event a silence matches is ``skipped`` too (its row records the silences, ``silenced_by``), and so are the
+later events of a run whose opening a silence held (:func:`silence_reason`). The
 payload is rendered when the row is written; a renderer that fails makes the row ``dead``, not the outbox
 stuck.
 """
@@ -16,7 +18,15 @@ from typing import Final
 
 from app.webhooks.model import AlertNotice, DeliveryState, Webhook, WebhookRenderer
 
-__all__ = ["MAX_ERROR", "OutboxEntry", "clip", "outbox_entry", "run_of", "skip_reason"]
+__all__ = [
+    "MAX_ERROR",
+    "OutboxEntry",
+    "clip",
+    "outbox_entry",
+    "run_of",
+    "silence_reason",
+    "skip_reason",
+]
 
 MAX_ERROR: Final = 500
 """Characters of an error message kept in an outbox row."""
@@ -51,6 +61,21 @@ def skip_reason(webhook: Webhook, notice: AlertNotice, run_start: int, sent: Col
     if reason is not None and event.kind != "opened" and any(run_start <= s < event.sequence for s in sent):
         return None  # a follow-up of an event the receiver got
     return reason
+
+
+def silence_reason(
+    notice: AlertNotice, silenced_by: Sequence[int], run_start: int, held: Collection[int]
+) -> str | None:
+    """Why an event the webhook would be sent is not, because of silences, or None: it is silenced
+    (``silenced_by``: the silences active at its time that match it), or it follows the ``opened`` event of
+    its run that a silence held (``held``: the sequences of the alert's ``opened`` events held for this
+    webhook and not released), which pages, with the alert as it is then, when the silences end."""
+    if silenced_by:
+        ids = ", ".join(str(i) for i in silenced_by)
+        return f"silenced by silence {ids}; if the alert is still open when the silence ends, it pages then"
+    if notice.event.kind != "opened" and run_start in held:
+        return "its alert's opening was silenced: the alert pages (opened) when the silence ends"
+    return None
 
 
 def outbox_entry(

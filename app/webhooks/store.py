@@ -8,17 +8,20 @@ writes the rows. See ``docs/webhooks.md``.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from analytics.model import EventKind, Severity
+from analytics.model import AlertEvent, EventKind, Severity
 from analytics.store import Database, StoreError
 from analytics.store.database import check_page, finite, one_or_many, opt_float, opt_int
 from analytics.store.rows import read_action_ref, read_alert_event
 from analytics.store.tables import alert_events_table, alerts_table
+from app.silences.model import AlertFacts, Silence, silencers
+from app.silences.store import silences_ending_after
+from app.silences.tables import silences_table
 from app.webhooks.model import (
     DELIVERY_STATES,
     WEBHOOK_FIELDS,
@@ -30,7 +33,7 @@ from app.webhooks.model import (
     WebhookRenderer,
     checked_fields,
 )
-from app.webhooks.policy import clip, outbox_entry, run_of, skip_reason
+from app.webhooks.policy import clip, outbox_entry, run_of, silence_reason, skip_reason
 from app.webhooks.tables import webhook_deliveries_table, webhooks_table
 
 __all__ = ["DEFAULT_WEBHOOK_HORIZON_S", "WebhookStore"]
@@ -187,8 +190,9 @@ class WebhookStore:
         concurrent call inserts nothing twice. An event is ``pending`` when it passes the webhook's filter,
         or when it follows (updated, resolved) an event of the same run of its alert that was sent to the
         webhook, so that a receiver that saw an alert open also sees it resolve; otherwise ``skipped``,
-        with the reason (:mod:`app.webhooks.policy`). The payload is rendered now (a failing ``render``
-        makes the row ``dead``).
+        with the reason (:mod:`app.webhooks.policy`); an event a silence active at its time matches is
+        ``skipped`` with ``silenced_by`` (:meth:`release_silenced` pages its alert when the silence ends).
+        The payload is rendered now (a failing ``render`` makes the row ``dead``).
         """
         check_page(limit, 0)
         now = finite(now, "enqueue_deliveries: now")
@@ -207,6 +211,111 @@ class WebhookStore:
                 outbox,
             )
             return len(written.all())
+
+    def release_silenced(
+        self, now: float, render: WebhookRenderer, *, ended_since: float | None = None
+    ) -> int:
+        """Page the open alerts whose opening a silence held and that no silence matches any more: the held
+        ``opened`` row of each one's current run goes ``pending`` (once: the update is conditional on the
+        row still being held), with the alert as it is now (its current severity, summary and evidence),
+        for each enabled webhook that watches its cluster and whose filter it passes. Returns how many rows
+        were released.
+
+        ``ended_since``: look only if a silence ended after it (and at or before ``now``), a cheap index
+        read; None looks in every case (the notifier does on its full scans, and when it takes over)."""
+        now = finite(now, "release_silenced: now")
+        d, a, e, s = webhook_deliveries_table.c, alerts_table.c, alert_events_table.c, silences_table.c
+        if ended_since is not None:
+            ended = sa.select(s.id).where(s.ends_at > ended_since, s.ends_at <= now).limit(1)
+            with self._db.errors("read ended silences"), self._db.read() as conn:
+                if conn.execute(ended).first() is None:
+                    return 0
+        later = alert_events_table.alias("later_opening")
+        query = (
+            sa.select(
+                d.id,
+                d.webhook_id,
+                d.fingerprint,
+                d.sequence,
+                e.at,
+                a.cluster,
+                a.rule,
+                a.subject,
+                a.severity,
+                a.summary,
+                a.evidence,
+                a.action,
+            )
+            .select_from(
+                webhook_deliveries_table.join(alerts_table, a.fingerprint == d.fingerprint).join(
+                    alert_events_table, sa.and_(e.fingerprint == d.fingerprint, e.sequence == d.sequence)
+                )
+            )
+            .where(
+                a.state == "open",
+                d.state == "skipped",
+                d.kind == "opened",
+                d.silenced_by.is_not(None),
+                ~sa.exists().where(
+                    later.c.fingerprint == d.fingerprint,
+                    later.c.kind == "opened",
+                    later.c.sequence > d.sequence,
+                ),
+            )
+            .order_by(d.id)
+        )
+        with self._db.errors("read the deliveries silences held"), self._db.read() as conn:
+            rows = conn.execute(query).all()
+            if not rows:
+                return 0
+            silences = silences_ending_after(conn, now)
+            hook_ids = sorted({int(r.webhook_id) for r in rows})
+            hooks = {
+                h.id: h
+                for h in (
+                    _webhook(r)
+                    for r in conn.execute(sa.select(webhooks_table).where(webhooks_table.c.id.in_(hook_ids)))
+                )
+            }
+        released: list[dict[str, Any]] = []
+        for row in rows:
+            severity = cast(Severity, row.severity)
+            facts = AlertFacts(str(row.cluster), int(row.rule), str(row.subject), severity, row.evidence)
+            hook = hooks.get(int(row.webhook_id))
+            if hook is None or not hook.enabled or not hook.watches(facts.cluster):
+                continue
+            if silencers(silences, facts, now) or hook.mismatch(facts.rule, severity) is not None:
+                continue  # still silenced; or it no longer passes the webhook's filter
+            event = AlertEvent(
+                str(row.fingerprint), int(row.sequence), "opened", float(row.at), severity,
+                str(row.summary), dict(row.evidence),
+            )  # fmt: skip
+            notice = AlertNotice(
+                event, facts.cluster, facts.rule, facts.subject, read_action_ref(row.action), float(row.at)
+            )
+            entry = outbox_entry(hook, notice, None, render)
+            released.append(
+                {"row_id": int(row.id), "new_state": entry.state, "body": entry.payload, "error": entry.error}
+            )
+        if not released:
+            return 0
+        statement = (
+            sa.update(webhook_deliveries_table)
+            .where(d.id == sa.bindparam("row_id"), d.state == "skipped")
+            .values(
+                state=sa.bindparam("new_state"),
+                payload=sa.bindparam("body"),
+                last_error=sa.bindparam("error"),
+                attempts=0,
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )
+        with self._db.errors("release the deliveries silences held"), self._db.write() as conn:
+            count = 0
+            for values in released:  # one by one: each update's rowcount says whether it released the row
+                count += int(conn.execute(statement, values).rowcount)
+            return count
 
     def enqueue_in(
         self,
@@ -567,6 +676,10 @@ class _Candidates:
     """Per alert: ``(sequence, at)`` of its ``opened`` events, in sequence order."""
     sent: dict[tuple[int, str], set[int]]
     """Per (webhook, alert): the sequences of the events in its outbox that are not skipped."""
+    silences: list[Silence] = field(default_factory=list)
+    """The silences that may silence the candidates (those ending after the earliest)."""
+    held: dict[tuple[int, str], set[int]] = field(default_factory=dict)
+    """Per (webhook, alert): the sequences of its ``opened`` events a silence held (not released yet)."""
 
     @staticmethod
     def read(
@@ -601,7 +714,34 @@ class _Candidates:
             sent.setdefault((int(delivered.webhook_id), str(delivered.fingerprint)), set()).add(
                 int(delivered.sequence)
             )
-        return _Candidates(rows, hooks, openings, sent)
+        held: dict[tuple[int, str], set[int]] = {}
+        for skipped in conn.execute(
+            sa.select(d.webhook_id, d.fingerprint, d.sequence).where(
+                d.webhook_id.in_(hook_ids),
+                d.fingerprint.in_(fingerprints),
+                d.state == "skipped",
+                d.kind == "opened",
+                d.silenced_by.is_not(None),
+            )
+        ):
+            held.setdefault((int(skipped.webhook_id), str(skipped.fingerprint)), set()).add(
+                int(skipped.sequence)
+            )
+        silences = silences_ending_after(conn, min(float(r.at) for r in rows))
+        return _Candidates(rows, hooks, openings, sent, silences, held)
+
+    def silenced_by(self, candidate: sa.Row[Any], event: AlertEvent) -> list[int]:
+        """The silences active at the event's time that match it."""
+        if not self.silences:
+            return []
+        facts = AlertFacts(
+            str(candidate.cluster),
+            int(candidate.rule),
+            str(candidate.subject),
+            event.severity,
+            event.evidence,
+        )
+        return silencers(self.silences, facts, event.at)
 
     def outbox_rows(self, now: float, render: WebhookRenderer) -> list[dict[str, Any]]:
         """The outbox rows of the candidates, in order (an event sent here counts as sent for the next)."""
@@ -622,6 +762,13 @@ class _Candidates:
             )
             sent = self.sent.setdefault((hook.id, event.fingerprint), set())
             reason = skip_reason(hook, notice, run_start, sent)
+            silenced: list[int] | None = None
+            if reason is None:
+                held = self.held.setdefault((hook.id, event.fingerprint), set())
+                silenced = self.silenced_by(candidate, event) or None
+                reason = silence_reason(notice, silenced or (), run_start, held)
+                if silenced is not None and event.kind == "opened":
+                    held.add(event.sequence)
             if reason is None:
                 sent.add(event.sequence)
             entry = outbox_entry(hook, notice, reason, render)
@@ -642,6 +789,7 @@ class _Candidates:
                     "last_error": entry.error,
                     "created_at": now,
                     "delivered_at": None,
+                    "silenced_by": silenced,
                 }
             )
         return outbox

@@ -1,6 +1,7 @@
 """The webhook tables: ``webhooks`` (the subscriptions) and ``webhook_deliveries`` (the outbox), with the
-migration that creates them (version 2), the one that gives a webhook its clusters (version 7) and the one
-that lets its format be ``alertmanager-api`` (version 8).
+migration that creates them (version 2), the one that gives a webhook its clusters (version 7), the one
+that lets its format be ``alertmanager-api`` (version 8) and the one that adds the silences and the
+outbox's ``silenced_by`` (version 9).
 
 The outbox references the analytics tables' alert events (an outbox row is one alert event for one webhook,
 and goes when its event is deleted), so migration 2 comes after the analytics tables' migration 1 in the
@@ -19,6 +20,7 @@ from analytics.store import Migration
 from analytics.store.database import JSON_TYPE, TIME_TYPE
 from analytics.store.migrations import TableChange, add_column
 from analytics.store.tables import alert_events_table
+from app.silences.tables import silences_table
 from app.webhooks.model import WEBHOOK_FORMATS
 
 __all__ = ["WEBHOOK_MIGRATIONS", "metadata", "webhook_deliveries_table", "webhooks_table"]
@@ -71,6 +73,9 @@ webhook_deliveries_table = sa.Table(
     sa.Column("last_error", sa.Text),
     sa.Column("created_at", TIME_TYPE, nullable=False),
     sa.Column("delivered_at", TIME_TYPE),
+    # a skipped row's silences (a JSON array of ids): the event was silenced, and its alert pages when they
+    # end if it is still open (WebhookStore.release_silenced); NULL for every other row
+    sa.Column("silenced_by", JSON_TYPE),
     sa.ForeignKeyConstraint(
         ["webhook_id"], ["webhooks.id"], name="fk_webhook_deliveries_webhook", ondelete="CASCADE"
     ),
@@ -134,7 +139,14 @@ WEBHOOK_MIGRATIONS: Final[tuple[Migration, ...]] = (
         "webhooks in Alertmanager's API format",
         changes=(TableChange(webhooks_table.name, (_widen_formats_check,)),),
     ),
+    Migration(
+        9,
+        "silences, and the outbox rows a silence held",
+        creates=(silences_table,),
+        changes=(add_column(webhook_deliveries_table, "silenced_by"),),
+    ),
 )
 """The webhook tables' migrations (version 2: after the analytics tables', whose events it references; 7:
 a webhook's clusters, NULL for the webhooks created before it, which get every cluster's events; 8: the
-``alertmanager-api`` format)."""
+``alertmanager-api`` format; 9: the silences (:mod:`app.silences.tables`) and the outbox rows they
+held)."""

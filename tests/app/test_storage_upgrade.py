@@ -69,8 +69,9 @@ def old_database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, d
     return url, expected(POSTGRESQL)
 
 
-NEW_TABLES: Final = ("load_rollups", "cluster_rollups")
-"""Tables created after the fixtures were written (migration 5: the retention's hourly rollups)."""
+NEW_TABLES: Final = ("load_rollups", "cluster_rollups", "silences")
+"""Tables created after the fixtures were written (migration 5: the retention's hourly rollups; 8: the
+silences)."""
 OLD_TABLES: Final = tuple(name for name in TABLES if name not in NEW_TABLES)
 
 
@@ -88,6 +89,8 @@ AUDIT_COLUMNS_SINCE: Final = {"cluster": None}
 """What migration 6 gives the audit entries written before it: the single unnamed cluster's."""
 WEBHOOK_COLUMNS_SINCE: Final = {"clusters": None}
 """What migration 7 gives the webhooks created before it: every cluster's events."""
+DELIVERY_COLUMNS_SINCE: Final = {"silenced_by": None}
+"""What migration 9 gives the outbox rows written before it: none was held by a silence."""
 
 
 def upgraded(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -97,6 +100,7 @@ def upgraded(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str
     rows["actions"] = [row | ACTION_COLUMNS_SINCE for row in rows["actions"]]
     rows["audit_log"] = [row | AUDIT_COLUMNS_SINCE for row in rows["audit_log"]]
     rows["webhooks"] = [row | WEBHOOK_COLUMNS_SINCE for row in rows["webhooks"]]
+    rows["webhook_deliveries"] = [row | DELIVERY_COLUMNS_SINCE for row in rows["webhook_deliveries"]]
     return rows | {name: [] for name in NEW_TABLES}
 
 

@@ -57,6 +57,7 @@ TABLES: Final = (
     "audit_log",
     "load_rollups",
     "cluster_rollups",
+    "silences",
 )
 """Every table of the application's database (:data:`app.storage.MIGRATIONS`)."""
 DATA_TABLES: Final = TABLES[1:5]

@@ -4,8 +4,8 @@ components they depend on (:mod:`app.service.deps`), the bodies in :mod:`app.ser
 :data:`ROUTERS` is the order ``create_app`` includes them in (the order of the OpenAPI document). The
 routes about one cluster (:data:`CLUSTER_ROUTERS`) are served twice: at ``/api/v1/...`` for the only
 cluster of a single-cluster service, and at ``/api/v1/clusters/{cluster}/...`` for any watched cluster
-(:func:`~app.service.routes.clusters.scoped`). The probes, the audit trail and the webhooks are the
-service's, not a cluster's.
+(:func:`~app.service.routes.clusters.scoped`). The probes, the audit trail, the webhooks and the
+silences are the service's, not a cluster's.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from app.service.routes import (
     plans,
     probes,
     safe_to_stop,
+    silences,
     throttles,
     webhooks,
 )
@@ -48,5 +49,6 @@ ROUTERS: tuple[APIRouter, ...] = (
     *CLUSTER_ROUTERS,
     audit.router,
     webhooks.router,
+    silences.router,
     *(clusters.scoped(router) for router in CLUSTER_ROUTERS),
 )

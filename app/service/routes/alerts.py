@@ -19,6 +19,8 @@ from app.service.deps import ClusterDep, Operator, Runner, StoreDep, Viewer
 from app.service.schemas.alerts import AckIn, AlertDetail, AlertEventOut, AlertOut
 from app.service.schemas.common import Page, Problem
 from app.service.schemas.params import Limit, Offset
+from app.silences.model import AlertFacts, Silence, silencers
+from app.silences.store import SilenceStore
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 
@@ -49,8 +51,10 @@ def alerts(
     ]
     page = found[offset : offset + limit]
     acks = store.acknowledgements([a.fingerprint for a in page])
+    now = time.time()
+    silences = SilenceStore(store.database).ending_after(now) if page else []
     return Page[AlertOut](
-        items=[AlertOut(**_alert_out(a, acks.get(a.fingerprint))) for a in page],
+        items=[AlertOut(**_alert_out(a, acks.get(a.fingerprint), silences, now)) for a in page],
         total=len(found),
         offset=offset,
         limit=limit,
@@ -61,8 +65,12 @@ def alerts(
 def alert(fingerprint: str, _: Viewer, watched: ClusterDep, store: StoreDep, request: Request) -> AlertDetail:
     found = _alert_or_404(store, fingerprint, _scope(request, watched.key))
     ack = store.acknowledgements([fingerprint]).get(fingerprint)
-    events = [_event_out(e) for e in store.alert_events(fingerprint)]
-    return AlertDetail(**_alert_out(found, ack), events=events)
+    recorded = store.alert_events(fingerprint)
+    now = time.time()
+    since = min((e.at for e in recorded), default=now)
+    silences = SilenceStore(store.database).ending_after(min(since, now))
+    events = [_event_out(e, _silenced_by(found, e.severity, e.evidence, silences, e.at)) for e in recorded]
+    return AlertDetail(**_alert_out(found, ack, silences, now), events=events)
 
 
 @router.post(
@@ -91,7 +99,8 @@ def acknowledge(
     detail = {"alert": fingerprint, "comment": comment}
     runner.audit(who, "ack", dry_run=False, outcome="accepted", detail=detail)
     ack = store.acknowledgements([fingerprint]).get(fingerprint)
-    return AlertOut(**_alert_out(found, ack))
+    now = time.time()
+    return AlertOut(**_alert_out(found, ack, SilenceStore(store.database).ending_after(now), now))
 
 
 def _check_filters(states: list[str], severities: list[str]) -> None:
@@ -116,8 +125,20 @@ def _alert_or_404(store: Store, fingerprint: str, cluster: str | None) -> AlertS
     return alert
 
 
-def _alert_out(alert: AlertState, ack: Acknowledgement | None) -> dict[str, Any]:
+def _silenced_by(
+    alert: AlertState, severity: str, evidence: Mapping[str, Any], silences: list[Silence], at: float
+) -> list[int]:
+    """The silences active at ``at`` that match the alert in this state (its severity and evidence)."""
+    facts = AlertFacts(alert.cluster, alert.rule, alert.subject, severity, evidence)
+    return silencers(silences, facts, at)
+
+
+def _alert_out(
+    alert: AlertState, ack: Acknowledgement | None, silences: list[Silence], now: float
+) -> dict[str, Any]:
+    silenced = alert.state == "open" and bool(silences)
     return {
+        "silenced_by": _silenced_by(alert, alert.severity, alert.evidence, silences, now) if silenced else [],
         "fingerprint": alert.fingerprint,
         "cluster": alert.cluster,
         "rule": alert.rule,
@@ -148,8 +169,9 @@ def _causes(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{k: c[k] for k in keys} for c in causes if isinstance(c, Mapping) and all(k in c for k in keys)]
 
 
-def _event_out(event: AlertEvent) -> AlertEventOut:
+def _event_out(event: AlertEvent, silenced_by: list[int]) -> AlertEventOut:
     return AlertEventOut(
+        silenced_by=silenced_by,
         sequence=event.sequence,
         kind=event.kind,
         at=event.at,

@@ -48,6 +48,11 @@ class AlertOut(BaseModel):
     resolved_at: float | None
     acknowledged_by: str | None
     acknowledged_at: float | None
+    silenced_by: list[int] = Field(
+        default_factory=list,
+        description="the silences that silence this open alert now (GET /api/v1/silences/{id}): its "
+        "events are not sent to the webhooks; it pages when they end if it is still open",
+    )
 
 
 class AlertEventOut(BaseModel):
@@ -57,6 +62,10 @@ class AlertEventOut(BaseModel):
     severity: str
     summary: str
     evidence: dict[str, Any]
+    silenced_by: list[int] = Field(
+        default_factory=list,
+        description="the silences active at the event's time that matched it: it was not sent",
+    )
 
 
 class AlertDetail(AlertOut):

@@ -18,6 +18,7 @@ from app.cli import (
     rolling_restart,
     safe_to_stop,
     serve,
+    silence,
     zookeeper,
 )
 from app.cli.main import SUBCOMMANDS, Subcommand, build_parser, load, main
@@ -32,6 +33,7 @@ NAMES = [
     "collect",
     "analytics",
     "serve",
+    "silence",
     "demo",
 ]
 
@@ -45,7 +47,8 @@ def run_python(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.unit
 def test_one_subcommand_per_module_in_the_order_help_lists_them() -> None:
     modules: list[Subcommand] = [
-        zookeeper, reference_cluster, describe, safe_to_stop, rolling_restart, collect, analytics, serve, demo
+        zookeeper, reference_cluster, describe, safe_to_stop, rolling_restart, collect, analytics, serve,
+        silence, demo
     ]  # fmt: skip
     assert list(SUBCOMMANDS) == NAMES
     assert [load(name) for name in NAMES] == modules
