@@ -30,8 +30,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.actions.orders import ActionError, ConflictError, InvalidRequestError, NotFoundError
 from app.actions.reassignment import Problem
-from app.actions.runner import ActionError, ConflictError, InvalidRequestError, NotFoundError
 from app.service.allow import OptionsMiddleware, allow_header, allowed_methods
 from app.service.auth import TokenStore, parse_token_file, parse_tokens
 from app.service.config import ServiceSettings

@@ -10,8 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StrictInt, model_validator
 
 from app.actions.adaptive import AdaptiveThrottle
-from app.actions.reassignment import ReassignmentRequest
-from app.actions.runner import (
+from app.actions.orders import (
     DecommissionOrder,
     DecommissionOutcome,
     ElectionOrder,
@@ -22,6 +21,7 @@ from app.actions.runner import (
     ReassignmentOutcome,
     RollbackOrder,
 )
+from app.actions.reassignment import ReassignmentRequest
 from app.actions.state import ActionRecord
 from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, Flag, PartitionNumber, Rate
 from app.service.schemas.limits import MAX_PARTITIONS, MAX_REPLICAS, MAX_TOPIC_NAME, MAX_TOPICS, TopicName

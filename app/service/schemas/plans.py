@@ -8,9 +8,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StrictInt
 
+from app.actions.orders import DrainOrder, PlanOutcome, RebalanceOrder
 from app.actions.rebalance import LoadSummary, RebalancePlan
 from app.actions.rebalance.plan import ReplicaMove
-from app.actions.runner import DrainOrder, PlanOutcome, RebalanceOrder
 from app.actions.sizes import copy_bytes
 from app.service.schemas.common import PUBLISHED_ACTIONS, BrokerId, Flag, Rate
 from app.service.schemas.limits import MAX_BROKERS, MAX_TOPICS, TopicName

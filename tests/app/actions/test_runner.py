@@ -15,10 +15,7 @@ import pytest
 from kazoo.exceptions import NodeExistsError
 
 from analytics.model import BrokerLoad, LoadWindow, Window
-from app.actions.reassignment import ReassignmentRequest
-from app.actions.runner import (
-    ActionPool,
-    ActionRunner,
+from app.actions.orders import (
     ConflictError,
     DecommissionOrder,
     DrainOrder,
@@ -29,6 +26,8 @@ from app.actions.runner import (
     ReassignmentOrder,
     RebalanceOrder,
 )
+from app.actions.reassignment import ReassignmentRequest
+from app.actions.runner import ActionPool, ActionRunner
 from app.actions.state import ActionRecord, ActionState, AuditEntry, MemoryActionLog, request_digest
 from collectors.health import HealthReport, assess
 from collectors.kafka import zkdata
