@@ -19,7 +19,7 @@ Seconds = Annotated[StrictInt, Field(ge=1, le=int(MAX_DURATION_S))]
 class MatcherIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: StrictStr = Field(description=f"the label: one of {', '.join(MATCHER_NAMES)}")
+    name: StrictStr = Field(max_length=64, description=f"the label: one of {', '.join(MATCHER_NAMES)}")
     value: Annotated[StrictStr, Field(max_length=1000)]
     regex: StrictBool = Field(
         default=False, description="value is a regular expression that must match the whole label"
