@@ -52,7 +52,6 @@ from app.maintenance.journal import (
     STEPS,
     STOPPED,
     BrokerProgress,
-    Journal,
     RunRecord,
 )
 from app.maintenance.watch import POLL_S, wait
@@ -93,6 +92,13 @@ class Cluster(Protocol):
 
     @property
     def changed(self) -> threading.Event: ...
+
+
+class RunJournal(Protocol):
+    """Where a run's record is kept: :class:`app.maintenance.journal.Journal` (a file, the command line) or
+    the service's database (:class:`app.maintenance.store.StoreJournal`)."""
+
+    def save(self, run: RunRecord) -> None: ...
 
 
 class RestartFailedError(Exception):
@@ -312,7 +318,7 @@ class Conductor:
     def __init__(
         self,
         cluster: Cluster,
-        journal: Journal,
+        journal: RunJournal,
         record: RunRecord,
         *,
         restarter: Restarter | None,
@@ -765,3 +771,43 @@ def report(record: RunRecord, outcome: Outcome) -> dict[str, Any]:
         "stopped": record.stopped,
         "brokers": brokers,
     }
+
+
+# --- what the automation does next (the service's external mode) ------------------------------------------
+
+_STEP_REASONS = {
+    "wait_safe": "waiting until it is safe to stop (as safe-to-stop judges): do not stop it yet",
+    "demote": "moving its leaderships away (demote-broker): do not stop it yet",
+    "silence": "silencing what its absence raises: do not stop it yet",
+    "rejoin": "restarted: waiting until it is back in the ISR of every partition it holds",
+    "promote": "restarted and back in every ISR: moving its leaderships back (promote-broker)",
+    "unsilence": "restarted: lifting its silence once the alerts it held have resolved",
+}
+
+
+def next_step(record: RunRecord) -> dict[str, Any] | None:
+    """``{"broker", "may_stop", "reason"}`` for the automation that stops the brokers (external mode): the
+    broker the run is at, whether it may be stopped (and started again) now, and why (not); None once every
+    broker is done. Only a broker whose ``restart`` step has started and not ended may stop: the conductor
+    then waits for its registration to end and come back with a new session."""
+    remaining = record.remaining
+    if not remaining:
+        return None
+    broker = remaining[0]
+    progress = record.brokers.get(broker)
+    steps = {} if progress is None else progress.steps
+    if record.state != RUNNING:
+        reason = (record.stopped or {}).get("reason") or f"the run is {record.state}"
+        return {"broker": broker, "may_stop": False, "reason": f"the run is {record.state}: {reason}"}
+    restart = steps.get("restart")
+    if restart is not None and restart.started and not restart.done:
+        return {
+            "broker": broker,
+            "may_stop": True,
+            "reason": "may be stopped now: stop it and start it again; the run waits for it to register "
+            "with a new session",
+        }
+    current = next((name for name in reversed(STEPS) if name in steps and steps[name].started), None)
+    if current is None:
+        return {"broker": broker, "may_stop": False, "reason": "next: do not stop it yet"}
+    return {"broker": broker, "may_stop": False, "reason": _STEP_REASONS.get(current, current)}

@@ -266,3 +266,57 @@ def test_a_second_broker_stopped_by_hand_midway_stops_with_3_and_pages(
     finally:
         httpx.post(f"{reference.control.url}/brokers/{by_hand}/start", json={}, timeout=30)
         wait_for(reference.full_isrs, timeout=120, message="every ISR full again")
+
+
+def test_the_service_conducts_a_rolling_restart_that_automation_follows_through_next(
+    reference: Reference,
+) -> None:
+    controller = reference.cluster.controller
+    assert controller is not None
+    brokers = [b for b in range(BROKERS) if b != controller.broker_id][:2]
+    wait_for(reference.full_isrs, timeout=120, message="every ISR full")
+    refused = reference.serve.post("/api/v1/maintenance/rolling-restarts", {"brokers": [99]})
+    assert refused.status_code == 422, refused.text
+    assert "broker 99 is neither registered nor assigned any replica" in refused.json()["detail"]
+    started = reference.serve.post(
+        "/api/v1/maintenance/rolling-restarts",
+        {"brokers": brokers, "demote": True, "silence": True, "restart": "external", "wait_rejoined_s": 300},
+    )
+    assert started.status_code == 202, started.text
+    run = started.json()
+    assert (run["state"], run["order"]) == ("running", brokers)
+    busy = reference.serve.post("/api/v1/maintenance/rolling-restarts", {"brokers": brokers})
+    assert busy.status_code == 409, busy.text
+
+    # the automation: poll next, stop the broker it may stop, start it again
+    stopped: list[int] = []
+
+    def follow() -> dict[str, Any] | None:
+        body: dict[str, Any] = reference.serve.get(f"/api/v1/maintenance/rolling-restarts/{run['id']}").json()
+        if body["state"] != "running":
+            return body
+        following = body["next"]
+        if following is not None and following["may_stop"] and following["broker"] not in stopped:
+            broker = following["broker"]
+            stopped.append(broker)
+            control = f"{reference.control.url}/brokers/{broker}"
+            httpx.post(f"{control}/stop", json={"controlled": True}, timeout=60).raise_for_status()
+            httpx.post(f"{control}/start", json={}, timeout=60).raise_for_status()
+        return None
+
+    body = wait_for(follow, timeout=RUN_TIMEOUT, message="the service's rolling restart to end")
+    assert body["state"] == "done", body
+    assert body["next"] is None
+    assert stopped == brokers
+    assert [(b["broker"], b["done"]) for b in body["brokers"]] == [(b, True) for b in brokers]
+    for entry in body["brokers"]:
+        assert list(entry["steps"]) == [
+            "wait_safe", "demote", "silence", "restart", "rejoin", "promote", "unsilence"
+        ]  # fmt: skip
+    listed = reference.serve.get("/api/v1/maintenance/rolling-restarts").json()
+    assert listed["items"][0]["id"] == run["id"]
+    audit = reference.serve.get("/api/v1/audit").json()
+    assert ("rolling-restart", "accepted") in [(e["action"], e["outcome"]) for e in audit]
+    ended = reference.serve.post(f"/api/v1/maintenance/rolling-restarts/{run['id']}/cancel")
+    assert ended.status_code == 409, ended.text
+    wait_for(reference.full_isrs, timeout=120, message="every ISR full again")
