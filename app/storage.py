@@ -4,7 +4,8 @@ one :class:`~analytics.store.Database`.
 Each subsystem owns its tables, queries and migration: the analytics tables are versions 1 and 5
 (:mod:`analytics.store.tables`), the webhooks' versions 2, 7, 8 and 9 (:mod:`app.webhooks.tables`; 9 also
 creates the silences' table, :mod:`app.silences.tables`), the runbook actions' versions 3, 4 and 6
-(:mod:`app.actions.store`). A database records the versions applied (``schema_version``), so the numbers
+(:mod:`app.actions.store`), the service's rolling restarts' version 10 (:mod:`app.maintenance.tables`). A
+database records the versions applied (``schema_version``), so the numbers
 and descriptions never change; a new migration takes the next number, whichever subsystem it belongs to,
 and :data:`MIGRATIONS` sorts them by version. The composition roots (the service,
 ``kafka-health analytics``, the demo) open the database with this list, so that whichever starts first
@@ -24,6 +25,8 @@ from analytics.store.migrations import metadata as schema_version_metadata
 from analytics.store.tables import metadata as analytics_metadata
 from app.actions.store import ACTION_MIGRATIONS, StoreActionLog
 from app.actions.store import metadata as action_metadata
+from app.maintenance.tables import MAINTENANCE_MIGRATIONS
+from app.maintenance.tables import metadata as maintenance_metadata
 from app.silences.tables import metadata as silence_metadata
 from app.webhooks.store import WebhookStore
 from app.webhooks.tables import WEBHOOK_MIGRATIONS
@@ -32,12 +35,15 @@ from app.webhooks.tables import metadata as webhook_metadata
 __all__ = ["METADATA", "MIGRATIONS", "Storage", "open_database"]
 
 MIGRATIONS: Final[tuple[Migration, ...]] = tuple(
-    sorted((*ANALYTICS_MIGRATIONS, *WEBHOOK_MIGRATIONS, *ACTION_MIGRATIONS), key=lambda m: m.version)
+    sorted(
+        (*ANALYTICS_MIGRATIONS, *WEBHOOK_MIGRATIONS, *ACTION_MIGRATIONS, *MAINTENANCE_MIGRATIONS),
+        key=lambda m: m.version,
+    )
 )
 """Every schema version, in order: 1 the analytics tables, 2 the webhooks, 3 and 4 the actions and audit
 log, 5 the analytics' hourly rollups and the retention indexes, 6 the actions' and audit entries'
 cluster, 7 the webhooks' clusters, 8 the webhooks' ``alertmanager-api`` format, 9 the silences (and the
-outbox rows they held)."""
+outbox rows they held), 10 the service's rolling restarts."""
 
 METADATA: Final[tuple[sa.MetaData, ...]] = (
     schema_version_metadata,
@@ -45,6 +51,7 @@ METADATA: Final[tuple[sa.MetaData, ...]] = (
     webhook_metadata,
     action_metadata,
     silence_metadata,
+    maintenance_metadata,
 )
 """The table definitions the queries are built from, per owner (the same schema as :data:`MIGRATIONS`)."""
 

@@ -27,7 +27,9 @@ RUNNING = "running"
 PAUSED = "paused"
 STOPPED = "stopped"
 DONE = "done"
-STATES = (RUNNING, PAUSED, STOPPED, DONE)
+CANCELLED = "cancelled"
+"""The service's runs only: cancelled through the API (a paused run that is not resumed)."""
+STATES = (RUNNING, PAUSED, STOPPED, DONE, CANCELLED)
 
 
 class JournalError(ValueError):

@@ -7,7 +7,10 @@ For each broker, in order (the active controller moved last, again before each b
 1. ``wait_safe``: wait until it is safe to stop, as ``kafka-health safe-to-stop`` judges
    (:func:`collectors.safe_to_stop.safe_to_stop`, through :func:`app.maintenance.watch.wait`), at most
    ``max_unsafe_wait_s``;
-2. ``demote``: the service's ``demote-broker`` action, so that it leads nothing when it stops;
+2. ``demote``: the service's ``demote-broker`` action, so that it leads nothing when it stops (refused for
+   now, 409: another demotion or promotion unfinished, a reassignment in ZooKeeper, it is asked again, at
+   most ``max_unsafe_wait_s``; a run that crashed between starting it and journaling its id follows that
+   action, found in the service's log, rather than start another);
 3. ``silence``: the service's maintenance silence for it (what its absence raises, nothing else), for its
    window: ``wait_rejoined_s`` from now;
 4. ``restart``: run the restart command (:class:`Restarter`), or, in external mode, tell that it may be
@@ -16,7 +19,9 @@ For each broker, in order (the active controller moved last, again before each b
 5. ``rejoin``: wait until every partition with a replica on it has it back in the ISR, until the window
    ends; if it has not, the run stops there and lifts nothing, so the alerts page;
 6. ``promote``: the service's ``promote-broker`` action (the leaderships back);
-7. ``unsilence``: expire its silence.
+7. ``unsilence``: expire its silence, once the alerts it holds have resolved (one still open when its
+   silence ends would page: rule 5 resolves some time after the broker registers again), at the latest
+   when its window ends.
 
 Before each broker and throughout every wait, a condition that the broker being restarted does not explain
 stops the run (:func:`unexplained`): another broker down, a partition offline, a partition under min ISR
@@ -47,7 +52,6 @@ from app.maintenance.journal import (
     STEPS,
     STOPPED,
     BrokerProgress,
-    Journal,
     RunRecord,
 )
 from app.maintenance.watch import POLL_S, wait
@@ -61,6 +65,17 @@ LISTED = 5
 """Partitions named in one sentence; the rest are counted."""
 ACTION_POLL_S = 1.0
 """How often the state of a demotion or promotion is read from the service."""
+RETRY_S = 2.0
+"""How often a demotion or promotion the service refused for now (409) is asked again."""
+HELD_POLL_S = 1.0
+"""How often the alerts a broker's silence holds are counted while the conductor waits for them to
+resolve before it lifts the silence."""
+CLOCK_SLACK_S = 60.0
+"""How far before a step's journaled start an action the service records may have been requested (the
+conductor's clock and the service's may differ): how far back a resumed run looks for the action a crashed
+run started but did not journal."""
+DEMOTE_BROKER = "demote-broker"
+PROMOTE_BROKER = "promote-broker"
 SUCCEEDED = "SUCCEEDED"
 TERMINAL = frozenset({"SUCCEEDED", "PARTIAL", "FAILED", "CANCELLED"})
 """The action states that end an action (app/actions/state.py)."""
@@ -79,6 +94,13 @@ class Cluster(Protocol):
     def changed(self) -> threading.Event: ...
 
 
+class RunJournal(Protocol):
+    """Where a run's record is kept: :class:`app.maintenance.journal.Journal` (a file, the command line) or
+    the service's database (:class:`app.maintenance.store.StoreJournal`)."""
+
+    def save(self, run: RunRecord) -> None: ...
+
+
 class RestartFailedError(Exception):
     """The restart command failed (could not run, or exited non-zero)."""
 
@@ -94,6 +116,11 @@ class ServiceError(Exception):
     """The kafka-health service could not be asked (unreachable, refused the request)."""
 
 
+class ServiceConflictError(ServiceError):
+    """The service refused the request for now (409): another demotion or promotion is unfinished, a
+    reassignment or a preferred election is in ZooKeeper. Asking again later may succeed."""
+
+
 class MaintenanceService(Protocol):
     """The steps the kafka-health service performs: demotion, promotion and silences."""
 
@@ -107,6 +134,16 @@ class MaintenanceService(Protocol):
 
     def action_state(self, action_id: str) -> tuple[str, str | None]:
         """The action's state (``RUNNING``, ``SUCCEEDED``, ...) and its error, if any."""
+        ...
+
+    def find_action(self, kind: str, broker: int, since: float) -> str | None:
+        """The id of the newest ``kind`` action (``demote-broker``, ``promote-broker``) of ``broker``
+        requested at or after ``since`` (epoch seconds), None when there is none: the action a run that
+        crashed between starting it and journaling its id started."""
+        ...
+
+    def held(self, silence_id: str) -> int:
+        """How many open alerts the silence holds now (they page if it ends while they are open)."""
         ...
 
     def silence(self, broker: int, duration_s: int, comment: str) -> str:
@@ -281,7 +318,7 @@ class Conductor:
     def __init__(
         self,
         cluster: Cluster,
-        journal: Journal,
+        journal: RunJournal,
         record: RunRecord,
         *,
         restarter: Restarter | None,
@@ -436,18 +473,24 @@ class Conductor:
 
     def _action(self, broker: int, progress: BrokerProgress, step: str) -> None:
         assert self.service is not None
-        self._check(broker, step, broker if step == "promote" else None)
+        restarting = broker if step == "promote" else None
+        self._check(broker, step, restarting)
         record = progress.step(step)
+        kind = DEMOTE_BROKER if step == "demote" else PROMOTE_BROKER
         action_id = record.detail.get("action_id")
+        if action_id is None and record.started_at is not None:
+            # a run that crashed between starting the action and journaling its id: follow that action
+            # rather than start a second one
+            action_id = self.service.find_action(kind, broker, record.started_at - CLOCK_SLACK_S)
+            if action_id is not None:
+                record.detail["action_id"] = action_id
+                self._save()
+                self._emit("note", f"following {kind} action {action_id}, started before the crash", broker)
         if action_id is None:
-            self._start(progress, step, f"{step}-broker")
-            if step == "demote":
-                action_id = self.service.start_demotion(broker)
-            else:
-                action_id = self.service.start_promotion(broker)
+            self._start(progress, step, kind)
+            action_id = self._start_action(broker, progress, step, kind, restarting)
             record.detail["action_id"] = action_id
             self._save()
-        restarting = broker if step == "promote" else None
         while True:
             state, error = self.service.action_state(str(action_id))
             if state == SUCCEEDED:
@@ -456,11 +499,41 @@ class Conductor:
                 raise _StoppedError(
                     broker,
                     step,
-                    f"{step}-broker action {action_id} ended {state}: {error or 'no error given'}",
+                    f"{kind} action {action_id} ended {state}: {error or 'no error given'}",
                 )
             self._check(broker, step, restarting)
             self.stop.wait(ACTION_POLL_S)
-        self._finish(progress, step, f"{step}-broker action {action_id} succeeded")
+        self._finish(progress, step, f"{kind} action {action_id} succeeded")
+
+    def _start_action(
+        self, broker: int, progress: BrokerProgress, step: str, kind: str, restarting: int | None
+    ) -> str:
+        """Start the demotion or promotion; while the service refuses it for now (409: another one
+        unfinished, a reassignment in ZooKeeper), ask again every :data:`RETRY_S`, at most
+        ``max_unsafe_wait_s`` from the step's start, then stop naming the refusal."""
+        assert self.service is not None
+        start = self.service.start_demotion if step == "demote" else self.service.start_promotion
+        began = progress.step(step).started_at or self.clock()
+        deadline = began + self.record.options.max_unsafe_wait_s
+        shown: str | None = None
+        while True:
+            try:
+                return start(broker)
+            except ServiceConflictError as exc:
+                reason = str(exc)
+                if self.clock() >= deadline:
+                    raise _StoppedError(
+                        broker,
+                        step,
+                        f"the service still refuses {kind} after {self.clock() - began:.0f} s "
+                        f"(--max-unsafe-wait): {reason}",
+                    ) from exc
+                if reason != shown:
+                    shown = reason
+                    self._emit("waiting", f"{kind} refused for now, asking again: {reason}", broker, step)
+            self._check(broker, step, restarting)
+            self.stop.wait(min(RETRY_S, max(0.0, deadline - self.clock())))
+            self._check_stop(broker, step)
 
     def _silence(self, broker: int, progress: BrokerProgress) -> None:
         assert self.service is not None
@@ -550,10 +623,35 @@ class Conductor:
         self._finish(progress, "rejoin", "back in every ISR")
 
     def _unsilence(self, broker: int, progress: BrokerProgress) -> None:
+        """Lift the broker's silence once the alerts it holds have resolved (an alert still open when its
+        silence ends pages: rule 5 resolves some 30 s after the broker registers again, rule 2 after its
+        partitions are back in sync), at the latest when its window ends (then it has ended anyway)."""
         assert self.service is not None
         silence_id = progress.step("silence").detail.get("silence_id")
         self._start(progress, "unsilence", f"expiring silence {silence_id}")
         if silence_id is not None:
+            deadline = self._window_end(progress)
+            held = self.service.held(str(silence_id))
+            if held:
+                self._emit(
+                    "waiting",
+                    f"silence {silence_id} still holds {_n(held, 'open alert')}: waiting for "
+                    f"{'it' if held == 1 else 'them'} to resolve before lifting it",
+                    broker,
+                    "unsilence",
+                )
+            while held and self.clock() < deadline:
+                self._check(broker, "unsilence", None)
+                self.stop.wait(min(HELD_POLL_S, max(0.0, deadline - self.clock())))
+                held = self.service.held(str(silence_id))
+            if held:
+                self._emit(
+                    "note",
+                    f"its window ended with {_n(held, 'alert')} silence {silence_id} held still open: "
+                    f"{'it pages' if held == 1 else 'they page'}",
+                    broker,
+                    "unsilence",
+                )
             self.service.expire(str(silence_id))
         self._finish(progress, "unsilence", f"silence {silence_id} expired")
 
@@ -673,3 +771,43 @@ def report(record: RunRecord, outcome: Outcome) -> dict[str, Any]:
         "stopped": record.stopped,
         "brokers": brokers,
     }
+
+
+# --- what the automation does next (the service's external mode) ------------------------------------------
+
+_STEP_REASONS = {
+    "wait_safe": "waiting until it is safe to stop (as safe-to-stop judges): do not stop it yet",
+    "demote": "moving its leaderships away (demote-broker): do not stop it yet",
+    "silence": "silencing what its absence raises: do not stop it yet",
+    "rejoin": "restarted: waiting until it is back in the ISR of every partition it holds",
+    "promote": "restarted and back in every ISR: moving its leaderships back (promote-broker)",
+    "unsilence": "restarted: lifting its silence once the alerts it held have resolved",
+}
+
+
+def next_step(record: RunRecord) -> dict[str, Any] | None:
+    """``{"broker", "may_stop", "reason"}`` for the automation that stops the brokers (external mode): the
+    broker the run is at, whether it may be stopped (and started again) now, and why (not); None once every
+    broker is done. Only a broker whose ``restart`` step has started and not ended may stop: the conductor
+    then waits for its registration to end and come back with a new session."""
+    remaining = record.remaining
+    if not remaining:
+        return None
+    broker = remaining[0]
+    progress = record.brokers.get(broker)
+    steps = {} if progress is None else progress.steps
+    if record.state != RUNNING:
+        reason = (record.stopped or {}).get("reason") or f"the run is {record.state}"
+        return {"broker": broker, "may_stop": False, "reason": f"the run is {record.state}: {reason}"}
+    restart = steps.get("restart")
+    if restart is not None and restart.started and not restart.done:
+        return {
+            "broker": broker,
+            "may_stop": True,
+            "reason": "may be stopped now: stop it and start it again; the run waits for it to register "
+            "with a new session",
+        }
+    current = next((name for name in reversed(STEPS) if name in steps and steps[name].started), None)
+    if current is None:
+        return {"broker": broker, "may_stop": False, "reason": "next: do not stop it yet"}
+    return {"broker": broker, "may_stop": False, "reason": _STEP_REASONS.get(current, current)}

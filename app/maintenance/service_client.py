@@ -1,6 +1,10 @@
 """The kafka-health service over HTTP, for the conductor's steps that the service performs: demoting and
-promoting a broker (actions, followed at ``GET /api/v1/actions/{id}`` as every action is) and its
-maintenance silence (``POST /api/v1/silences``, ``POST /api/v1/silences/{id}/expire``).
+promoting a broker (``POST /api/v1/actions/demote-broker|promote-broker`` ``{"broker", "dry_run": false}``,
+202 with ``action_id``, followed at ``GET /api/v1/actions/{id}`` as every action is; a 409, another
+demotion or promotion unfinished or a reassignment in ZooKeeper, is a
+:class:`~app.maintenance.rolling_restart.ServiceConflictError` the conductor asks again after) and its
+maintenance silence (``POST /api/v1/silences``, ``POST /api/v1/silences/{id}/expire``; the open alerts it
+holds from ``GET /api/v1/alerts?state=open``, their ``silenced_by``).
 
 The silence's request body is built in one place, :func:`maintenance_silence_body`, and its id read in one,
 :func:`silence_id`.
@@ -12,9 +16,11 @@ from typing import Any
 
 import httpx
 
-from app.maintenance.rolling_restart import ServiceError
+from app.maintenance.rolling_restart import ServiceConflictError, ServiceError
 
 TIMEOUT_S = 30.0
+PAGE = 100
+"""Items per page of the lists read (actions, alerts)."""
 
 
 def maintenance_silence_body(broker: int, duration_s: int, comment: str) -> dict[str, Any]:
@@ -50,6 +56,8 @@ class ServiceClient:
             response = self.http.request(method, path, json=body)
         except httpx.HTTPError as exc:
             raise ServiceError(f"{method} {self.url}{path}: {exc}") from exc
+        if response.status_code == 409 and 409 not in ok:
+            raise ServiceConflictError(f"{method} {path} answered 409: {_detail(response)}")
         if response.status_code >= 400 and response.status_code not in ok:
             raise ServiceError(f"{method} {path} answered {response.status_code}: {_detail(response)}")
         try:
@@ -76,6 +84,40 @@ class ServiceClient:
             raise ServiceError(f"GET /api/v1/actions/{action_id} answered {body!r}")
         error = body.get("error")
         return str(body["state"]), None if error is None else str(error)
+
+    def find_action(self, kind: str, broker: int, since: float) -> str | None:
+        # newest first: the first match is the newest; older pages only hold older actions
+        offset = 0
+        while True:
+            body = self._request("GET", f"/api/v1/actions?limit={PAGE}&offset={offset}")
+            if not isinstance(body, list):
+                raise ServiceError(f"GET /api/v1/actions answered {body!r}")
+            for action in body:
+                if not isinstance(action, dict) or float(action.get("requested_at") or 0) < since:
+                    continue
+                request = action.get("request") or {}
+                if (
+                    action.get("kind") == kind
+                    and request.get("broker") == broker
+                    and not request.get("dry_run", False)
+                ):
+                    return str(action["id"])
+            oldest = min((float(a.get("requested_at") or 0) for a in body if isinstance(a, dict)), default=0)
+            if len(body) < PAGE or oldest < since:
+                return None
+            offset += PAGE
+
+    def held(self, silence_id: str) -> int:
+        count, offset = 0, 0
+        while True:
+            body = self._request("GET", f"/api/v1/alerts?state=open&limit={PAGE}&offset={offset}")
+            items = body.get("items") if isinstance(body, dict) else None
+            if not isinstance(items, list):
+                raise ServiceError(f"GET /api/v1/alerts answered {body!r}")
+            count += sum(1 for a in items if str(silence_id) in {str(s) for s in a.get("silenced_by") or []})
+            if len(items) < PAGE:
+                return count
+            offset += PAGE
 
     def silence(self, broker: int, duration_s: int, comment: str) -> str:
         return silence_id(

@@ -42,9 +42,12 @@ from app.actions.throttle_removal import ThrottleCleaner
 from app.incidents.lane import IncidentLane
 from app.incidents.observe import cluster_name
 from app.leadership import Leadership, service_leadership, shared_leadership
+from app.maintenance.conducting import LiveCluster, RollingRestarts
+from app.maintenance.store import RestartStore
 from app.retention.pruner import RetentionPruner
-from app.service.auth import TokenStore
+from app.service.auth import Principal, Role, TokenStore
 from app.service.consumers import ConsumerLag
+from app.service.maintenance import InProcessMaintenance
 from app.service.schemas.common import MAX_ID
 from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ClusterView, SnapshotCollector
@@ -90,6 +93,8 @@ class ClusterParts:
     without a store."""
     consumers: ConsumerLag | None = None
     """The consumer-lag collector (None: consumer lag is not collected, ``kafka.enabled`` false)."""
+    rolling_restarts: RollingRestarts | None = None
+    """The service's rolling restarts (None without a store: their journal is in it)."""
 
 
 class ClusterComponents:
@@ -164,6 +169,10 @@ class ClusterComponents:
     @property
     def consumers(self) -> ConsumerLag | None:
         return self._started().consumers
+
+    @property
+    def rolling_restarts(self) -> RollingRestarts | None:
+        return self._started().rolling_restarts
 
 
 class ClusterNotReadyError(Exception):
@@ -563,7 +572,50 @@ def start_cluster(
     runner.start()
     stack.callback(runner.shutdown)
     throttles = ThrottleCleaner(actions, admin, lambda: view.state.snapshot)
-    return ClusterParts(view, actions, runner, throttles, lane, runner_leadership, consumers)
+    restarts = None
+    if storage is not None and store is not None:
+        restarts = _rolling_restarts(stack, shared, entry, view, actions, runner, runner_leadership)
+    return ClusterParts(view, actions, runner, throttles, lane, runner_leadership, consumers, restarts)
+
+
+def _rolling_restarts(
+    stack: ExitStack,
+    shared: _Shared,
+    entry: ClusterComponents,
+    view: ClusterView,
+    actions: ActionLog,
+    runner: ActionRunner,
+    leadership: Leadership | None,
+) -> RollingRestarts:
+    """The cluster's rolling restarts, conducted by the runner's leader, journaled in the store."""
+    storage = shared.storage
+    assert storage is not None
+    notifier = shared.notifier
+    live = LiveCluster(lambda: view.collector.snapshot)
+    stack.callback(entry.spec.changes.subscribe(live.on_change))
+
+    def service(requested_by: str) -> InProcessMaintenance:
+        return InProcessMaintenance(
+            Principal(requested_by, Role.operator),
+            runner,
+            actions,
+            storage.database,
+            storage.analytics,
+            wake_notifier=None if notifier is None else notifier.wake,
+        )
+
+    restarts = RollingRestarts(
+        RestartStore(storage.database, entry.spec.name),
+        live,
+        service,
+        leadership=leadership,
+        identity=runner.identity,
+        default_min_insync_replicas=shared.spec.settings.view.default_min_insync_replicas,
+        adopt_interval_s=shared.spec.settings.actions.adopt_interval_s,
+    )
+    restarts.start()
+    stack.callback(restarts.shutdown)
+    return restarts
 
 
 def _groups(consumers: ConsumerLag) -> dict[str, GroupReport] | None:

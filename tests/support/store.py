@@ -58,6 +58,7 @@ TABLES: Final = (
     "load_rollups",
     "cluster_rollups",
     "silences",
+    "rolling_restarts",
 )
 """Every table of the application's database (:data:`app.storage.MIGRATIONS`)."""
 DATA_TABLES: Final = TABLES[1:5]

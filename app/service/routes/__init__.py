@@ -21,6 +21,7 @@ from app.service.routes import (
     consumer_groups,
     disks,
     load,
+    maintenance,
     migration,
     plans,
     probes,
@@ -41,6 +42,7 @@ CLUSTER_ROUTERS: tuple[APIRouter, ...] = (
     plans.router,
     throttles.router,
     consumer_groups.router,
+    maintenance.router,
 )
 
 ROUTERS: tuple[APIRouter, ...] = (

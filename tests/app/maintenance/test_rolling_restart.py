@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from app.maintenance import rolling_restart
 from app.maintenance.journal import DONE, PAUSED, STOPPED, Journal, Options, RunRecord
 from app.maintenance.rolling_restart import (
     Conductor,
     Event,
     Outcome,
     RestartFailedError,
+    ServiceConflictError,
     not_rejoined,
     plan_order,
     unexplained,
@@ -118,13 +120,37 @@ class FakeService:
         self.calls: list[tuple[str, object]] = []
         self.states: dict[str, str] = {}
         self.count = 0
+        self.started: list[tuple[str, str, int]] = []
+        self.refusals: dict[str, int] = {}
+        """kind -> how many more requests of it are refused (409) before one is accepted"""
+        self.held_answers: list[int] = []
+        """what held() answers, one per call (0 once used up)"""
+        self.crash_after_start: str | None = None
+        """the kind whose next start is accepted, then the conductor "crashes" before it learns the id"""
 
     def _action(self, kind: str, broker: int) -> str:
+        if self.refusals.get(kind, 0) > 0:
+            self.refusals[kind] -= 1
+            self.calls.append((f"{kind} refused", broker))
+            raise ServiceConflictError("POST answered 409: a reassignment is already in progress")
         self.count += 1
         action_id = f"a{self.count}"
         self.calls.append((kind, broker))
         self.states[action_id] = "SUCCEEDED"
+        self.started.append((action_id, kind, broker))
+        if self.crash_after_start == kind:
+            self.crash_after_start = None
+            raise KeyboardInterrupt("crashed before journaling the action id")
         return action_id
+
+    def find_action(self, kind: str, broker: int, since: float) -> str | None:
+        self.calls.append(("find", broker))
+        short = kind.removesuffix("-broker")
+        found = [a for a, k, b in self.started if k == short and b == broker]
+        return found[-1] if found else None
+
+    def held(self, silence_id: str) -> int:
+        return self.held_answers.pop(0) if self.held_answers else 0
 
     def start_demotion(self, broker: int) -> str:
         return self._action("demote", broker)
@@ -391,6 +417,64 @@ def test_a_failed_demotion_stops_before_the_broker_is_touched(conduct: Run) -> N
         == "stopped at broker 2 (demote): demote-broker action a1 ended FAILED: no error given"
     )
     assert conduct.restarter.calls == []
+
+
+def test_a_demotion_refused_for_now_is_asked_again_until_accepted(
+    conduct: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rolling_restart, "RETRY_S", 0.01)
+    conduct.service.refusals["demote"] = 2
+    outcome = conduct(record())
+    assert outcome.exit_code == 0, outcome
+    assert conduct.service.calls[:3] == [("demote refused", 2), ("demote refused", 2), ("demote", 2)]
+    waiting = [e.message for e in conduct.events if e.kind == "waiting" and e.step == "demote"]
+    assert waiting == [
+        "demote-broker refused for now, asking again: POST answered 409: a reassignment is already in "
+        "progress"
+    ]
+
+
+def test_a_demotion_refused_beyond_max_unsafe_wait_stops_before_the_broker_is_touched(conduct: Run) -> None:
+    conduct.service.refusals["demote"] = 10**6
+    run = record()
+    run.options.max_unsafe_wait_s = 0.0
+    outcome = conduct(run)
+    assert outcome.exit_code == 3
+    assert outcome.message.startswith(
+        "stopped at broker 2 (demote): the service still refuses demote-broker after 0 s "
+        "(--max-unsafe-wait): POST answered 409"
+    ), outcome.message
+    assert conduct.restarter.calls == []
+
+
+def test_a_crash_between_starting_a_demotion_and_journaling_it_follows_that_demotion(
+    conduct: Run,
+) -> None:
+    conduct.service.crash_after_start = "demote"
+    run = record()
+    with pytest.raises(KeyboardInterrupt):
+        conduct(run)
+    saved = conduct.journal.load()
+    assert saved is not None
+    demote = saved.brokers[2].steps["demote"]
+    assert (demote.started, demote.done, "action_id" in demote.detail) == (True, False, False)
+    outcome = conduct(saved)
+    assert outcome.exit_code == 0, outcome
+    assert [c for c in conduct.service.calls if c[0] == "demote"] == [("demote", b) for b in (2, 3, 4, 1)]
+    assert ("find", 2) in conduct.service.calls
+    assert any("following demote-broker action a1" in e.message for e in conduct.events)
+    resumed = conduct.journal.load()
+    assert resumed is not None
+    assert resumed.brokers[2].steps["demote"].detail["action_id"] == "a1"
+
+
+def test_the_silence_is_lifted_once_the_alerts_it_holds_have_resolved(conduct: Run) -> None:
+    conduct.service.held_answers = [2, 1, 0]
+    outcome = conduct(record())
+    assert outcome.exit_code == 0, outcome
+    waiting = [e.message for e in conduct.events if e.kind == "waiting" and e.step == "unsilence"]
+    assert waiting == ["silence s2 still holds 2 open alerts: waiting for them to resolve before lifting it"]
+    assert conduct.service.held_answers == []
 
 
 def test_the_journal_round_trips(tmp_path: Path) -> None:
