@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from analytics.store import Database, Store
-from app.actions.runner import ActionError, ActionRunner, ConflictError, LeadershipOrder
+from app.actions.orders import ActionError, ConflictError, LeadershipOrder
+from app.actions.runner import ActionRunner
 from app.actions.state import ActionLog, AuditEntry
 from app.maintenance.rolling_restart import ServiceConflictError, ServiceError
 from app.maintenance.service_client import maintenance_silence_body
