@@ -69,9 +69,9 @@ def old_database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, d
     return url, expected(POSTGRESQL)
 
 
-NEW_TABLES: Final = ("load_rollups", "cluster_rollups", "silences")
-"""Tables created after the fixtures were written (migration 5: the retention's hourly rollups; 8: the
-silences)."""
+NEW_TABLES: Final = ("load_rollups", "cluster_rollups", "silences", "rolling_restarts")
+"""Tables created after the fixtures were written (migration 5: the retention's hourly rollups; 9: the
+silences; 10: the service's rolling restarts)."""
 OLD_TABLES: Final = tuple(name for name in TABLES if name not in NEW_TABLES)
 
 
