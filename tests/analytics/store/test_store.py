@@ -65,6 +65,8 @@ def test_a_batch_is_committed_exactly_once(store: Store, url: str) -> None:
         "audit_log": 0,
         "load_rollups": 0,
         "cluster_rollups": 0,
+        "silences": 0,
+        "rolling_restarts": 0,
     }
 
     other = alert_state("c1", 9, "cluster", state="resolved", resolved_at=240.0)
