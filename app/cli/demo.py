@@ -6,8 +6,10 @@ the PySpark analytics job (the load lane, 5 s windows), the service (REST, ``/me
 incident lane) and a webhook receiver subscribed through the API, prints the URLs and an admin token, then
 plays a short story through the service's own API: load is skewed onto one broker (the Spark job's load
 alerts open a window or two later, then resolve), a broker crashes (the incident lane pages its offline
-single-replica partition within a second, then the broker down; both resolve when it is back), and a
-preferred replica election (dry run, then executed). Each alert says which lane raised it. With ``--once``
+single-replica partition within a second, then the broker down; both resolve when it is back), a
+preferred replica election (dry run, then executed) and, of two simulated consumer groups, one slowed
+down: rule 19 pages it ``lagging`` once its lag in seconds passes the demo's ``lag_warn_s``, and the alert
+resolves when it catches up. Each alert says which lane raised it. With ``--once``
 it stops after the story; otherwise everything keeps running until Ctrl-C, which stops it all cleanly (no
 JVM or thread left).
 
@@ -54,7 +56,7 @@ from app.cli.common import (
     unreachable,
 )
 from app.embedded.reference_cluster.cluster import ReferenceCluster
-from app.embedded.reference_cluster.config import ReferenceClusterSettings, TopicSpec
+from app.embedded.reference_cluster.config import ConsumerGroupSpec, ReferenceClusterSettings, TopicSpec
 from app.embedded.reference_cluster.control import ControlApi
 from app.embedded.reference_cluster.routes import reference_router
 from app.embedded.tansu import Tansu, TansuUnavailableError, broker_binary
@@ -66,6 +68,7 @@ from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ViewSettings
 from app.storage import MIGRATIONS
 from app.webhooks.notifier import NotifierSettings
+from collectors.consumers.config import KafkaSettings, ThresholdSettings
 from collectors.metrics import MetricsCollector, MetricsSettings
 from collectors.sampler import Sampler, SamplerSettings
 from collectors.samples import SampleNumbering, new_collector_id
@@ -83,6 +86,22 @@ LAG_MS = 4000
 WINDOW_S = 5.0
 STEP_TIMEOUT_S = 120.0
 LANES = {"incident": "the incident lane (serve)", "load": "the load lane (Spark)"}
+
+CONSUMER_GROUPS = (
+    ConsumerGroupSpec(name="billing", topics=["payments"], members=2, commit_interval_ms=1000),
+    ConsumerGroupSpec(name="recommendations", topics=["orders"], members=3, commit_interval_ms=1000),
+)
+"""The demo cluster's simulated consumer groups: both keep pace and commit every second, until the story
+slows :data:`LAGGING_GROUP` down."""
+LAGGING_GROUP = "recommendations"
+SLOW_RATE = 0.1
+"""The slowed group consumes a tenth of what is produced: it falls 0.9 s behind every second."""
+CATCH_UP_RATE = 4.0
+LAG_WARN_S = 10.0
+"""The demo's ``lag_warn_s`` (300 s by default): the slowed group is ``lagging`` some 15 s after the
+slowdown (10 s behind, then 3 rounds not catching up), not minutes."""
+CONSUMER_LAG = KafkaSettings(interval_s=1.0, thresholds=ThresholdSettings(lag_warn_s=LAG_WARN_S))
+"""The demo's consumer-lag collector: a round every second, the demo's ``lag_warn_s``."""
 
 
 @dataclass(frozen=True)
@@ -230,13 +249,21 @@ class Demo:
         items: list[dict[str, Any]] = self.get("/api/v1/alerts", state="open", rule=rule)["items"]
         return items
 
-    def paged(self, rule: int, kind: str, since: float) -> tuple[float, dict[str, Any]] | None:
-        """The first webhook the receiver accepted for ``rule``'s ``kind`` since ``since``: (when, body)."""
+    def paged(
+        self, rule: int, kind: str, since: float, subject: str | None = None
+    ) -> tuple[float, dict[str, Any]] | None:
+        """The first webhook the receiver accepted for ``rule``'s ``kind`` (on ``subject``, when given)
+        since ``since``: (when, body)."""
         if self.receiver is None:
             return None
         for request in self.receiver.accepted_requests():
             body = request.json()
-            if request.received_at >= since and body.get("rule") == rule and body.get("kind") == kind:
+            if (
+                request.received_at >= since
+                and body.get("rule") == rule
+                and body.get("kind") == kind
+                and subject in (None, body.get("subject"))
+            ):
                 return request.received_at, body
         return None
 
@@ -254,6 +281,24 @@ class Demo:
             f"{s['under_replicated']} under-replicated, {s['under_min_isr']} under min ISR, "
             f"{s['offline']} offline, "
             f"{s['preferred_replica_imbalance']} not led by their preferred replica"
+        )
+
+    def consumer_groups(self) -> dict[str, dict[str, Any]]:
+        """The latest consumer-lag round's groups by name (none before the first round)."""
+        response = self.http.get("/api/v1/consumer-groups")
+        if response.status_code == 503:  # no round yet
+            return {}
+        response.raise_for_status()
+        return {g["group"]: g for g in response.json()["groups"]}
+
+    def consumers(self) -> str:
+        def behind(g: dict[str, Any]) -> str:
+            seconds = g["max_lag_seconds"]
+            return "" if seconds is None else f", {seconds:.1f} s behind"
+
+        return "; ".join(
+            f"{name}: {g['status']}, {g['members']} members, lag {g['lag']} records{behind(g)}"
+            for name, g in sorted(self.consumer_groups().items())
         )
 
     def load(self) -> str:
@@ -329,6 +374,40 @@ def story(demo: Demo, cluster: ReferenceCluster) -> None:
         f"{action['result'].get('elected', 0)} partitions elected"
     )
     say(f"   {demo.summary()}")
+    consumer_story(demo)
+
+
+def consumer_story(demo: Demo) -> None:
+    """Step 5: of the two consumer groups, :data:`LAGGING_GROUP` is slowed to :data:`SLOW_RATE` of the
+    produce rate: its lag in seconds grows past the demo's ``lag_warn_s`` and rule 19 pages it ``lagging``
+    (one page for the group); sped up to :data:`CATCH_UP_RATE` it catches up, back to the produce rate,
+    and the alert resolves."""
+    say, group, names = demo.say, LAGGING_GROUP, {g.name for g in CONSUMER_GROUPS}
+    say(f"\n== 5. Consumer group {group} falls behind: rule 19 pages it lagging, then it catches up")
+    demo.wait("both consumer groups in a consumer-lag round", lambda: demo.consumer_groups().keys() >= names)
+    say(f"   {demo.consumers()}")
+    slowed = time.time()
+    demo.post(f"/api/v1/reference/consumer-groups/{group}/slow", {"rate_factor": SLOW_RATE})
+    when, _page = demo.wait(
+        f"the webhook for consumer group {group} lagging (rule 19)",
+        lambda: demo.paged(19, "opened", slowed, f"group:{group}"),
+    )
+    (alert,) = [a for a in demo.open_alerts(19) if a["subject"] == f"group:{group}"]
+    demo.opened(alert, when - slowed, "the slowdown")
+    say(f"   {demo.consumers()}")
+    demo.post(f"/api/v1/reference/consumer-groups/{group}/start", {"rate_factor": CATCH_UP_RATE})
+    demo.wait(
+        f"consumer group {group} to catch up",
+        lambda: (
+            (g := demo.consumer_groups().get(group)) is not None
+            and g["status"] == "ok"
+            and (g["max_lag_seconds"] or 0.0) < LAG_WARN_S / 2
+        ),
+    )
+    demo.post(f"/api/v1/reference/consumer-groups/{group}/slow", {"rate_factor": 1.0})
+    demo.wait(f"the alert on consumer group {group} to resolve", lambda: not demo.open_alerts(19))
+    say(f"   {group} consumed {CATCH_UP_RATE:g}x as fast until caught up: the lagging alert resolved")
+    say(f"   {demo.consumers()}")
 
 
 @contextlib.contextmanager
@@ -406,6 +485,7 @@ def demo_cluster(brokers: int) -> ReferenceClusterSettings:
         replica_lag_time_max_ms=LAG_MS,
         auto_leader_rebalance_enable=False,
         placement_seed=42,
+        consumer_groups=list(CONSUMER_GROUPS),
     )
 
 
@@ -452,7 +532,10 @@ def _analytics_settings(source: str, workdir: Path) -> AnalyticsSettings:
         trigger_s=1.0,
         checkpoint=str(workdir / "checkpoint"),
         store_url=f"sqlite:///{workdir / 'kafka-health.db'}",
-        rules=RuleSettings(open_after=2, resolve_after=2, urp_for_s=10.0, for_s={5: 5.0}),
+        # rule 19 resolves 3 s after the group is ok again (30 s by default)
+        rules=RuleSettings(
+            open_after=2, resolve_after=2, urp_for_s=10.0, for_s={5: 5.0}, resolve_after_s={19: 3.0}
+        ),
     )
 
 
@@ -539,7 +622,9 @@ def run(args: argparse.Namespace) -> int:
             urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
             # the service watches the collector the sampler samples (one set of sessions)
             watched = ClusterSpec(
-                CollectorSpec(zookeeper.connect_string), metrics=MetricsSettings(urls=urls, timeout_s=2.0)
+                CollectorSpec(zookeeper.connect_string),
+                metrics=MetricsSettings(urls=urls, timeout_s=2.0),
+                kafka=CONSUMER_LAG,
             )
             collector = start_collector(watched.zookeeper, on_change=watched.changes)
             stack.callback(collector.stop)

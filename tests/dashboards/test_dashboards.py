@@ -37,6 +37,7 @@ UIDS = {
     "kafka-health-broker-load.json": "kafka-health-broker-load",
     "kafka-health-operations.json": "kafka-health-operations",
     "kafka-health-collector-health.json": "kafka-health-collector",
+    "kafka-health-consumers.json": "kafka-health-consumers",
 }
 PROMETHEUS_SERIES = {
     "ALERTS": {"alertname", "alertstate", "severity", "rule", "topic", "broker"},
@@ -87,7 +88,7 @@ def all_queries() -> list[Any]:
     return [q for board in DASHBOARDS.values() for q in panel_queries(board)]
 
 
-def test_the_four_dashboards_have_stable_uids_and_the_current_schema() -> None:
+def test_the_dashboards_have_stable_uids_and_the_current_schema() -> None:
     assert {name: board["uid"] for name, board in DASHBOARDS.items()} == UIDS
     titles = [board["title"] for board in DASHBOARDS.values()]
     assert len(set(titles)) == len(titles)
@@ -258,6 +259,16 @@ def test_the_dashboards_answer_what_the_issue_asks() -> None:
             "kafka_health_scan_duration_seconds",
             "kafka_health_snapshot_age_seconds",
             "kafka_health_scrape_failures_total",
+        ],
+        "kafka-health-consumers": [
+            "kafka_health_consumergroup_lag{",
+            "kafka_health_consumergroup_lag_seconds",
+            "kafka_health_consumergroup_status",
+            "kafka_health_consumergroup_members",
+            "kafka_health_consumer_lag_up",
+            "kafka_health_consumer_lag_rounds_total",
+            "kafka_health_consumer_lag_errors_total",
+            "kafka_health_consumer_lag_last_round_seconds",
         ],
     }
     for board in DASHBOARDS.values():

@@ -20,12 +20,14 @@ from analytics.model import BrokerLoad, LoadWindow, Window
 from analytics.pipeline import HealthSample, WindowInput, process_batch
 from analytics.rules import RuleSettings
 from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.config import ConsumerGroupSpec
 from app.embedded.zookeeper import pick_free_port
 from app.service.app import create_app
 from app.service.config import ServiceSettings
 from app.service.spec import ClusterSpec, ServiceSpec
 from app.service.state import ViewSettings
 from app.storage import open_database
+from collectors.consumers.config import KafkaSettings
 from collectors.health import assess
 from collectors.kafka.admin import KazooAdmin
 from collectors.metrics import MetricsSettings
@@ -67,6 +69,12 @@ UNSCRAPED_BROKER = 0
 """Registered, but its metrics exporter is down (nothing listens at its URL): scrape failures."""
 THROTTLED_BROKER = 1
 """A leftover follower replication throttle (the Operations dashboard's throttle panels)."""
+CONSUMER_GROUP = ConsumerGroupSpec(name="billing", topics=["orders"], members=2, commit_interval_ms=500)
+"""A simulated consumer group for the Consumers dashboard's series, on the calm cluster, whose brokers all
+stay up (kafka-python 3.0.12 leaves the sockets of refused connections, to the faulty cluster's crashed
+broker, to the garbage collector: ResourceWarnings in whichever test runs then). Its lag is collected
+every second; it keeps pace: status ok, lag and lag_seconds small but present."""
+CONSUMER_LAG = KafkaSettings(interval_s=1.0)
 LOAD = {0: 0.5, 1: 0.25, 2: 0.25}
 """Db per broker of the load window put in the store: broker 0 carries half the load (rules 8 and 9)."""
 LABEL_VALUES = re.compile(r"label_values\((?P<metric>.+),\s*(?P<label>\w+)\)")
@@ -79,7 +87,12 @@ def grafana_all(values: list[str]) -> str:
     return "(" + "|".join(_REGEX_SPECIAL.sub(lambda m: "\\\\" + m.group(), v) for v in values) + ")"
 
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    # kafka-python 3 (the consumer-lag collector, in process) reads its protocol schemas with
+    # importlib.resources' legacy read_text
+    pytest.mark.filterwarnings(r"ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
 
 
 FAULTY, CALM = "faulty", "calm"
@@ -105,7 +118,8 @@ class FaultyService:
 @pytest.fixture
 def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path) -> Iterator[FaultyService]:
     """kafka-health serve (over real HTTP) watching two 3-broker reference clusters, ``faulty`` with broker
-    0's metrics URL pointing at a port nothing listens on, and ``calm``."""
+    0's metrics URL pointing at a port nothing listens on, and ``calm`` with a consumer group whose lag it
+    collects."""
     faulty_zk, calm_zk = f"{zk_connect}/{FAULTY}", f"{zk_connect}/{CALM}"
     root = KazooClient(hosts=zk_connect)
     root.start(timeout=15)
@@ -114,7 +128,7 @@ def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
     root.stop()
     root.close()
     cluster = make_cluster(zookeeper=faulty_zk)
-    calm = make_cluster(zookeeper=calm_zk)
+    calm = make_cluster(zookeeper=calm_zk, consumer_groups=[CONSUMER_GROUP])
     urls = {b: url for b in cluster.brokers if (url := cluster.metrics_url(b)) is not None}
     urls[UNSCRAPED_BROKER] = f"http://127.0.0.1:{pick_free_port()}/metrics"
     calm_urls = {b: url for b in calm.brokers if (url := calm.metrics_url(b)) is not None}
@@ -126,7 +140,9 @@ def faulty_service(make_cluster: ClusterFactory, zk_connect: str, tmp_path: Path
             settings,
             [
                 ClusterSpec(CollectorSpec(faulty_zk), name=FAULTY, metrics=metrics(urls)),
-                ClusterSpec(CollectorSpec(calm_zk), name=CALM, metrics=metrics(calm_urls)),
+                ClusterSpec(
+                    CollectorSpec(calm_zk), name=CALM, metrics=metrics(calm_urls), kafka=CONSUMER_LAG
+                ),
             ],
             store_url=store_url,
         )
@@ -169,6 +185,10 @@ def inject_faults(service: FaultyService) -> str:
             rf'^kafka_health_replication_throttle_rate_bytes\{{[^}}]*broker="{THROTTLED_BROKER}"',
             re.MULTILINE,
         ),
+        re.compile(
+            rf'^kafka_health_consumergroup_lag_seconds\{{cluster="{CALM}",group="{CONSUMER_GROUP.name}"',
+            re.MULTILINE,
+        ),
     ]
 
     def faults_shown() -> bool:
@@ -178,7 +198,7 @@ def inject_faults(service: FaultyService) -> str:
     wait_for(
         faults_shown,
         timeout=30,
-        message="/metrics shows the broker down, URPs, the failed scrape and the throttle",
+        message="/metrics shows the broker down, URPs, the failed scrape, the throttle and consumer lag",
     )
     snapshot = scan(service.zk_connect)
     cluster_id = FAULTY

@@ -843,3 +843,6 @@ class ReferenceCluster:
 
     def skew(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return faults.skew(self, body)
+
+    def append_records(self, tp: TopicPartition, records: int, timeout: float = 30.0) -> int:
+        return faults.append_records(self, tp, records, timeout)

@@ -6,6 +6,8 @@
 "bytes_per_s": 5e6}``, either or both), ``/brokers/{id}/metrics`` (body ``{"set": {"<series>": value}}``
 or ``{"reset": true}``), ``POST /controller/stop``, ``POST /load/skew``, ``POST /topics``,
 ``POST /topics/{topic}/partitions/{p}/corrupt-state`` (the state znode becomes unparseable),
+``POST /topics/{topic}/partitions/{p}/append`` (body ``{"records": N}``: N records written as an
+``acks=all`` producer would, answered once the high watermark has them),
 ``POST /migration/start`` (body ``{"kraft_controller_id": 3000, "kraft_controller_epoch": 1}``, both
 optional: a simulated ZK→KRaft migration), ``POST /consumer-groups`` (body ``{"name", "topics", "members",
 "commit_interval_ms", "rate_factor"}``: a simulated consumer group) and
@@ -42,6 +44,7 @@ _LOG_DIR_FILL = re.compile(r"^/brokers/(?P<id>[^/]+)/log-dirs/(?P<dir>[^/]+)/fil
 _BROKER_METRICS = re.compile(r"^/brokers/(?P<id>[^/]+)/metrics$")
 _GROUP_ACTION = re.compile(r"^/consumer-groups/(?P<name>[^/]+)/(?P<action>stop|start|stall|slow|rewind)$")
 _CORRUPT_STATE = re.compile(r"^/topics/(?P<topic>[^/]+)/partitions/(?P<partition>[^/]+)/corrupt-state$")
+_APPEND = re.compile(r"^/topics/(?P<topic>[^/]+)/partitions/(?P<partition>[^/]+)/append$")
 
 
 class RequestError(Exception):
@@ -156,6 +159,12 @@ class ControlApi:
         if match := _CORRUPT_STATE.match(path):
             tp = TopicPartition(match["topic"], _int(match["partition"], "partition"))
             return lambda: cluster.corrupt_partition_state(tp)
+        if match := _APPEND.match(path):
+            tp = TopicPartition(match["topic"], _int(match["partition"], "partition"))
+            records = payload.get("records")
+            if isinstance(records, bool) or not isinstance(records, int):
+                raise RequestError(422, 'append takes {"records": N} with N a positive integer')
+            return lambda: cluster.append_records(tp, records)
         if path == "/controller/stop":
             return cluster.stop_controller
         if path == "/migration/start":

@@ -1,6 +1,6 @@
 """The faults the reference cluster can be given: brokers stopped and started, the controller stopped, a
 ZK→KRaft migration, stalled or slow followers, failed and filling log dirs, overridden metrics, a corrupted
-state znode, a new topic, skewed traffic.
+state znode, a new topic, skewed traffic, records appended to a partition.
 
 Each function takes the cluster and is safe from any thread: the work runs on the cluster's loop (or, for
 the admin writes, on the caller's thread through the cluster's own ZooKeeper session), and a refusal is a
@@ -317,3 +317,35 @@ def skew(cluster: ReferenceCluster, body: Mapping[str, Any]) -> dict[str, Any]:
         return cluster.traffic.describe()
 
     return cluster.loop.call(run)
+
+
+def append_records(cluster: ReferenceCluster, tp: TopicPartition, records: int, timeout: float = 30.0) -> int:
+    """Write ``records`` records to a partition as a producer with ``acks=all`` does (any thread): at its
+    leader, counted in the leader's produce meters, then wait until the in-sync followers have them;
+    returns the new high watermark. On a cluster or topic without simulated traffic (``traffic.
+    produce_bytes_per_sec`` 0, a topic skewed to 0) the log end is then exactly what was written, which
+    tests comparing a Kafka client's offsets need (``POST /topics/{topic}/partitions/{p}/append``,
+    ``{"records": N}``). ClusterError 404 for an unknown partition, 409 while it has no leader, 422 for a
+    count below 1. The ``min.insync.replicas`` check of ``acks=all`` is not made."""
+    if isinstance(records, bool) or not isinstance(records, int) or records < 1:
+        raise ClusterError(422, 'append takes {"records": N} with N a positive integer')
+
+    def write() -> int:
+        leader = cluster._leader_of(tp)
+        if leader is None:
+            if tp not in cluster.metadata_view().assignments:
+                raise ClusterError(404, f"unknown partition {tp}")
+            raise ClusterError(409, f"partition {tp} has no leader")
+        log = leader.logs[tp]
+        log.leo += records
+        counters = leader.counters
+        counters.bytes_in[tp.topic] += records * cluster.settings.traffic.message_bytes
+        counters.messages_in[tp.topic] += records
+        counters.requests["Produce"] += 1
+        return int(log.leo + 1e-9)
+
+    end: int = cluster.loop.call(write)
+    cluster.wait_until(
+        lambda: (cluster.high_watermark(tp) or 0) >= end, timeout, f"high watermark {end} of {tp}"
+    )
+    return end

@@ -7,6 +7,11 @@ the high watermark; every ``commit_interval_ms`` it commits its positions, as a 
 members and commits, but its offsets do not move. The coordinator of a group is the leader of the
 ``__consumer_offsets`` partition its name hashes to (:func:`offsets_partition`).
 
+Offsets may also be committed from outside a group, over Kafka's protocol (OffsetCommit with generation
+-1, as a consumer with partitions assigned by hand or ``kafka-consumer-groups --reset-offsets`` does,
+:meth:`ConsumerGroups.commit`): a group nobody simulates then exists with its offsets only, ``Empty`` and
+without a protocol type, as Kafka keeps it (:attr:`ConsumerGroups.standalone`).
+
 Pure state: the cluster's loop drives it (:meth:`ConsumerGroups.commit_due`) with the log ends it reads
 from the partitions' leaders. Nothing here touches a socket or ZooKeeper.
 """
@@ -130,6 +135,9 @@ class ConsumerGroups:
 
     def __init__(self) -> None:
         self.groups: dict[str, SimGroup] = {}
+        self.standalone: dict[str, dict[TopicPartition, tuple[int, str]]] = {}
+        """Groups of committed offsets only (no simulated consumer): group -> partition -> (offset,
+        metadata), as committed over Kafka's protocol."""
 
     def check_new(self, specs: Iterable[ConsumerGroupSpec], partitions: Mapping[str, int]) -> None:
         """Raises the GroupError :meth:`add` would raise for the first spec it refuses (a name taken, also
@@ -138,6 +146,11 @@ class ConsumerGroups:
         for spec in specs:
             if spec.name in self.groups or spec.name in names:
                 raise GroupError(409, f"consumer group {spec.name!r} exists already")
+            if spec.name in self.standalone:
+                raise GroupError(
+                    409,
+                    f"consumer group {spec.name!r} exists already (offsets committed over Kafka's protocol)",
+                )
             names.add(spec.name)
             unknown = sorted(t for t in spec.topics if t not in partitions)
             if unknown:
@@ -212,6 +225,22 @@ class ConsumerGroups:
             if not math.isnan(position):
                 group.positions[tp] = max(0.0, position - records)
                 group.committed[tp] = int(group.positions[tp])
+
+    def commit(self, name: str, offsets: Mapping[TopicPartition, tuple[int, str]]) -> None:
+        """Offsets committed from outside the group (OffsetCommit with generation -1), as Kafka's group
+        coordinator takes them: a group nobody simulates becomes (or stays) a group of offsets only; a
+        simulated group takes them only while it has no member (stopped: ``Empty``), and resumes from
+        them when started. GroupError(409) for a group with members (Kafka: ``UNKNOWN_MEMBER_ID``)."""
+        group = self.groups.get(name)
+        if group is None:
+            self.standalone.setdefault(name, {}).update(offsets)
+            return
+        if group.mode != "stopped":
+            raise GroupError(409, f"consumer group {name!r} has members: a commit from outside it is refused")
+        for tp, (offset, _metadata) in offsets.items():
+            group.committed[tp] = offset
+            group.positions[tp] = float(offset)
+        group.commits += 1
 
     def commit_due(
         self,

@@ -1,7 +1,9 @@
 """Each simulated broker's Kafka listener: the wire protocol for what a monitoring client asks.
 
-The broker answers ApiVersions, Metadata, ListOffsets, FindCoordinator, ListGroups, DescribeGroups and
-OffsetFetch on the port of its registered endpoint. Requests are decoded and responses encoded with
+The broker answers ApiVersions, Metadata, ListOffsets, FindCoordinator, ListGroups, DescribeGroups,
+OffsetFetch and OffsetCommit (from outside a group only: a consumer with partitions assigned by hand, a
+``--reset-offsets``; the simulated groups' members commit on the cluster's loop, not over the wire) on the
+port of its registered endpoint. Requests are decoded and responses encoded with
 kafka-python's own protocol classes (``kafka.protocol``), so the bytes are the client library's: the
 request header and body with the request class of the frame's (api_key, api_version), the response with
 the response class of the same version. Answers are computed on the cluster's loop from the brokers'
@@ -25,7 +27,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.embedded.reference_cluster.groups import OFFSETS_TOPIC, offsets_partition
+from app.embedded.reference_cluster.groups import OFFSETS_TOPIC, GroupError, offsets_partition
 from app.embedded.reference_cluster.loop import LoopStoppedError
 from collectors.kafka.model import TopicPartition
 
@@ -43,6 +45,8 @@ with warnings.catch_warnings():
         ConsumerProtocolSubscription,
         ListOffsetsRequest,
         ListOffsetsResponse,
+        OffsetCommitRequest,
+        OffsetCommitResponse,
         OffsetFetchRequest,
         OffsetFetchResponse,
     )
@@ -66,6 +70,8 @@ LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
 INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
 
@@ -77,6 +83,7 @@ REQUESTS: dict[int, Any] = {
     16: ListGroupsRequest,
     15: DescribeGroupsRequest,
     9: OffsetFetchRequest,
+    8: OffsetCommitRequest,
 }
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     18: (0, 3),  # ApiVersions
@@ -86,6 +93,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     16: (0, 4),  # ListGroups
     15: (0, 5),  # DescribeGroups
     9: (0, 8),  # OffsetFetch
+    8: (2, 8),  # OffsetCommit (Kafka 3.6: 0-8; kafka-python has no schema for v0-1, ZooKeeper-era commits)
 }
 """The versions a Kafka 3.6 broker supports for these APIs (``kafka-broker-api-versions``)."""
 BEFORE_3_0: dict[int, tuple[int, int]] = {
@@ -167,6 +175,7 @@ class BrokerProtocol:
             16: self.list_groups,
             15: self.describe_groups,
             9: self.offset_fetch,
+            8: self.offset_commit,
         }[api_key]
         response = self.cluster.loop.call(lambda: self._on_loop(build, request, version), timeout=30)
         return encode_response(response, header.correlation_id)
@@ -344,6 +353,11 @@ class BrokerProtocol:
             for g in self.cluster.consumer_groups.groups.values()
             if self._coordinates(g.name) and (not wanted or g.state.lower() in wanted)
         ]
+        groups += [  # offsets only: Empty, no protocol type (no consumer ever joined)
+            r.ListedGroup(group_id=name, protocol_type="", group_state="Empty", group_type="classic")
+            for name in self.cluster.consumer_groups.standalone
+            if self._coordinates(name) and (not wanted or "empty" in wanted)
+        ]
         return r(version=version, throttle_time_ms=0, error_code=NONE, groups=groups)
 
     def describe_groups(self, request: Any, version: int) -> Any:
@@ -361,9 +375,11 @@ class BrokerProtocol:
                 )  # fmt: skip
                 continue
             if group is None:
+                standalone = name in self.cluster.consumer_groups.standalone
                 described.append(
                     r.DescribedGroup(
-                        error_code=NONE, group_id=name, group_state="Dead", protocol_type="",
+                        error_code=NONE, group_id=name, group_state="Empty" if standalone else "Dead",
+                        protocol_type="",
                         protocol_data="", members=[], authorized_operations=None,
                     )
                 )  # fmt: skip
@@ -398,15 +414,21 @@ class BrokerProtocol:
 
     def _group_offsets(
         self, name: str, topics: list[tuple[str, list[int]]] | None
-    ) -> list[tuple[str, list[tuple[int, int]]]]:
-        group = self.cluster.consumer_groups.groups.get(name)
-        committed = group.committed if group is not None else {}
+    ) -> list[tuple[str, list[tuple[int, int, str]]]]:
+        """(topic, [(partition, committed offset, metadata)]) of the group; -1 and "" where none."""
+        groups = self.cluster.consumer_groups
+        group = groups.groups.get(name)
+        committed: dict[TopicPartition, tuple[int, str]] = (
+            {tp: (o, "") for tp, o in group.committed.items()}
+            if group is not None
+            else groups.standalone.get(name, {})
+        )
         if topics is None:
-            by_topic: dict[str, list[tuple[int, int]]] = {}
-            for tp, offset in sorted(committed.items()):
-                by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+            by_topic: dict[str, list[tuple[int, int, str]]] = {}
+            for tp, (offset, metadata) in sorted(committed.items()):
+                by_topic.setdefault(tp.topic, []).append((tp.partition, offset, metadata))
             return list(by_topic.items())
-        return [(t, [(p, committed.get(TopicPartition(t, p), -1)) for p in ps]) for t, ps in topics]
+        return [(t, [(p, *committed.get(TopicPartition(t, p), (-1, ""))) for p in ps]) for t, ps in topics]
 
     def offset_fetch(self, request: Any, version: int) -> Any:
         r = OffsetFetchResponse
@@ -428,9 +450,9 @@ class BrokerProtocol:
                                 partitions=[
                                     gr.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
                                         partition_index=p, committed_offset=o, committed_leader_epoch=-1,
-                                        metadata="", error_code=NONE,
+                                        metadata=m, error_code=NONE,
                                     )
-                                    for p, o in parts
+                                    for p, o, m in parts
                                 ],
                             )
                             for t, parts in self._group_offsets(g.group_id, asked)
@@ -447,22 +469,74 @@ class BrokerProtocol:
         if coordinator:
             found, error = self._group_offsets(request.group_id, asked), NONE
         else:  # v0-1 have no group-level error: every partition carries it
-            found, error = [(t, [(p, -1) for p in ps]) for t, ps in asked or []], NOT_COORDINATOR
+            found, error = [(t, [(p, -1, "") for p in ps]) for t, ps in asked or []], NOT_COORDINATOR
         topic_class = r.OffsetFetchResponseTopic
         topics = [
             topic_class(
                 name=t,
                 partitions=[
                     topic_class.OffsetFetchResponsePartition(
-                        partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata="",
+                        partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata=m,
                         error_code=error,
                     )
-                    for p, o in parts
+                    for p, o, m in parts
                 ],
             )
             for t, parts in found
         ]  # fmt: skip
         return r(version=version, throttle_time_ms=0, topics=topics, error_code=NONE)
+
+    def offset_commit(self, request: Any, version: int) -> Any:
+        """A commit from outside the group (generation -1, no member id), as Kafka's coordinator takes it
+        (:meth:`~app.embedded.reference_cluster.groups.ConsumerGroups.commit`): per partition
+        ``UNKNOWN_TOPIC_OR_PARTITION`` for one that does not exist, ``UNKNOWN_MEMBER_ID`` for a group with
+        members or a commit that claims membership (joining a group over the wire is not simulated)."""
+        name = request.group_id
+        view = self.cluster.metadata_view()
+        error = NONE
+        if not name:
+            error = INVALID_GROUP_ID
+        elif not self._coordinates(name):
+            error = NOT_COORDINATOR
+        elif request.generation_id_or_member_epoch >= 0 or request.member_id:
+            error = UNKNOWN_MEMBER_ID
+        answers: list[tuple[str, list[tuple[int, int]]]] = []
+        offsets: dict[TopicPartition, tuple[int, str]] = {}
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                code = error
+                if code == NONE and tp not in view.assignments:
+                    code = UNKNOWN_TOPIC_OR_PARTITION
+                if code == NONE:
+                    offsets[tp] = (p.committed_offset, p.committed_metadata or "")
+                parts.append((p.partition_index, code))
+            answers.append((topic.name, parts))
+        if offsets:
+            try:
+                self.cluster.consumer_groups.commit(name, offsets)
+            except GroupError:
+                answers = [
+                    (t, [(p, UNKNOWN_MEMBER_ID if TopicPartition(t, p) in offsets else c) for p, c in parts])
+                    for t, parts in answers
+                ]
+        r = OffsetCommitResponse
+        topic_class = r.OffsetCommitResponseTopic
+        return r(
+            version=version,
+            throttle_time_ms=0,
+            topics=[
+                topic_class(
+                    name=t,
+                    partitions=[
+                        topic_class.OffsetCommitResponsePartition(partition_index=p, error_code=c)
+                        for p, c in parts
+                    ],
+                )
+                for t, parts in answers
+            ],
+        )
 
 
 class KafkaListener:

@@ -4,9 +4,9 @@ alert routing can be rehearsed through the same service; absent when serving a r
 ``GET /api/v1/reference`` describes the simulated cluster; ``POST /api/v1/reference/brokers/{id}/stop``
 (``{"controlled": true}``), ``.../start``, ``.../stall``, ``.../slow``, ``.../resume``,
 ``.../brokers/{id}/log-dirs/{n}/fail``, ``.../brokers/{id}/log-dirs/{n}/fill``, ``.../brokers/{id}/metrics``,
-``/controller/stop``, ``/load/skew``, ``/topics``, ``/consumer-groups``,
-``/consumer-groups/{name}/stop|start|stall|slow|rewind``: the control
-port's routes (docs/reference-cluster.md), with the service's auth and error bodies; every POST is audited.
+``/controller/stop``, ``/load/skew``, ``/topics``, ``/topics/{topic}/partitions/{p}/append``,
+``/consumer-groups``, ``/consumer-groups/{name}/stop|start|stall|slow|rewind``: the control port's routes
+(docs/reference-cluster.md), with the service's auth and error bodies; every POST is audited.
 
 The composition roots that embed a cluster (the demo, the tests) hand :func:`reference_router` to
 ``create_app`` in their ``ServiceSpec(..., extra_routers=[...])``; the service itself never imports the

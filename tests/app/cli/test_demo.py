@@ -19,6 +19,7 @@ DEMO_STEPS = [
     "== 2. Load skewed onto broker 1: the Spark job's load lane",
     "== 3. Broker 2 crashes: the incident lane pages within a second",
     "== 4. A preferred replica election through the API",
+    "== 5. Consumer group recommendations falls behind: rule 19 pages it lagging, then it catches up",
 ]
 LOG_FILES = {"reference-cluster.log", "zookeeper.log", "spark.log", "service.log"}
 
@@ -77,6 +78,23 @@ def test_demo_once_plays_the_story_through_the_api_and_exits_0(run_cli: CliFacto
     assert "the offline-partition and broker-down alerts resolved" in output
     assert re.search(r"by the load lane \(Spark\): \[warning\] broker 1 carries a load share", output), output
     assert re.search(r"action \w+: SUCCEEDED, [1-9]\d* partitions elected", output), output
+    # the two consumer groups keep pace, then one is slowed: paged lagging once, caught up, resolved
+    step_5 = output.split("== 5. ", 1)[1]
+    before, after_page = step_5.split("alert opened", 1)
+    assert re.search(r"billing: ok, 2 members, lag \d+ records.*recommendations: ok, 3 members", before), (
+        output
+    )
+    assert re.match(
+        r" \d+\.\d+ s after the slowdown by the incident lane \(serve\): \[warning\] consumer group "
+        r"recommendations is lagging",
+        after_page,
+    ), output
+    assert "alert opened" not in after_page, (
+        "one page, for the group: not one per partition, none for billing"
+    )
+    assert "recommendations consumed 4x as fast until caught up: the lagging alert resolved" in after_page
+    final = [line for line in after_page.splitlines() if line.startswith("   billing: ")][-1]
+    assert re.search(r"billing: ok, .*recommendations: ok, 3 members", final), output
 
 
 @pytest.mark.unit

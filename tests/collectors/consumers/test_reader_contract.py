@@ -1,7 +1,11 @@
-"""The same checks of a :class:`GroupOffsetsReader` on the in-memory fake and on a real Kafka-protocol
-broker (Tansu, ``kafka_broker``) for what Tansu answers: ListOffsets (log start and end, batched over
-topics and partitions) and OffsetFetch of offsets committed by a plain assigned consumer. The reference
-cluster joins this module when it speaks Kafka's protocol (issue 25, item 5)."""
+"""The same checks of a :class:`GroupOffsetsReader` on the in-memory fake, on a real Kafka-protocol broker
+(Tansu, ``kafka_broker``) for what Tansu answers, and on the reference cluster's brokers: ListOffsets (log
+start and end, batched over topics and partitions) and OffsetFetch of offsets committed by a plain assigned
+consumer (kafka-python's ``KafkaConsumer``, OffsetCommit over the wire on both real peers).
+
+The reference cluster (one for the module, 3 brokers) has no simulated traffic, so that a partition's log
+end is exactly the records written to it (:meth:`ReferenceCluster.append_records`, an ``acks=all``
+producer's write)."""
 
 from __future__ import annotations
 
@@ -12,12 +16,17 @@ from typing import Any, Protocol
 
 import pytest
 
+from app.embedded.reference_cluster.cluster import ReferenceCluster
+from app.embedded.reference_cluster.config import TopicSpec
+from app.embedded.reference_cluster.groups import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS
 from collectors.consumers.client import GroupOffsetsReader, open_reader
 from collectors.consumers.collector import ConsumerLagCollector
 from collectors.consumers.config import KafkaSettings
 from collectors.kafka.model import BrokerEndpoint, BrokerRegistration, TopicPartition
 from tests.support.consumer_groups_fake import FakeGroupOffsets
+from tests.support.reference_cluster import small_settings
 from tests.support.tansu import TansuLog, unique_topic
+from tests.support.zookeeper import ZooKeeperEndpoint, own_chroot
 
 # kafka-python 3 reads its protocol schemas with importlib.resources' legacy read_text
 pytestmark = pytest.mark.filterwarnings(r"ignore:(read|open)_text is deprecated:DeprecationWarning")
@@ -67,41 +76,104 @@ class TansuPeer:
             self.log.append(tp.topic, tp.partition, [f"r{i}"])
 
     def commit(self, group: str, offsets: dict[TopicPartition, int], metadata: str = "") -> None:
-        """A plain consumer: ``group_id``, partitions assigned by hand, a synchronous commit."""
-        from kafka import KafkaConsumer
-        from kafka import TopicPartition as KafkaTopicPartition
-        from kafka.structs import OffsetAndMetadata
-
-        consumer: Any = KafkaConsumer(
-            bootstrap_servers=[self.bootstrap], group_id=group, enable_auto_commit=False
-        )
-        try:
-            tps = {tp: KafkaTopicPartition(tp.topic, tp.partition) for tp in offsets}
-            consumer.assign(list(tps.values()))
-            consumer.commit({tps[tp]: OffsetAndMetadata(o, metadata, -1) for tp, o in offsets.items()})
-        finally:
-            consumer.close()
+        commit_as_plain_consumer(self.bootstrap, group, offsets, metadata)
 
     def close(self) -> None:
         self.reader.close()
         self.log.close()
 
 
+def commit_as_plain_consumer(
+    bootstrap: str, group: str, offsets: dict[TopicPartition, int], metadata: str
+) -> None:
+    """A plain consumer: ``group_id``, partitions assigned by hand, a synchronous commit."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    consumer: Any = KafkaConsumer(
+        bootstrap_servers=bootstrap.split(","), group_id=group, enable_auto_commit=False
+    )
+    try:
+        tps = {tp: KafkaTopicPartition(tp.topic, tp.partition) for tp in offsets}
+        consumer.assign(list(tps.values()))
+        consumer.commit({tps[tp]: OffsetAndMetadata(o, metadata, -1) for tp, o in offsets.items()})
+    finally:
+        consumer.close()
+
+
+class ReferencePeer:
+    """The reference cluster's brokers, bootstrapped from their registered endpoints as ``serve`` does."""
+
+    def __init__(self, cluster: ReferenceCluster) -> None:
+        self.cluster = cluster
+        registered = {
+            b.id: BrokerRegistration(b.id, (BrokerEndpoint("PLAINTEXT", b.endpoint.host, b.endpoint.port),))
+            for b in cluster.brokers.values()
+        }
+        self.reader: GroupOffsetsReader = open_reader(KafkaSettings(timeout_s=30), registered)
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Created as ``kafka-topics --create`` does; returns once every partition has a leader."""
+        self.cluster.create_topic(TopicSpec(name=topic, partitions=partitions, replication_factor=3))
+        wait_for_leaders(self.cluster, [TopicPartition(topic, p) for p in range(partitions)])
+
+    def produce(self, tp: TopicPartition, records: int) -> None:
+        self.cluster.append_records(tp, records)
+
+    def commit(self, group: str, offsets: dict[TopicPartition, int], metadata: str = "") -> None:
+        commit_as_plain_consumer(self.cluster.kafka_bootstrap(), group, offsets, metadata)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def wait_for_leaders(cluster: ReferenceCluster, partitions: list[TopicPartition]) -> None:
+    cluster.wait_until(
+        lambda: all(cluster.high_watermark(tp) is not None for tp in partitions),
+        60,
+        f"leaders of {partitions}",
+    )
+
+
+@pytest.fixture(scope="module")
+def reference_cluster(zookeeper_server: ZooKeeperEndpoint) -> Iterator[ReferenceCluster]:
+    """3 brokers, no topic and no simulated traffic; ``__consumer_offsets`` created and led up front."""
+    settings = small_settings(topics=[], listener_port_base=0, traffic={"produce_bytes_per_sec": 0})
+    with own_chroot(zookeeper_server, "contract") as connect:
+        cluster = ReferenceCluster(settings, connect)
+        cluster.start()
+        try:
+            cluster.ensure_offsets_topic()
+            wait_for_leaders(
+                cluster, [TopicPartition(OFFSETS_TOPIC, p) for p in range(OFFSETS_TOPIC_PARTITIONS)]
+            )
+            yield cluster
+        finally:
+            cluster.stop()
+        assert cluster.errors == []
+
+
 @pytest.fixture(
     params=[
         pytest.param("fake", marks=pytest.mark.unit),
         pytest.param("tansu", marks=pytest.mark.integration),
+        pytest.param("reference", marks=pytest.mark.integration),
     ]
 )
 def peer(request: pytest.FixtureRequest) -> Iterator[Peer]:
     if request.param == "fake":
         yield FakePeer()
         return
-    tansu = TansuPeer(request.getfixturevalue("kafka_broker"))
+    real: TansuPeer | ReferencePeer
+    if request.param == "tansu":
+        real = TansuPeer(request.getfixturevalue("kafka_broker"))
+    else:
+        real = ReferencePeer(request.getfixturevalue("reference_cluster"))
     try:
-        yield tansu
+        yield real
     finally:
-        tansu.close()
+        real.close()
 
 
 def test_log_offsets_of_partitions_of_several_topics(peer: Peer) -> None:

@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse, OffsetFetchRequest
+from kafka.protocol.consumer import (
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.parser import KafkaProtocol
 from kazoo.client import KazooClient
@@ -362,3 +367,92 @@ def test_group_routes_start_stop_stall_slow_and_rewind_a_group(make_cluster: Clu
     assert post("/consumer-groups", {"name": "h", "topics": ["orders"], "members": 0})[0] == 422
     assert sorted(cluster.consumer_groups.groups) == ["g"]
     assert committed() == stopped
+
+
+def offset_commit(
+    cluster: ReferenceCluster, group: str, offsets: dict[Tp, int], metadata: str = ""
+) -> dict[Tp, int]:
+    """OffsetCommit from outside the group (generation -1, no member id) at the group's coordinator:
+    the error code of each partition."""
+    coordinator = cluster.loop.call(lambda: cluster.group_coordinator(group))
+    assert coordinator is not None
+    topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    by_topic: dict[str, list[Any]] = {}
+    for tp, offset in offsets.items():
+        by_topic.setdefault(tp.topic, []).append(
+            topic.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=offset, committed_metadata=metadata
+            )
+        )
+    request = OffsetCommitRequest(
+        version=8,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[topic(name=t, partitions=ps) for t, ps in by_topic.items()],
+    )
+    answer = raw_request(coordinator.endpoint.host, coordinator.endpoint.port, request)
+    return {Tp(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
+
+
+def test_offset_commit_from_outside_a_group(make_cluster: ClusterFactory) -> None:
+    """As Kafka's coordinator: a group nobody consumes in becomes a group of offsets only (Empty, no
+    protocol type), with its metadata; a group with members refuses (UNKNOWN_MEMBER_ID), a stopped one
+    takes the offsets and resumes from them; a partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION."""
+    cluster = make_cluster(free_settings(consumer_groups=GROUPS[:1]))
+    orders_0, orders_1 = Tp("orders", 0), Tp("orders", 1)
+    assert offset_commit(cluster, "reset-tool", {orders_0: 5, Tp("nope", 0): 1}, "by hand") == {
+        orders_0: 0,
+        Tp("nope", 0): 3,
+    }
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(), request_timeout_ms=20_000)
+    try:
+        listed = {g["group_id"]: g for g in admin.list_groups()}
+        assert (listed["reset-tool"]["group_state"], listed["reset-tool"]["protocol_type"]) == ("Empty", "")
+        fetched = admin.list_group_offsets("reset-tool")["reset-tool"]
+        assert {(tp.topic, tp.partition): (o.offset, o.metadata) for tp, o in fetched.items()} == {
+            ("orders", 0): (5, "by hand")
+        }
+        described = admin.describe_groups(["reset-tool"])["reset-tool"]
+        assert (described["group_state"], described["members"]) == ("Empty", [])
+    finally:
+        admin.close()
+
+    billing = cluster.consumer_groups.groups["billing"]
+    before = cluster.loop.call(lambda: dict(billing.committed))
+    assert offset_commit(cluster, "billing", {orders_0: 1}) == {orders_0: 25}  # UNKNOWN_MEMBER_ID
+    assert cluster.loop.call(lambda: billing.committed[orders_0]) >= before[orders_0]
+
+    cluster.consumer_group_action("billing", "stop", {})
+    assert offset_commit(cluster, "billing", {orders_0: 1, orders_1: 2}) == {orders_0: 0, orders_1: 0}
+    assert cluster.loop.call(lambda: (billing.committed[orders_0], billing.committed[orders_1])) == (1, 2)
+    cluster.consumer_group_action("billing", "start", {"rate_factor": 1.0})
+    wait_for(
+        lambda: cluster.loop.call(lambda: billing.committed[orders_0] > 1),
+        message="the restarted group consuming on from the committed offset",
+    )
+
+
+def test_append_writes_records_as_an_acks_all_producer(make_cluster: ClusterFactory) -> None:
+    """Without simulated traffic the log end of a new topic is exactly what was appended, once the ISR
+    has it (the start-up topics hold preloaded data)."""
+    cluster = make_cluster(free_settings(traffic={"produce_bytes_per_sec": 0}))
+    api = ControlApi(cluster)
+    cluster.create_topic(TopicSpec(name="quiet", partitions=3, replication_factor=3))
+    tp = Tp("quiet", 2)
+    wait_for(lambda: cluster.loop.call(lambda: cluster.high_watermark(tp)) is not None, message="a leader")
+    assert cluster.loop.call(lambda: cluster.high_watermark(tp)) == 0
+    status, _ = api.handle("POST", "/topics/quiet/partitions/2/append", b'{"records": 7}')
+    assert status == 200
+    assert cluster.loop.call(lambda: cluster.high_watermark(tp)) == 7
+    assert cluster.append_records(tp, 3) == 10
+    consumer = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap(), request_timeout_ms=20_000)
+    try:
+        assert consumer.end_offsets([TopicPartition("quiet", 2)]) == {TopicPartition("quiet", 2): 10}
+    finally:
+        consumer.close()
+    assert api.handle("POST", "/topics/quiet/partitions/2/append", b'{"records": 0}')[0] == 422
+    assert api.handle("POST", "/topics/quiet/partitions/2/append", b'{"records": "7"}')[0] == 422
+    assert api.handle("POST", "/topics/quiet/partitions/9/append", b'{"records": 1}')[0] == 404
+    assert cluster.loop.call(lambda: cluster.high_watermark(tp)) == 10
