@@ -43,11 +43,15 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analytics.load_model import BOUND_TOLERANCE
 from app.actions.rebalance.model import FloatArray, Model
+
+if TYPE_CHECKING:
+    from app.actions.rebalance.goals import GoalState
 
 _SCAN_LIMIT = 48
 """Candidates rejected for one receiver (partition already there, rack) before trying the next receiver."""
@@ -145,6 +149,7 @@ class Balancer:
         self.db = model.db
         self.n = model.n_model
         self.active = sorted(range(self.n) if active is None else active)
+        self.active_set = frozenset(self.active)
         self.rated_deviation = rated_deviation
         self.set_band()
         self.targets = sorted(targets)
@@ -156,6 +161,8 @@ class Balancer:
         self.held = [frozenset(m) for m in model.members]
         self.leader_pools: dict[tuple[int, int], _Pool] = {}
         self.replica_pools: list[_Pool] = []
+        self.guard: GoalState | None = None
+        """The goals' guard every move passes (None: no goal constrains the plan beyond today's rules)."""
 
     def set_band(self) -> None:
         """The band around the active brokers' mean Db (1/N, unless a drain brought in replicas of a broker
@@ -265,19 +272,27 @@ class Balancer:
                 cap = self._cap(donor, receiver, in_band)
                 if pool is None or cap <= 0:
                     continue
-                i = pool.best(cap, self._leader_dead)
+                guard = self.guard
+                accept = (
+                    None
+                    if guard is None or not guard.guarded
+                    else partial(_leader_accept, guard, donor, receiver)
+                )
+                i = pool.best(cap, self._leader_dead, accept)
                 if i >= 0:
                     pool.kill(i)
-                    self._move_leader(pool.items[i], donor, receiver)
+                    self.move_leader(pool.items[i], donor, receiver)
                     return True
         return False
 
-    def _move_leader(self, p: int, donor: int, receiver: int) -> None:
+    def move_leader(self, p: int, donor: int, receiver: int) -> None:
         surplus = self.model.sd[p]
         self.model.leader[p] = receiver
         self.leader_used[p] = 1
         self.db[donor] -= surplus
         self.db[receiver] += surplus
+        if self.guard is not None:
+            self.guard.on_leader(p, donor, receiver)
 
     # -- replica moves
 
@@ -298,7 +313,12 @@ class Balancer:
         source = model.rep_broker[r]
         rack = model.rack
         others = [rack[b] for b in members if b != source]
-        return rack[receiver] not in others or rack[source] in others
+        guard = self.guard
+        if rack[receiver] in others and rack[source] not in others:
+            if guard is not None:
+                guard.note_rack(receiver)
+            return False
+        return guard is None or guard.allow_replica(r, receiver)
 
     def _can_host_flipped(self, receiver: int, r: int) -> bool:
         return self.can_host(r, receiver)
@@ -329,6 +349,8 @@ class Balancer:
         """For a broker no single replica fits: send a replica r1 and take back a lighter r2 so that both
         brokers end inside the band (two moves). The heaviest few candidates for r1 are tried."""
         db, model = self.db, self.model
+        if self.guard is not None and not self.guard.budget_left(2):
+            return False
         for donor, receiver in pairs:
             if donor not in self.target_set:
                 continue
@@ -357,11 +379,14 @@ class Balancer:
         members = model.members[p]
         members[members.index(source)] = receiver
         model.rep_broker[r] = receiver
-        if model.leader[p] == source:
+        leader_moved = model.leader[p] == source
+        if leader_moved:
             model.leader[p] = receiver
         self.moved[r] = 1
         self.db[source] -= w
         self.db[receiver] += w
+        if self.guard is not None:
+            self.guard.on_replica(r, source, receiver, leader_moved)
 
     # -- lower bound
 
@@ -416,6 +441,10 @@ class Balancer:
                 shares[0] += model.sd[p]  # whichever replica leaves with the leadership, at most this
             weights.extend(shares)
         return _moves_needed(_descending_cumsum(weights), excess - free)
+
+
+def _leader_accept(guard: GoalState, donor: int, receiver: int, p: int) -> bool:
+    return guard.allow_leader(p, donor, receiver)
 
 
 def _descending_cumsum(values: Sequence[float]) -> FloatArray:

@@ -354,3 +354,16 @@ def predicted_report(model: Model, report: LoadReport, after_brokers: list[int] 
         }
     )
     return compute_load(samples, model.weights, report.rated_deviation)
+
+
+def leader_share(model: Model, metric: str) -> FloatArray | None:
+    """Per partition, the share of ``metric`` its leader carries for it (the follower's part plus the leader
+    surplus, as attributed from the leader it had when the plan started); None without that metric."""
+    if metric not in model.metrics:
+        return None
+    j = model.metrics.index(metric)
+    origin = np.asarray(model.leader_origin, dtype=np.int64)
+    safe = np.where(origin >= 0, origin, 0)
+    unit = model.follower_unit[safe, j] + model.surplus_unit[safe, j]
+    share: FloatArray = np.where(origin >= 0, unit * model.part_weight, 0.0)
+    return share
