@@ -18,6 +18,7 @@ once, never back to a broker its partition was on, never to fewer racks) and the
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 
 import numpy as np
 
@@ -271,27 +272,26 @@ class _Search:
         candidates = [int(c) for c in np.nonzero(state.eligible_mask)[0] if c != b]
         if self.goal == DISK_USAGE:
             candidates = [c for c in candidates if state.disk_known[c]]
+        # a count moves by one: partners it would push out of the band come last
+        step = 0.0 if self.goal in (DISK_USAGE, LEADER_BYTES_IN) else 1.0
         if above:
             found = [c for c in candidates if self.q(t, c) < hi]
-            found.sort(key=lambda c: (self.q(t, c), c))
+            found.sort(key=lambda c: (self.q(t, c) + step > hi + 1e-9, self.q(t, c), c))
         else:
             found = [c for c in candidates if self.q(t, c) > lo]
-            found.sort(key=lambda c: (-self.q(t, c), c))
+            found.sort(key=lambda c: (self.q(t, c) - step < lo - 1e-9, -self.q(t, c), c))
         return found
 
     def _shed(self, t: int, s: int) -> int:
-        receivers = self._partners(t, s, above=True)
-        for tried, (kind, item) in enumerate(self._items(t, s)):
-            if kind == "leader":
-                members = self.model.members[item]
-                options: list[int] = [d for d in receivers if d in members]
-            else:
-                options = receivers
-            for d in options:
+        """The receiver with the most room first (below the band, a move fixes both ends), any of the
+        first items it can take."""
+        items = list(islice(self._items(t, s), 4 * _SCAN))
+        for d in self._partners(t, s, above=True):
+            for kind, item in items:
+                if kind == "leader" and d not in self.model.members[item]:
+                    continue
                 if self._try(kind, item, s, d):
                     return 1
-            if tried + 1 >= _SCAN:
-                break
         return 0
 
     def _take(self, t: int, d: int) -> int:

@@ -276,10 +276,11 @@ def test_the_given_brokers_are_the_only_sources_too() -> None:
 
     plan = plan_rebalance(snapshot, brokers=[4])
 
-    assert not plan.moves and not plan.leader_moves
+    assert not plan.moves
+    assert not plan.leader_moves
     load = next(g for g in plan.goals if g.goal == "load")
     assert load.satisfied is False
-    assert load.why_not is not None and "excluded brokers" in load.why_not
+    assert "excluded brokers" in (load.why_not or "")
 
 
 def test_partitions_that_must_not_move_are_skipped_with_the_reason() -> None:

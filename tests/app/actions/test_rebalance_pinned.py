@@ -37,7 +37,7 @@ def generate_cluster(seed: int = 27) -> dict[str, Any]:
     racks = {b: f"rack-{b % 3}" for b in brokers}
     hot = {1, 2, 5, 9}
     weight = {b: 4.0 if b in hot else 1.0 for b in brokers}
-    partitions = []
+    partitions: list[dict[str, Any]] = []
     rates: dict[str, float] = {}
     sizes: dict[str, int] = {}
     for t in range(16):
@@ -47,8 +47,8 @@ def generate_cluster(seed: int = 27) -> dict[str, Any]:
         for p in range(20):
             chosen: list[int] = []
             while len(chosen) < rf:
-                used = {racks[b] for b in chosen}
-                pool = [b for b in brokers if b not in chosen and racks[b] not in used]
+                taken = {racks[b] for b in chosen}
+                pool = [b for b in brokers if b not in chosen and racks[b] not in taken]
                 chosen.append(rng.choices(pool, weights=[weight[b] for b in pool])[0])
             isr = list(chosen) if rng.random() > 0.1 else chosen[:-1]
             partitions.append({"topic": topic, "partition": p, "replicas": chosen, "isr": isr})
