@@ -886,9 +886,10 @@ class ActionRunner:
         return partition_sizes(snapshot, None if self._scrape is None else self._scrape(), partitions)
 
     def _disks(self, snapshot: ClusterSnapshot) -> DiskInput | None:
-        """The disk figures for the plans' disk goals, from the latest scrape: each broker's log dirs
-        (``metrics.log_dir_mountpoints``, else the usual names) summed, and the partitions' sizes; None
-        without a scrape."""
+        """The disk figures for the plans' disk goals, from the latest scrape: each broker is as full as its
+        fullest log dir (``metrics.log_dir_mountpoints``, else the usual names; Kafka's metrics do not say
+        which dir a partition is in, nor which dir a new replica will take, so the plan counts it there),
+        and the partitions' sizes; None without a scrape."""
         scrape = None if self._scrape is None else self._scrape()
         if scrape is None:
             return None
@@ -897,8 +898,9 @@ class ActionRunner:
         for broker, result in scrape.scrapes.items():
             dirs = log_dir_filesystems(result.filesystems, self._log_dir_mountpoints) if result.ok else {}
             if dirs:
-                capacity[broker] = sum(fs.size_bytes for fs in dirs.values())
-                used[broker] = sum(fs.used_bytes for fs in dirs.values())
+                fullest = max(dirs.values(), key=lambda fs: fs.used_ratio)
+                capacity[broker] = fullest.size_bytes
+                used[broker] = fullest.used_bytes
         sizes = partition_sizes(snapshot, scrape, snapshot.partitions)
         return DiskInput(capacity_bytes=capacity, used_bytes=used, sizes=sizes)
 

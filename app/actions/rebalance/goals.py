@@ -26,10 +26,12 @@ mean: ``rack`` partitions short of racks; ``disk_capacity`` bytes above the cap 
 brokers (``topic_*``: over topic × broker), in the goal's units (Db, used ratio, replicas, leaders,
 bytes/s).
 
-**Disk figures.** A broker's capacity and used bytes are its log dirs' (summed: exact with one log dir per
-broker, the common case); a partition's size is its leader's log size (:mod:`app.actions.sizes`). Brokers
-without figures are left out of the disk goals, which say so in ``why_not`` (nothing is guessed); a
-partition without a size counts 0 bytes and is named there too.
+**Disk figures.** A broker's capacity and used bytes are given (the service takes its fullest log dir's:
+Kafka's metrics do not say which dir holds a partition nor which one a new replica takes, so a replica is
+counted in the fullest, exact with one log dir per broker, the common case); a partition's size is its
+leader's log size (:mod:`app.actions.sizes`). Brokers without figures are left out of the disk goals,
+which say so in ``why_not`` (nothing is guessed); partitions without a size count 0 bytes, and how many
+there are is said there too.
 
 Pure: the state is the model's and the balancer's; this module reads them and keeps its own counts.
 """

@@ -22,6 +22,8 @@ Goals = Annotated[
     list[GoalName], Field(max_length=len(GOALS), description=f"In priority order, of: {', '.join(GOALS)}")
 ]
 Ratio = Annotated[float, Field(ge=0, le=1)]
+MAX_BYTES = 2**63 - 1
+"""The largest byte budget (a Java long, as Kafka counts bytes)."""
 
 
 class OnlyOverIn(BaseModel):
@@ -71,7 +73,7 @@ class RebalanceIn(_GoalsIn):
     only_over: OnlyOverIn | None = None
     max_moves: Annotated[StrictInt, Field(ge=0, le=100_000_000)] | None = None
     """At most this many replica moves (the most useful first); leader moves are free."""
-    max_bytes: Annotated[StrictInt, Field(ge=0)] | None = None
+    max_bytes: Annotated[StrictInt, Field(ge=0, le=MAX_BYTES)] | None = None
     """At most this many bytes copied (partitions of unknown size count 0)."""
 
     def order(self) -> RebalanceOrder:
