@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from analytics.load_model import BOUND_TOLERANCE
-from app.actions.rebalance.model import FloatArray, Model
+from app.actions.rebalance.model import FloatArray, IntArray, Model
 
 if TYPE_CHECKING:
     from app.actions.rebalance.goals import GoalState
@@ -68,6 +68,13 @@ class _Pool:
         self.keys = [k for k, _ in entries]
         self.items = [i for _, i in entries]
         self.parent = list(range(len(entries)))
+
+    @classmethod
+    def presorted(cls, keys: list[float], items: list[int]) -> _Pool:
+        """A pool of items already sorted by (key, item)."""
+        pool = cls.__new__(cls)
+        pool.keys, pool.items, pool.parent = keys, items, list(range(len(keys)))
+        return pool
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -157,8 +164,6 @@ class Balancer:
         self.movable = bytearray(len(model.tps))
         self.leader_used = bytearray(len(model.tps))
         self.moved = bytearray(len(model.rep_part))
-        # the brokers each partition is on when the plan starts: a replica never goes back to one
-        self.held = [frozenset(m) for m in model.members]
         self.leader_pools: dict[tuple[int, int], _Pool] = {}
         self.replica_pools: list[_Pool] = []
         self.guard: GoalState | None = None
@@ -195,15 +200,30 @@ class Balancer:
         self.leader_pools = {pair: _Pool(e) for pair, e in entries.items()}
 
     def build_replica_pools(self) -> None:
+        """Per broker, its movable replicas not moved yet with a positive weight, by (weight, row): built
+        with numpy (the rows are millions at Cruise Control's size)."""
+        n = self.n
+        rep_part, rep_broker, weights = self._replica_weights()
+        movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
+        moved = np.frombuffer(self.moved, dtype=np.uint8).astype(bool)
+        rows = np.nonzero(movable[rep_part] & (rep_broker < n) & ~moved & (weights > 0))[0]
+        rows = rows[np.lexsort((rows, weights[rows], rep_broker[rows]))]
+        starts = np.searchsorted(rep_broker[rows], np.arange(n + 1)).tolist()
+        keys, items = weights[rows].tolist(), rows.tolist()
+        self.replica_pools = [
+            _Pool.presorted(keys[starts[i] : starts[i + 1]], items[starts[i] : starts[i + 1]])
+            for i in range(n)
+        ]
+
+    def _replica_weights(self) -> tuple[IntArray, IntArray, FloatArray]:
+        """Every replica row's partition, broker and weight (:meth:`Model.weight`, the same sums)."""
         model = self.model
-        entries: list[list[tuple[float, int]]] = [[] for _ in range(self.n)]
-        for r, p in enumerate(model.rep_part):
-            b = model.rep_broker[r]
-            if self.movable[p] and b < self.n and not self.moved[r]:
-                w = model.weight(r)
-                if w > 0:
-                    entries[b].append((w, r))
-        self.replica_pools = [_Pool(e) for e in entries]
+        rep_part = np.asarray(model.rep_part, dtype=np.int64)
+        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
+        sd = np.asarray(model.sd, dtype=np.float64)
+        leads = np.asarray(model.leader, dtype=np.int64)[rep_part] == rep_broker
+        weights: FloatArray = np.asarray(model.sf, dtype=np.float64) + np.where(leads, sd[rep_part], 0.0)
+        return rep_part, rep_broker, weights
 
     # -- state
 
@@ -308,7 +328,10 @@ class Balancer:
         model = self.model
         p = model.rep_part[r]
         members = model.members[p]
-        if receiver in members or receiver in self.held[p]:
+        if receiver in members:
+            return False
+        origin = model.rep_origin  # the brokers the partition was on when the plan started
+        if any(origin[q] == receiver for q in model.rep_of[p]):
             return False
         source = model.rep_broker[r]
         rack = model.rack
@@ -395,17 +418,19 @@ class Balancer:
         broker only with its replica, so every replica counts with its whole weight."""
         db, model, n = self.db, self.model, self.n
         over = [db[i] > self.hi for i in range(n)]
-        shed = [0.0] * n  # leader surplus that could leave each broker, by leader move or with its replica
-        shares: list[list[float]] = [[] for _ in range(n)]  # movable replicas' weights without the surplus
-        weights: list[float] = []  # movable replicas' weights with it
-        for r, p in enumerate(model.rep_part):
-            b = model.rep_broker[r]
-            if b < n and self.movable[p]:
-                shares[b].append(model.sf[r] if leader_moves else model.weight(r))
-                weights.append(model.weight(r))
-        for p, h in enumerate(model.leader):
-            if 0 <= h < n and self.movable[p] and leader_moves:
-                shed[h] += model.sd[p]
+        # movable replicas' weights with the leader surplus, and per broker without it (with leader moves)
+        rep_part, rep_broker, all_weights = self._replica_weights()
+        movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
+        rows = np.nonzero((rep_broker < n) & movable[rep_part])[0]
+        weights = all_weights[rows]
+        share_of = np.asarray(model.sf, dtype=np.float64)[rows] if leader_moves else weights
+        rows_broker = rep_broker[rows]
+        # leader surplus that could leave each broker, by leader move or with its replica
+        shed = [0.0] * n
+        if leader_moves:
+            for p, h in enumerate(model.leader):
+                if 0 <= h < n and self.movable[p]:
+                    shed[h] += model.sd[p]
         gain = [0.0] * n  # leader surplus each broker could take over by leader moves
         escapes: set[int] = (
             set()
@@ -418,7 +443,8 @@ class Balancer:
         out = in_ = 0
         for i in range(n):
             if over[i]:
-                out += _moves_needed(_descending_cumsum(shares[i]), db[i] - self.hi - shed[i])
+                shares = share_of[rows_broker == i]
+                out += _moves_needed(_descending_cumsum(shares), db[i] - self.hi - shed[i])
             elif db[i] < self.lo and i in self.target_set:
                 in_ += _moves_needed(heaviest_first, self.lo - db[i] - gain[i])
         return max(out, in_, self._pooled_bound(over, escapes))
@@ -447,7 +473,7 @@ def _leader_accept(guard: GoalState, donor: int, receiver: int, p: int) -> bool:
     return guard.allow_leader(p, donor, receiver)
 
 
-def _descending_cumsum(values: Sequence[float]) -> FloatArray:
+def _descending_cumsum(values: Sequence[float] | FloatArray) -> FloatArray:
     result: FloatArray = np.cumsum(np.sort(np.asarray(values, dtype=np.float64))[::-1])
     return result
 

@@ -276,12 +276,14 @@ class GoalState:
         self.disk_goals = bool(self.listed & {DISK_CAPACITY, DISK_USAGE})
         self.has_disks = bool(self.disk_known.any())
         # topics
-        self.topic_names = sorted({tp.topic for tp in model.tps})
-        topic_index = {t: i for i, t in enumerate(self.topic_names)}
-        self.part_topic: IntArray = np.array([topic_index[tp.topic] for tp in model.tps], dtype=np.int64)
+        self.topic_names: list[str] = []
+        self.part_topic: IntArray = np.zeros(0, dtype=np.int64)
         self.topic_rep: IntArray | None = None
         self.topic_lead: IntArray | None = None
-        if self.listed & TOPIC_GOALS:
+        if self.listed & TOPIC_GOALS:  # per-topic counts only when a topic goal is listed (memory)
+            self.topic_names = sorted({tp.topic for tp in model.tps})
+            topic_index = {t: i for i, t in enumerate(self.topic_names)}
+            self.part_topic = np.array([topic_index[tp.topic] for tp in model.tps], dtype=np.int64)
             shape = (len(self.topic_names), n_all)
             self.topic_rep = np.zeros(shape, dtype=np.int64)
             rep_part = np.asarray(model.rep_part, dtype=np.int64)
@@ -581,8 +583,8 @@ class GoalState:
         self.moves_used += 1
         self.bytes_used += size
         self.replica_moves[self.current] += 1
-        t = int(self.part_topic[p])
         if self.topic_rep is not None:
+            t = int(self.part_topic[p])
             self.topic_rep[t, s] -= 1
             self.topic_rep[t, d] += 1
         if leader_moved:
