@@ -185,19 +185,42 @@ class Balancer:
             self.movable[p] = 1
 
     def build_leader_pools(self) -> None:
+        """Per (leader, follower) pair, the movable partitions whose leadership could go to that follower (in
+        sync now, or added by this plan: in sync by the time the reassignment completes), by (surplus,
+        partition); the pairs in the order the partitions first name them."""
         model = self.model
-        entries: dict[tuple[int, int], list[tuple[float, int]]] = {}
         ids = model.broker_ids
-        for p, h in enumerate(model.leader):
-            if h < 0 or not self.movable[p] or model.sd[p] <= 0:
-                continue
-            info = model.infos[p]
-            # in sync now, or added by this plan (in sync by the time the reassignment completes)
-            for i in model.members[p]:
-                b = ids[i]
-                if i != h and i in self.target_set and (b in info.isr or b not in info.assignment.replicas):
-                    entries.setdefault((h, i), []).append((model.sd[p], p))
-        self.leader_pools = {pair: _Pool(e) for pair, e in entries.items()}
+        rep_part = np.asarray(model.rep_part, dtype=np.int64)
+        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
+        sd = np.asarray(model.sd, dtype=np.float64)
+        leader = np.asarray(model.leader, dtype=np.int64)[rep_part]
+        movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
+        target = np.zeros(len(ids), dtype=bool)
+        target[self.targets] = True
+        candidates = (leader >= 0) & movable[rep_part] & (sd[rep_part] > 0) & (rep_broker != leader)
+        candidates &= target[rep_broker]
+        infos = model.infos
+        rows = [
+            r
+            for r in np.nonzero(candidates)[0].tolist()
+            if (b := ids[model.rep_broker[r]]) in (info := infos[model.rep_part[r]]).isr
+            or b not in info.assignment.replicas
+        ]
+        if not rows:
+            self.leader_pools = {}
+            return
+        chosen = np.asarray(rows, dtype=np.int64)
+        parts, pair = rep_part[chosen], leader[chosen] * len(ids) + rep_broker[chosen]
+        _, first, group = np.unique(pair, return_index=True, return_inverse=True)
+        order = np.lexsort((parts, sd[parts], first[group]))
+        parts, pair = parts[order], pair[order]
+        cuts = np.flatnonzero(np.diff(pair)) + 1
+        starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(pair)]
+        keys, items, pairs = sd[parts].tolist(), parts.tolist(), pair.tolist()
+        self.leader_pools = {
+            divmod(pairs[a], len(ids)): _Pool.presorted(keys[a:z], items[a:z])
+            for a, z in zip(starts, ends, strict=True)
+        }
 
     def build_replica_pools(self) -> None:
         """Per broker, its movable replicas not moved yet with a positive weight, by (weight, row): built
