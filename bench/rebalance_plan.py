@@ -174,7 +174,8 @@ def run_plan(args: argparse.Namespace) -> bool:
     samples = broker_metrics(current, rates, brokers)
     print(
         f"cluster   {len(brokers)} brokers on {args.racks} racks, {len(current):,} partitions, RF {args.rf}, "
-        f"{args.hot_brokers} hot brokers (+{args.skew:.0%}) built in {time.perf_counter() - started:.1f}s"
+        f"{args.hot_brokers} hot brokers (+{args.skew:.0%}) built in {time.perf_counter() - started:.1f}s; "
+        f"peak RSS so far {peak_rss_mib():,.0f} MiB"
     )
     goals = None if args.goals is None else (list(GOALS) if args.goals == "all" else args.goals.split(","))
     disks = synthetic_disks(snapshot, rates, args) if args.disks or "disk" in (args.goals or "") else None
