@@ -40,6 +40,7 @@ which beats the bound when leader moves are off.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
@@ -65,15 +66,19 @@ class _Pool:
 
     def __init__(self, entries: list[tuple[float, int]]) -> None:
         entries.sort()
-        self.keys = [k for k, _ in entries]
-        self.items = [i for _, i in entries]
-        self.parent = list(range(len(entries)))
+        # compact arrays, not lists: millions of entries at Cruise Control's size
+        self.keys = array("d", [k for k, _ in entries])
+        self.items = array("q", [i for _, i in entries])
+        self.parent = array("q", range(len(entries)))
 
     @classmethod
-    def presorted(cls, keys: list[float], items: list[int]) -> _Pool:
+    def presorted(cls, keys: FloatArray, items: IntArray) -> _Pool:
         """A pool of items already sorted by (key, item)."""
         pool = cls.__new__(cls)
-        pool.keys, pool.items, pool.parent = keys, items, list(range(len(keys)))
+        pool.keys, pool.items = array("d"), array("q")
+        pool.keys.frombytes(np.ascontiguousarray(keys, dtype=np.float64).tobytes())
+        pool.items.frombytes(np.ascontiguousarray(items, dtype=np.int64).tobytes())
+        pool.parent = array("q", range(len(pool.keys)))
         return pool
 
     def __len__(self) -> int:
@@ -216,9 +221,9 @@ class Balancer:
         parts, pair = parts[order], pair[order]
         cuts = np.flatnonzero(np.diff(pair)) + 1
         starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(pair)]
-        keys, items, pairs = sd[parts].tolist(), parts.tolist(), pair.tolist()
+        keys, pairs = sd[parts], pair.tolist()
         self.leader_pools = {
-            divmod(pairs[a], len(ids)): _Pool.presorted(keys[a:z], items[a:z])
+            divmod(pairs[a], len(ids)): _Pool.presorted(keys[a:z], parts[a:z])
             for a, z in zip(starts, ends, strict=True)
         }
 
@@ -232,9 +237,9 @@ class Balancer:
         rows = np.nonzero(movable[rep_part] & (rep_broker < n) & ~moved & (weights > 0))[0]
         rows = rows[np.lexsort((rows, weights[rows], rep_broker[rows]))]
         starts = np.searchsorted(rep_broker[rows], np.arange(n + 1)).tolist()
-        keys, items = weights[rows].tolist(), rows.tolist()
+        keys = weights[rows]
         self.replica_pools = [
-            _Pool.presorted(keys[starts[i] : starts[i + 1]], items[starts[i] : starts[i + 1]])
+            _Pool.presorted(keys[starts[i] : starts[i + 1]], rows[starts[i] : starts[i + 1]])
             for i in range(n)
         ]
 
