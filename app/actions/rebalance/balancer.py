@@ -41,9 +41,10 @@ which beats the bound when leader moves are off.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -162,6 +163,7 @@ class Balancer:
         self.n = model.n_model
         self.active = sorted(range(self.n) if active is None else active)
         self.active_set = frozenset(self.active)
+        self._position = {i: k for k, i in enumerate(self.active)}
         self.rated_deviation = rated_deviation
         self.set_band()
         self.targets = sorted(targets)
@@ -259,13 +261,16 @@ class Balancer:
         return [i for i in self.active if self.db[i] > self.hi or self.db[i] < self.lo]
 
     def _worst(self, stuck: set[int]) -> int:
-        worst, deviation = -1, 0.0
-        db, hi, lo, avg = self.db, self.hi, self.lo, self.avg
-        for i in self.active:
-            d = db[i]
-            if (d > hi or d < lo) and i not in stuck and abs(d - avg) > deviation:
-                worst, deviation = i, abs(d - avg)
-        return worst
+        """The active broker farthest from the average among those outside the band and not stuck (the
+        first such on a tie); -1 when none."""
+        values = np.fromiter(map(self.db.__getitem__, self.active), dtype=np.float64, count=len(self.active))
+        deviation = np.abs(values - self.avg)
+        deviation[(values <= self.hi) & (values >= self.lo)] = 0.0
+        if stuck:
+            position = self._position
+            deviation[[position[i] for i in stuck if i in position]] = 0.0
+        k = int(np.argmax(deviation))
+        return self.active[k] if deviation[k] > 0.0 else -1
 
     def _cap(self, donor: int, receiver: int, in_band: bool) -> float:
         """The largest weight worth moving: one that keeps both inside the band, else (only between a
@@ -282,15 +287,18 @@ class Balancer:
     def _pairs(self, x: int) -> list[tuple[int, int]]:
         """(donor, receiver) pairs for broker x, the most promising partner first."""
         db = self.db
+        key = db.__getitem__
+        # sorted in C, then cut where the partner stops being lighter (heavier): the same list as filtering
+        # first (the sorts are stable), without a Python loop over the brokers at every step
         if db[x] > self.avg:
-            receivers = sorted((c for c in self.targets if c != x and db[c] < db[x]), key=db.__getitem__)
-            return [(x, c) for c in receivers]
+            receivers = sorted(self.targets, key=key)
+            cut = bisect_left(list(map(key, receivers)), db[x])
+            return list(zip(repeat(x), receivers[:cut], strict=False))
         if x not in self.target_set:
             return []
-        donors = sorted(
-            (d for d in self.active if d != x and db[d] > db[x]), key=db.__getitem__, reverse=True
-        )
-        return [(d, x) for d in donors]
+        donors = sorted(self.active, key=key, reverse=True)
+        cut = bisect_left([-v for v in map(key, donors)], -db[x])
+        return list(zip(donors[:cut], repeat(x), strict=False))
 
     def sweeps(self, step: Callable[[int], bool]) -> int:
         """Repeat: fix the worst broker not yet found stuck, until all are stuck; again while that moved."""
