@@ -173,6 +173,8 @@ class Balancer:
         self.moved = bytearray(len(model.rep_part))
         self.leader_pools: dict[tuple[int, int], _Pool] = {}
         self.replica_pools: list[_Pool] = []
+        self.touched: set[int] = set()
+        """Partitions a move changed (the plan's moves are among them)."""
         self.guard: GoalState | None = None
         """The goals' guard every move passes (None: no goal constrains the plan beyond today's rules)."""
 
@@ -345,6 +347,7 @@ class Balancer:
         surplus = self.model.sd[p]
         self.model.leader[p] = receiver
         self.leader_used[p] = 1
+        self.touched.add(p)
         self.db[donor] -= surplus
         self.db[receiver] += surplus
         if self.guard is not None:
@@ -442,6 +445,7 @@ class Balancer:
         if leader_moved:
             model.leader[p] = receiver
         self.moved[r] = 1
+        self.touched.add(p)
         self.db[source] -= w
         self.db[receiver] += w
         if self.guard is not None:

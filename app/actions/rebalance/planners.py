@@ -400,7 +400,7 @@ def _finish(
     after_brokers: list[int] | None,
     goals: tuple[GoalReport, ...] = (),
 ) -> RebalancePlan:
-    moves, leader_moves = _changes(model)
+    moves, leader_moves = _changes(model, balancer.touched)
     after = predicted_report(model, report, after_brokers)
     after_summary = LoadSummary.from_report(after)
     return RebalancePlan(
@@ -421,11 +421,13 @@ def _finish(
     )
 
 
-def _changes(model: Model) -> tuple[list[ReplicaMove], list[LeaderMove]]:
+def _changes(model: Model, touched: Collection[int]) -> tuple[list[ReplicaMove], list[LeaderMove]]:
+    """The moves, in partition order, of the partitions a move touched (no other one changed)."""
     moves: list[ReplicaMove] = []
     leader_moves: list[LeaderMove] = []
     ids = model.broker_ids
-    for p, info in enumerate(model.infos):
+    for p in sorted(touched):
+        info = model.infos[p]
         members, leader, old_leader = model.members[p], model.leader[p], model.leader_origin[p]
         new_set = [ids[b] for b in members]
         old = info.assignment.replicas
