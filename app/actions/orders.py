@@ -23,6 +23,7 @@ from app.actions.reassignment import (
     ThrottleConfig,
 )
 from app.actions.rebalance import RebalancePlan
+from app.actions.rebalance.goals import GoalOptions
 from app.actions.state import (
     ActionRecord,
 )
@@ -202,8 +203,11 @@ class RebalanceOrder:
     exclude_topics: tuple[str, ...] = ()
     rated_deviation: float = 0.10
     brokers: tuple[int, ...] | None = None
-    """Brokers replicas and leadership may go to (None: every registered broker)."""
+    """Brokers replicas and leadership may move between (None: every registered broker)."""
     leader_moves: bool = True
+    goals: tuple[str, ...] | None = None
+    """The goals in priority order (None: the default goals, :mod:`app.actions.rebalance.goals`)."""
+    options: GoalOptions = field(default_factory=GoalOptions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +215,8 @@ class DrainOrder:
     broker_id: int
     brokers: tuple[int, ...] | None = None
     rated_deviation: float = 0.10
+    goals: tuple[str, ...] | None = None
+    options: GoalOptions = field(default_factory=GoalOptions)
 
 
 @dataclass(frozen=True, slots=True)

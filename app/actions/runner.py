@@ -82,6 +82,7 @@ from app.actions.reassignment import (
     validate_reassignment,
 )
 from app.actions.rebalance import RebalancePlan, plan_drain, plan_rebalance
+from app.actions.rebalance.goals import DiskInput
 from app.actions.sizes import copy_bytes, copy_seconds, partition_sizes
 from app.actions.state import (
     AUDIT_LISTED,
@@ -96,6 +97,7 @@ from app.actions.state import (
     request_digest,
 )
 from app.leadership import StandingSource
+from collectors.disks import log_dir_filesystems
 from collectors.health import HealthReport
 from collectors.kafka import zkdata
 from collectors.kafka.admin import AdminZooKeeper
@@ -248,6 +250,7 @@ class ActionRunner:
         log_sizes: LogSizes | None = None,
         scrape: LatestScrape | None = None,
         produce_rates: ProduceRates | None = None,
+        log_dir_mountpoints: Sequence[str] = (),
     ) -> None:
         self.settings = settings or ActionSettings()
         self._actions = actions
@@ -261,6 +264,7 @@ class ActionRunner:
         self._log_sizes = log_sizes
         self._scrape = scrape
         self._produce_rates = produce_rates
+        self._log_dir_mountpoints = tuple(log_dir_mountpoints)
         self._running: set[str] = set()
         self._running_lock = threading.Lock()
         self._wake = threading.Event()
@@ -808,6 +812,9 @@ class ActionRunner:
                 order.exclude_topics,
                 order.brokers,
                 leader_moves=order.leader_moves,
+                goals=order.goals,
+                options=order.options,
+                disks=self._disks(snapshot),
             )
         except ValueError as exc:
             self.audit(who, PLAN_REBALANCE, dry_run=True, outcome="refused", detail={"reason": str(exc)})
@@ -823,7 +830,16 @@ class ActionRunner:
         load, source = self._load_input(snapshot)
         broker = order.broker_id
         try:
-            plan = plan_drain(snapshot, broker, load, order.rated_deviation, order.brokers)
+            plan = plan_drain(
+                snapshot,
+                broker,
+                load,
+                order.rated_deviation,
+                order.brokers,
+                goals=order.goals,
+                options=order.options,
+                disks=self._disks(snapshot),
+            )
         except ValueError as exc:
             detail = {"broker": broker, "reason": str(exc)}
             self.audit(who, PLAN_DRAIN, dry_run=True, outcome="refused", detail=detail)
@@ -918,6 +934,25 @@ class ActionRunner:
     ) -> dict[TopicPartition, int]:
         """The partitions' sizes from the latest scrape of the brokers' metrics (empty without one)."""
         return partition_sizes(snapshot, None if self._scrape is None else self._scrape(), partitions)
+
+    def _disks(self, snapshot: ClusterSnapshot) -> DiskInput | None:
+        """The disk figures for the plans' disk goals, from the latest scrape: each broker is as full as its
+        fullest log dir (``metrics.log_dir_mountpoints``, else the usual names; Kafka's metrics do not say
+        which dir a partition is in, nor which dir a new replica will take, so the plan counts it there),
+        and the partitions' sizes; None without a scrape."""
+        scrape = None if self._scrape is None else self._scrape()
+        if scrape is None:
+            return None
+        capacity: dict[int, float] = {}
+        used: dict[int, float] = {}
+        for broker, result in scrape.scrapes.items():
+            dirs = log_dir_filesystems(result.filesystems, self._log_dir_mountpoints) if result.ok else {}
+            if dirs:
+                fullest = max(dirs.values(), key=lambda fs: fs.used_ratio)
+                capacity[broker] = fullest.size_bytes
+                used[broker] = fullest.used_bytes
+        sizes = partition_sizes(snapshot, scrape, snapshot.partitions)
+        return DiskInput(capacity_bytes=capacity, used_bytes=used, sizes=sizes)
 
     def _load_input(self, snapshot: ClusterSnapshot) -> tuple[dict[int, dict[str, float]] | None, str]:
         """The brokers' load for a plan: the latest load window of this cluster (else of any), if any."""

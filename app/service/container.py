@@ -568,6 +568,7 @@ def start_cluster(
         scrape=None if scraper is None else (lambda: view.state.scrape),
         log_sizes=None if reader is None else reader.log_sizes,
         produce_rates=None if reader is None else reader.produce_rates,
+        log_dir_mountpoints=() if cluster.metrics is None else cluster.metrics.log_dir_mountpoints,
     )
     runner.start()
     stack.callback(runner.shutdown)

@@ -9,11 +9,15 @@ The package, along its seams:
 - :mod:`~app.actions.rebalance.model`: the model built from the snapshot and the load (load attribution
   to replicas and leaderships), and the load predicted after a plan.
 - :mod:`~app.actions.rebalance.balancer`: the greedy (leader moves, then replica moves) and the lower bound.
+- :mod:`~app.actions.rebalance.goals`: the goals a plan works to in priority order (racks, disks, counts,
+  topics, load), the guard every move passes, and each goal's report (why it was not met).
+- :mod:`~app.actions.rebalance.search`: the searches of the goals other than ``load``.
 - :mod:`~app.actions.rebalance.planners`: :func:`plan_rebalance` and :func:`plan_drain`.
 - :mod:`~app.actions.rebalance.generate`: Kafka's ``--generate`` comparison, :func:`kafka_generate_moves`.
 """
 
 from app.actions.rebalance.generate import kafka_generate_moves
+from app.actions.rebalance.goals import DEFAULT_GOALS, GOALS, DiskInput, GoalOptions, GoalReport
 from app.actions.rebalance.model import (
     COLLINEAR_CONDITION,
     COUNT_METRICS,
@@ -38,7 +42,9 @@ from app.actions.rebalance.planners import DEFAULT_RATED_DEVIATION, plan_drain, 
 __all__ = [
     "COLLINEAR_CONDITION",
     "COUNT_METRICS",
+    "DEFAULT_GOALS",
     "DEFAULT_RATED_DEVIATION",
+    "GOALS",
     "LEADERS",
     "LEADER_ONLY_PRIOR",
     "PARTITIONS",
@@ -47,6 +53,9 @@ __all__ = [
     "SKIP_NO_STATE",
     "SKIP_OFFLINE",
     "SKIP_REASSIGNING",
+    "DiskInput",
+    "GoalOptions",
+    "GoalReport",
     "LeaderMove",
     "LoadInput",
     "LoadSummary",

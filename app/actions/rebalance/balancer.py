@@ -40,14 +40,20 @@ which beats the bound when leader moves are off.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
+from itertools import repeat
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analytics.load_model import BOUND_TOLERANCE
-from app.actions.rebalance.model import FloatArray, Model
+from app.actions.rebalance.model import FloatArray, IntArray, Model
+
+if TYPE_CHECKING:
+    from app.actions.rebalance.goals import GoalState
 
 _SCAN_LIMIT = 48
 """Candidates rejected for one receiver (partition already there, rack) before trying the next receiver."""
@@ -61,9 +67,20 @@ class _Pool:
 
     def __init__(self, entries: list[tuple[float, int]]) -> None:
         entries.sort()
-        self.keys = [k for k, _ in entries]
-        self.items = [i for _, i in entries]
-        self.parent = list(range(len(entries)))
+        # compact arrays, not lists: millions of entries at Cruise Control's size
+        self.keys = array("d", [k for k, _ in entries])
+        self.items = array("q", [i for _, i in entries])
+        self.parent = array("q", range(len(entries)))
+
+    @classmethod
+    def presorted(cls, keys: FloatArray, items: IntArray) -> _Pool:
+        """A pool of items already sorted by (key, item)."""
+        pool = cls.__new__(cls)
+        pool.keys, pool.items = array("d"), array("q")
+        pool.keys.frombytes(np.ascontiguousarray(keys, dtype=np.float64).tobytes())
+        pool.items.frombytes(np.ascontiguousarray(items, dtype=np.int64).tobytes())
+        pool.parent = array("q", range(len(pool.keys)))
+        return pool
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -145,6 +162,8 @@ class Balancer:
         self.db = model.db
         self.n = model.n_model
         self.active = sorted(range(self.n) if active is None else active)
+        self.active_set = frozenset(self.active)
+        self._position = {i: k for k, i in enumerate(self.active)}
         self.rated_deviation = rated_deviation
         self.set_band()
         self.targets = sorted(targets)
@@ -152,10 +171,12 @@ class Balancer:
         self.movable = bytearray(len(model.tps))
         self.leader_used = bytearray(len(model.tps))
         self.moved = bytearray(len(model.rep_part))
-        # the brokers each partition is on when the plan starts: a replica never goes back to one
-        self.held = [frozenset(m) for m in model.members]
         self.leader_pools: dict[tuple[int, int], _Pool] = {}
         self.replica_pools: list[_Pool] = []
+        self.touched: set[int] = set()
+        """Partitions a move changed (the plan's moves are among them)."""
+        self.guard: GoalState | None = None
+        """The goals' guard every move passes (None: no goal constrains the plan beyond today's rules)."""
 
     def set_band(self) -> None:
         """The band around the active brokers' mean Db (1/N, unless a drain brought in replicas of a broker
@@ -173,30 +194,68 @@ class Balancer:
             self.movable[p] = 1
 
     def build_leader_pools(self) -> None:
+        """Per (leader, follower) pair, the movable partitions whose leadership could go to that follower (in
+        sync now, or added by this plan: in sync by the time the reassignment completes), by (surplus,
+        partition); the pairs in the order the partitions first name them."""
         model = self.model
-        entries: dict[tuple[int, int], list[tuple[float, int]]] = {}
         ids = model.broker_ids
-        for p, h in enumerate(model.leader):
-            if h < 0 or not self.movable[p] or model.sd[p] <= 0:
-                continue
-            info = model.infos[p]
-            # in sync now, or added by this plan (in sync by the time the reassignment completes)
-            for i in model.members[p]:
-                b = ids[i]
-                if i != h and i in self.target_set and (b in info.isr or b not in info.assignment.replicas):
-                    entries.setdefault((h, i), []).append((model.sd[p], p))
-        self.leader_pools = {pair: _Pool(e) for pair, e in entries.items()}
+        rep_part = np.asarray(model.rep_part, dtype=np.int64)
+        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
+        sd = np.asarray(model.sd, dtype=np.float64)
+        leader = np.asarray(model.leader, dtype=np.int64)[rep_part]
+        movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
+        target = np.zeros(len(ids), dtype=bool)
+        target[self.targets] = True
+        candidates = (leader >= 0) & movable[rep_part] & (sd[rep_part] > 0) & (rep_broker != leader)
+        candidates &= target[rep_broker]
+        infos = model.infos
+        rows = [
+            r
+            for r in np.nonzero(candidates)[0].tolist()
+            if (b := ids[model.rep_broker[r]]) in (info := infos[model.rep_part[r]]).isr
+            or b not in info.assignment.replicas
+        ]
+        if not rows:
+            self.leader_pools = {}
+            return
+        chosen = np.asarray(rows, dtype=np.int64)
+        parts, pair = rep_part[chosen], leader[chosen] * len(ids) + rep_broker[chosen]
+        _, first, group = np.unique(pair, return_index=True, return_inverse=True)
+        order = np.lexsort((parts, sd[parts], first[group]))
+        parts, pair = parts[order], pair[order]
+        cuts = np.flatnonzero(np.diff(pair)) + 1
+        starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(pair)]
+        keys, pairs = sd[parts], pair.tolist()
+        self.leader_pools = {
+            divmod(pairs[a], len(ids)): _Pool.presorted(keys[a:z], parts[a:z])
+            for a, z in zip(starts, ends, strict=True)
+        }
 
     def build_replica_pools(self) -> None:
+        """Per broker, its movable replicas not moved yet with a positive weight, by (weight, row): built
+        with numpy (the rows are millions at Cruise Control's size)."""
+        n = self.n
+        rep_part, rep_broker, weights = self._replica_weights()
+        movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
+        moved = np.frombuffer(self.moved, dtype=np.uint8).astype(bool)
+        rows = np.nonzero(movable[rep_part] & (rep_broker < n) & ~moved & (weights > 0))[0]
+        rows = rows[np.lexsort((rows, weights[rows], rep_broker[rows]))]
+        starts = np.searchsorted(rep_broker[rows], np.arange(n + 1)).tolist()
+        keys = weights[rows]
+        self.replica_pools = [
+            _Pool.presorted(keys[starts[i] : starts[i + 1]], rows[starts[i] : starts[i + 1]])
+            for i in range(n)
+        ]
+
+    def _replica_weights(self) -> tuple[IntArray, IntArray, FloatArray]:
+        """Every replica row's partition, broker and weight (:meth:`Model.weight`, the same sums)."""
         model = self.model
-        entries: list[list[tuple[float, int]]] = [[] for _ in range(self.n)]
-        for r, p in enumerate(model.rep_part):
-            b = model.rep_broker[r]
-            if self.movable[p] and b < self.n and not self.moved[r]:
-                w = model.weight(r)
-                if w > 0:
-                    entries[b].append((w, r))
-        self.replica_pools = [_Pool(e) for e in entries]
+        rep_part = np.asarray(model.rep_part, dtype=np.int64)
+        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
+        sd = np.asarray(model.sd, dtype=np.float64)
+        leads = np.asarray(model.leader, dtype=np.int64)[rep_part] == rep_broker
+        weights: FloatArray = np.asarray(model.sf, dtype=np.float64) + np.where(leads, sd[rep_part], 0.0)
+        return rep_part, rep_broker, weights
 
     # -- state
 
@@ -204,13 +263,16 @@ class Balancer:
         return [i for i in self.active if self.db[i] > self.hi or self.db[i] < self.lo]
 
     def _worst(self, stuck: set[int]) -> int:
-        worst, deviation = -1, 0.0
-        db, hi, lo, avg = self.db, self.hi, self.lo, self.avg
-        for i in self.active:
-            d = db[i]
-            if (d > hi or d < lo) and i not in stuck and abs(d - avg) > deviation:
-                worst, deviation = i, abs(d - avg)
-        return worst
+        """The active broker farthest from the average among those outside the band and not stuck (the
+        first such on a tie); -1 when none."""
+        values = np.fromiter(map(self.db.__getitem__, self.active), dtype=np.float64, count=len(self.active))
+        deviation = np.abs(values - self.avg)
+        deviation[(values <= self.hi) & (values >= self.lo)] = 0.0
+        if stuck:
+            position = self._position
+            deviation[[position[i] for i in stuck if i in position]] = 0.0
+        k = int(np.argmax(deviation))
+        return self.active[k] if deviation[k] > 0.0 else -1
 
     def _cap(self, donor: int, receiver: int, in_band: bool) -> float:
         """The largest weight worth moving: one that keeps both inside the band, else (only between a
@@ -227,15 +289,18 @@ class Balancer:
     def _pairs(self, x: int) -> list[tuple[int, int]]:
         """(donor, receiver) pairs for broker x, the most promising partner first."""
         db = self.db
+        key = db.__getitem__
+        # sorted in C, then cut where the partner stops being lighter (heavier): the same list as filtering
+        # first (the sorts are stable), without a Python loop over the brokers at every step
         if db[x] > self.avg:
-            receivers = sorted((c for c in self.targets if c != x and db[c] < db[x]), key=db.__getitem__)
-            return [(x, c) for c in receivers]
+            receivers = sorted(self.targets, key=key)
+            cut = bisect_left(list(map(key, receivers)), db[x])
+            return list(zip(repeat(x), receivers[:cut], strict=False))
         if x not in self.target_set:
             return []
-        donors = sorted(
-            (d for d in self.active if d != x and db[d] > db[x]), key=db.__getitem__, reverse=True
-        )
-        return [(d, x) for d in donors]
+        donors = sorted(self.active, key=key, reverse=True)
+        cut = bisect_left([-v for v in map(key, donors)], -db[x])
+        return list(zip(donors[:cut], repeat(x), strict=False))
 
     def sweeps(self, step: Callable[[int], bool]) -> int:
         """Repeat: fix the worst broker not yet found stuck, until all are stuck; again while that moved."""
@@ -265,19 +330,28 @@ class Balancer:
                 cap = self._cap(donor, receiver, in_band)
                 if pool is None or cap <= 0:
                     continue
-                i = pool.best(cap, self._leader_dead)
+                guard = self.guard
+                accept = (
+                    None
+                    if guard is None or not guard.guarded
+                    else partial(_leader_accept, guard, donor, receiver)
+                )
+                i = pool.best(cap, self._leader_dead, accept)
                 if i >= 0:
                     pool.kill(i)
-                    self._move_leader(pool.items[i], donor, receiver)
+                    self.move_leader(pool.items[i], donor, receiver)
                     return True
         return False
 
-    def _move_leader(self, p: int, donor: int, receiver: int) -> None:
+    def move_leader(self, p: int, donor: int, receiver: int) -> None:
         surplus = self.model.sd[p]
         self.model.leader[p] = receiver
         self.leader_used[p] = 1
+        self.touched.add(p)
         self.db[donor] -= surplus
         self.db[receiver] += surplus
+        if self.guard is not None:
+            self.guard.on_leader(p, donor, receiver)
 
     # -- replica moves
 
@@ -293,12 +367,20 @@ class Balancer:
         model = self.model
         p = model.rep_part[r]
         members = model.members[p]
-        if receiver in members or receiver in self.held[p]:
+        if receiver in members:
+            return False
+        origin = model.rep_origin  # the brokers the partition was on when the plan started
+        if any(origin[q] == receiver for q in model.rep_of[p]):
             return False
         source = model.rep_broker[r]
         rack = model.rack
         others = [rack[b] for b in members if b != source]
-        return rack[receiver] not in others or rack[source] in others
+        guard = self.guard
+        if rack[receiver] in others and rack[source] not in others:
+            if guard is not None:
+                guard.note_rack(receiver)
+            return False
+        return guard is None or guard.allow_replica(r, receiver)
 
     def _can_host_flipped(self, receiver: int, r: int) -> bool:
         return self.can_host(r, receiver)
@@ -329,6 +411,8 @@ class Balancer:
         """For a broker no single replica fits: send a replica r1 and take back a lighter r2 so that both
         brokers end inside the band (two moves). The heaviest few candidates for r1 are tried."""
         db, model = self.db, self.model
+        if self.guard is not None and not self.guard.budget_left(2):
+            return False
         for donor, receiver in pairs:
             if donor not in self.target_set:
                 continue
@@ -357,11 +441,15 @@ class Balancer:
         members = model.members[p]
         members[members.index(source)] = receiver
         model.rep_broker[r] = receiver
-        if model.leader[p] == source:
+        leader_moved = model.leader[p] == source
+        if leader_moved:
             model.leader[p] = receiver
         self.moved[r] = 1
+        self.touched.add(p)
         self.db[source] -= w
         self.db[receiver] += w
+        if self.guard is not None:
+            self.guard.on_replica(r, source, receiver, leader_moved)
 
     # -- lower bound
 
@@ -370,17 +458,19 @@ class Balancer:
         broker only with its replica, so every replica counts with its whole weight."""
         db, model, n = self.db, self.model, self.n
         over = [db[i] > self.hi for i in range(n)]
-        shed = [0.0] * n  # leader surplus that could leave each broker, by leader move or with its replica
-        shares: list[list[float]] = [[] for _ in range(n)]  # movable replicas' weights without the surplus
-        weights: list[float] = []  # movable replicas' weights with it
-        for r, p in enumerate(model.rep_part):
-            b = model.rep_broker[r]
-            if b < n and self.movable[p]:
-                shares[b].append(model.sf[r] if leader_moves else model.weight(r))
-                weights.append(model.weight(r))
-        for p, h in enumerate(model.leader):
-            if 0 <= h < n and self.movable[p] and leader_moves:
-                shed[h] += model.sd[p]
+        # movable replicas' weights with the leader surplus, and per broker without it (with leader moves)
+        rep_part, rep_broker, all_weights = self._replica_weights()
+        movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
+        rows = np.nonzero((rep_broker < n) & movable[rep_part])[0]
+        weights = all_weights[rows]
+        share_of = np.asarray(model.sf, dtype=np.float64)[rows] if leader_moves else weights
+        rows_broker = rep_broker[rows]
+        # leader surplus that could leave each broker, by leader move or with its replica
+        shed = [0.0] * n
+        if leader_moves:
+            for p, h in enumerate(model.leader):
+                if 0 <= h < n and self.movable[p]:
+                    shed[h] += model.sd[p]
         gain = [0.0] * n  # leader surplus each broker could take over by leader moves
         escapes: set[int] = (
             set()
@@ -393,7 +483,8 @@ class Balancer:
         out = in_ = 0
         for i in range(n):
             if over[i]:
-                out += _moves_needed(_descending_cumsum(shares[i]), db[i] - self.hi - shed[i])
+                shares = share_of[rows_broker == i]
+                out += _moves_needed(_descending_cumsum(shares), db[i] - self.hi - shed[i])
             elif db[i] < self.lo and i in self.target_set:
                 in_ += _moves_needed(heaviest_first, self.lo - db[i] - gain[i])
         return max(out, in_, self._pooled_bound(over, escapes))
@@ -418,7 +509,11 @@ class Balancer:
         return _moves_needed(_descending_cumsum(weights), excess - free)
 
 
-def _descending_cumsum(values: Sequence[float]) -> FloatArray:
+def _leader_accept(guard: GoalState, donor: int, receiver: int, p: int) -> bool:
+    return guard.allow_leader(p, donor, receiver)
+
+
+def _descending_cumsum(values: Sequence[float] | FloatArray) -> FloatArray:
     result: FloatArray = np.cumsum(np.sort(np.asarray(values, dtype=np.float64))[::-1])
     return result
 

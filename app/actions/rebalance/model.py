@@ -27,6 +27,7 @@ by exactly that amount. The predicted metrics after the plan are fed back to
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -67,11 +68,11 @@ class Model:
     leader: list[int]
     leader_origin: list[int]
     part_weight: FloatArray
-    rep_part: list[int]
+    rep_part: array[int]
     rep_origin: list[int]
     rep_broker: list[int]
-    rep_of: list[list[int]]
-    """Replica rows of each partition, in its replicas order."""
+    rep_of: list[range]
+    """Replica rows of each partition, in its replicas order (consecutive rows)."""
     metrics: tuple[str, ...]
     weights: Mapping[str, float]
     follower_unit: FloatArray
@@ -79,7 +80,7 @@ class Model:
     base: FloatArray
     scale: FloatArray
     """c_m: a unit of metric m on a broker adds this much to its Db."""
-    sf: list[float] = field(default_factory=list)
+    sf: array[float] = field(default_factory=lambda: array("d"))
     sd: list[float] = field(default_factory=list)
     db: list[float] = field(default_factory=list)
     leader_factors: dict[str, float] = field(default_factory=dict)
@@ -146,7 +147,7 @@ def build_model(
         leader=[_leader_index(info, index, n_model) for info in infos],
         leader_origin=[],
         part_weight=np.array([float(pw.get(info.tp, 1.0)) for info in infos], dtype=np.float64),
-        rep_part=[],
+        rep_part=array("q"),
         rep_origin=[],
         rep_broker=[],
         rep_of=[],
@@ -159,7 +160,7 @@ def build_model(
     )
     model.leader_origin = list(model.leader)
     for p, members in enumerate(model.members):
-        rows = list(range(len(model.rep_part), len(model.rep_part) + len(members)))
+        rows = range(len(model.rep_part), len(model.rep_part) + len(members))
         model.rep_of.append(rows)
         model.rep_part.extend([p] * len(members))
         model.rep_origin.extend(members)
@@ -275,7 +276,8 @@ def _scalars(model: Model) -> None:
     d_traffic = model.surplus_unit[:, ~counted] @ model.scale[~counted]
     origin = np.asarray(model.rep_origin, dtype=np.int64)
     rep_pw = model.part_weight[np.asarray(model.rep_part, dtype=np.int64)] if model.rep_part else np.zeros(0)
-    model.sf = (f_count[origin] + rep_pw * f_traffic[origin]).tolist()
+    model.sf = array("d")  # compact: millions of replicas at Cruise Control's size
+    model.sf.frombytes(np.ascontiguousarray(f_count[origin] + rep_pw * f_traffic[origin]).tobytes())
     leader_origin = np.asarray(model.leader_origin, dtype=np.int64)
     safe = np.where(leader_origin >= 0, leader_origin, 0)
     sd = np.where(leader_origin >= 0, d_count[safe] + model.part_weight * d_traffic[safe], 0.0)
@@ -354,3 +356,16 @@ def predicted_report(model: Model, report: LoadReport, after_brokers: list[int] 
         }
     )
     return compute_load(samples, model.weights, report.rated_deviation)
+
+
+def leader_share(model: Model, metric: str) -> FloatArray | None:
+    """Per partition, the share of ``metric`` its leader carries for it (the follower's part plus the leader
+    surplus, as attributed from the leader it had when the plan started); None without that metric."""
+    if metric not in model.metrics:
+        return None
+    j = model.metrics.index(metric)
+    origin = np.asarray(model.leader_origin, dtype=np.int64)
+    safe = np.where(origin >= 0, origin, 0)
+    unit = model.follower_unit[safe, j] + model.surplus_unit[safe, j]
+    share: FloatArray = np.where(origin >= 0, unit * model.part_weight, 0.0)
+    return share

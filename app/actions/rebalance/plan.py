@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from analytics.load_model import LoadReport
 from app.actions.reassignment import ReassignmentRequest
+
+if TYPE_CHECKING:
+    from app.actions.rebalance.goals import GoalReport
 from collectors.kafka.model import TopicPartition
 
 # Why a partition is left where it is
@@ -106,6 +109,8 @@ class RebalancePlan:
     skipped: tuple[tuple[TopicPartition, str], ...] = ()
     """Partitions the plan may not touch, with the reason (excluded topics are not listed)."""
     warnings: tuple[str, ...] = ()
+    goals: tuple[GoalReport, ...] = ()
+    """How each goal fared, in the priority order worked to (:mod:`app.actions.rebalance.goals`)."""
 
     def reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
         """Target replicas for ``/admin/reassign_partitions``: the moves and the leader reorderings."""

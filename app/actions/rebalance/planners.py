@@ -6,13 +6,25 @@ decides which partitions may move, runs the balancer and turns the model's chang
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Literal
 
 from analytics.load_model import LoadReport
+from app.actions.rebalance import search
 from app.actions.rebalance.balancer import Balancer
 from app.actions.rebalance.generate import kafka_generate_moves
-from app.actions.rebalance.model import LoadInput, Model, build_model, predicted_report
+from app.actions.rebalance.goals import (
+    DRAIN,
+    HARD_GOALS,
+    LOAD,
+    MEASURES,
+    DiskInput,
+    GoalOptions,
+    GoalReport,
+    GoalState,
+    check_goals,
+)
+from app.actions.rebalance.model import LoadInput, Model, build_model, leader_share, predicted_report
 from app.actions.rebalance.plan import (
     MAX_LISTED,
     SKIP_DEAD_REPLICA,
@@ -83,6 +95,9 @@ def plan_rebalance(
     partition_weights: Mapping[TopicPartition, float] | None = None,
     leader_moves: bool = True,
     seed: int = 0,
+    goals: Sequence[str] | None = None,
+    options: GoalOptions | None = None,
+    disks: DiskInput | None = None,
 ) -> RebalancePlan:
     """A plan that brings every |r_n| under ``rated_deviation`` with as few replica moves as it can.
 
@@ -91,8 +106,17 @@ def plan_rebalance(
     restricts where replicas and leadership may go (sources are unrestricted); ``exclude_topics`` are left
     alone. ``weights`` are the load model's metric weights; ``partition_weights`` relative per-partition
     traffic, if known. ``leader_moves=False`` plans replica moves only (fewer elections, more data moved).
-    ``seed`` fixes the random start of the ``--generate`` comparison. ValueError on bad input.
+    ``seed`` fixes the random start of the ``--generate`` comparison.
+
+    ``goals`` (default :data:`~app.actions.rebalance.goals.DEFAULT_GOALS`: the hard goals, then ``load``)
+    are worked to in that order, with ``options``' thresholds and limits and ``disks``' figures (see
+    :mod:`~app.actions.rebalance.goals`). Hard goals' violations are fixed only when ``goals`` are named;
+    with the default list they only keep every move from breaking them, so today's plans stay as they
+    were. With ``brokers`` given, replicas and leadership move only between
+    those brokers. ValueError on bad input (an unknown goal named).
     """
+    goal_list = check_goals(goals)
+    options = options or GoalOptions()
     excluded = frozenset(exclude_topics)
     model, report, warnings = build_model(snapshot, load, weights, rated_deviation, partition_weights)
     targets = _target_indices(snapshot, model, brokers)
@@ -112,6 +136,42 @@ def plan_rebalance(
             skipped.append((info.tp, reason))
     balancer = Balancer(model, targets, report.rated_deviation)
     balancer.set_movable(movable)
+    state = _goal_state(model, balancer, goal_list, options, disks, None if brokers is None else targets)
+    state.fixes_hard = goals is not None
+    before = {g: state.violation(g) for g in goal_list}
+    bounds: dict[str, int | None] = {}
+    lower_bound = 0
+    for goal in goal_list:
+        if goal == LOAD:
+            state.current = LOAD
+            lower_bound = _balance_load(balancer, leader_moves)
+            bounds[LOAD] = lower_bound
+        else:
+            bounds[goal] = search.lower_bound(goal, state, balancer)
+            if goal in HARD_GOALS:
+                if goals is not None:  # the default goals keep today's plans: the hard goals only constrain
+                    search.fix_hard(goal, state, balancer)
+            else:
+                search.improve(goal, state, balancer, leader_moves)
+    topics = sorted({tp.topic for tp in model.tps if tp.topic not in excluded})
+    generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
+    reports = _goal_reports(state, before, bounds)
+    return _finish(
+        "rebalance",
+        model,
+        report,
+        balancer,
+        lower_bound,
+        generate,
+        skipped,
+        warnings,
+        after_brokers=None,
+        goals=reports,
+    )
+
+
+def _balance_load(balancer: Balancer, leader_moves: bool) -> int:
+    """The load goal: leader moves, then replica moves (the balancer); the lower bound on its moves."""
     if leader_moves:
         balancer.build_leader_pools()
     balancer.build_replica_pools()
@@ -120,11 +180,60 @@ def plan_rebalance(
         balancer.sweeps(balancer.leader_step)
         balancer.build_replica_pools()
         balancer.sweeps(balancer.replica_step)
-    topics = sorted({tp.topic for tp in model.tps if tp.topic not in excluded})
-    generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
-    return _finish(
-        "rebalance", model, report, balancer, lower_bound, generate, skipped, warnings, after_brokers=None
+    return lower_bound
+
+
+def _goal_state(
+    model: Model,
+    balancer: Balancer,
+    goals: Sequence[str],
+    options: GoalOptions,
+    disks: DiskInput | None,
+    sources: Collection[int] | None,
+) -> GoalState:
+    shares = leader_share(model, "nwBytesIn")
+    state = GoalState(
+        model,
+        balancer,
+        goals,
+        options,
+        disks,
+        eligible=balancer.targets,
+        sources=sources,
+        load_sources=None if shares is None else {"nwBytesIn": shares},
     )
+    balancer.guard = state
+    return state
+
+
+def _goal_reports(
+    state: GoalState, before: Mapping[str, float | None], bounds: Mapping[str, int | None]
+) -> tuple[GoalReport, ...]:
+    reports = []
+    for goal in state.goals:
+        after = state.violation(goal)
+        satisfied = None if after is None else after <= _tolerance(state, goal)
+        reports.append(
+            GoalReport(
+                goal=goal,
+                hard=goal in HARD_GOALS,
+                measure=MEASURES[goal],
+                before=before[goal],
+                after=after,
+                satisfied=satisfied,
+                moves=state.replica_moves[goal],
+                leader_moves=state.leader_moves[goal],
+                why_not=state.why_not(goal, satisfied),
+                lower_bound=bounds.get(goal),
+            )
+        )
+    return tuple(reports)
+
+
+def _tolerance(state: GoalState, goal: str) -> float:
+    if goal == LOAD:
+        return 1e-12 * state.band.hi
+    return 1e-9
 
 
 def plan_drain(
@@ -138,14 +247,30 @@ def plan_drain(
     partition_weights: Mapping[TopicPartition, float] | None = None,
     leader_moves: bool = True,
     seed: int = 0,
+    goals: Sequence[str] | None = None,
+    options: GoalOptions | None = None,
+    disks: DiskInput | None = None,
 ) -> RebalancePlan:
     """Move every replica off ``broker_id`` (registered, or dead but still holding replicas), heaviest first,
     each to the eligible broker with the least load (not already a replica, no fewer racks), keeping the
     replication factor; a moved leader stays leader. Then, if a remaining broker is outside the band, leader
     moves as in :func:`plan_rebalance` (a replica the drain adds counts as in sync: it is by the time the
     reassignment completes); no other replica moves. ``brokers`` restricts the receivers. The predicted
-    load after is over the remaining brokers. ValueError: unknown broker, a partition of it being
-    reassigned, a replication factor the remaining brokers cannot hold, no broker a replica may go to."""
+    load after is over the remaining brokers.
+
+    ``goals`` (default: the hard goals, then ``load``): the hard goals constrain where each replica may go
+    (``disk_capacity``, ``replica_capacity``; racks always); the listed soft goals other than ``load``, in
+    order, choose among the receivers (the least loaded among the best) and then get leader moves of their
+    own. ``options``' move limits do not apply to a drain. ValueError: unknown broker or goal, a partition
+    of it being reassigned, a replication factor the remaining brokers cannot hold, no broker a replica may
+    go to."""
+    goal_list = check_goals(goals)
+    options = GoalOptions(
+        disk_max_ratio=(options or GoalOptions()).disk_max_ratio,
+        disk_band=(options or GoalOptions()).disk_band,
+        max_replicas_per_broker=(options or GoalOptions()).max_replicas_per_broker,
+        count_band=(options or GoalOptions()).count_band,
+    )
     model, report, warnings = build_model(snapshot, load, weights, rated_deviation, partition_weights)
     index = {b: i for i, b in enumerate(model.broker_ids)}
     if broker_id not in index:
@@ -160,17 +285,37 @@ def plan_drain(
     deleting = _deleting(snapshot)
     rows, skipped = _drain_rows(snapshot, model, drained, deleting, len(targets))
     balancer = Balancer(model, targets, report.rated_deviation, active=remaining)
+    state = _goal_state(model, balancer, goal_list, options, disks, None)
+    state.drain = True
+    before = {g: state.violation(g) for g in goal_list}
     rows.sort(key=lambda r: (-model.weight(r), r))
+    choosers = [g for g in goal_list if g not in HARD_GOALS and g != LOAD]
+    state.current = DRAIN
     for r in rows:
         receivers = [c for c in targets if balancer.can_host(r, c)]
         if not receivers:
             tp = model.tps[model.rep_part[r]]
             raise ValueError(
                 f"no broker can take partition {tp}'s replica from broker {broker_id}: every remaining "
-                "target already holds it or would put it on a rack it already uses"
+                f"target already holds it, would put it on a rack it already uses{_drain_blockers(state)}"
             )
-        balancer.move_replica(r, min(receivers, key=lambda c: (balancer.db[c], c)))
+        source = model.rep_broker[r]
+        balancer.move_replica(
+            r,
+            min(
+                receivers,
+                key=lambda c: (
+                    *(state._replica_delta(g, r, source, c) for g in choosers),
+                    balancer.db[c],
+                    c,
+                ),
+            ),
+        )
     balancer.set_band()
+    bounds: dict[str, int | None] = {g: search.lower_bound(g, state, balancer) for g in choosers}
+    for goal in choosers:
+        search.improve(goal, state, balancer, leader_moves, replicas=False)
+    state.current = LOAD
     if leader_moves and balancer.out_of_band():
         drained_parts = {model.rep_part[r] for r in rows}
         balancer.set_movable(
@@ -184,8 +329,31 @@ def plan_drain(
     topics = sorted({model.tps[model.rep_part[r]].topic for r in rows})
     generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
     after_brokers = [model.broker_ids[i] for i in remaining]
+    bounds[LOAD] = None
+    reports = _goal_reports(state, before, bounds)
     return _finish(
-        "drain", model, report, balancer, len(rows), generate, skipped, warnings, after_brokers=after_brokers
+        "drain",
+        model,
+        report,
+        balancer,
+        len(rows),
+        generate,
+        skipped,
+        warnings,
+        after_brokers=after_brokers,
+        goals=reports,
+    )
+
+
+def _drain_blockers(state: GoalState) -> str:
+    blocked = state.blocked.get(DRAIN)
+    if not blocked:
+        return ""
+    options = state.options
+    brokers = sorted(state.blocked_brokers.get(f"{DRAIN}:capacity", set()))
+    return (
+        f" or would go above a capacity (disk_max_ratio {options.disk_max_ratio}, max_replicas_per_broker "
+        f"{options.max_replicas_per_broker}) on broker(s) {listed_brokers(brokers)}"
     )
 
 
@@ -230,8 +398,9 @@ def _finish(
     skipped: list[tuple[TopicPartition, str]],
     warnings: list[str],
     after_brokers: list[int] | None,
+    goals: tuple[GoalReport, ...] = (),
 ) -> RebalancePlan:
-    moves, leader_moves = _changes(model)
+    moves, leader_moves = _changes(model, balancer.touched)
     after = predicted_report(model, report, after_brokers)
     after_summary = LoadSummary.from_report(after)
     return RebalancePlan(
@@ -248,14 +417,17 @@ def _finish(
         unresolved=after_summary.imbalanced_brokers,
         skipped=tuple(skipped),
         warnings=tuple(warnings),
+        goals=goals,
     )
 
 
-def _changes(model: Model) -> tuple[list[ReplicaMove], list[LeaderMove]]:
+def _changes(model: Model, touched: Collection[int]) -> tuple[list[ReplicaMove], list[LeaderMove]]:
+    """The moves, in partition order, of the partitions a move touched (no other one changed)."""
     moves: list[ReplicaMove] = []
     leader_moves: list[LeaderMove] = []
     ids = model.broker_ids
-    for p, info in enumerate(model.infos):
+    for p in sorted(touched):
+        info = model.infos[p]
         members, leader, old_leader = model.members[p], model.leader[p], model.leader_origin[p]
         new_set = [ids[b] for b in members]
         old = info.assignment.replicas

@@ -253,7 +253,7 @@ def test_racks_are_respected() -> None:
     assert_valid(snapshot, plan)
 
 
-def test_moves_only_to_the_given_brokers_and_never_touch_excluded_topics() -> None:
+def test_moves_only_between_the_given_brokers_and_never_touch_excluded_topics() -> None:
     layout = [[1, 2], [1, 3], [1, 2], [1, 3], [2, 3], [1, 2]]
     snapshot = cluster(
         *(partition("t", i, r) for i, r in enumerate(layout)),
@@ -261,12 +261,26 @@ def test_moves_only_to_the_given_brokers_and_never_touch_excluded_topics() -> No
         brokers=[1, 2, 3, 4, 5],
     )
 
-    plan = plan_rebalance(snapshot, exclude_topics=["keep"], brokers=[4])
+    plan = plan_rebalance(snapshot, exclude_topics=["keep"], brokers=[1, 4])
 
     assert plan.moves
-    assert all(m.added == (4,) for m in plan.moves)
+    assert all(m.added == (4,) and m.removed == (1,) for m in plan.moves)
+    assert all(m.old_leader in (1, 4) and m.new_leader in (1, 4) for m in plan.leader_moves)
     assert all(tp.topic == "t" for tp in plan.reassignment())
-    assert_valid(snapshot, plan, targets=[4])
+    assert_valid(snapshot, plan, targets=[1, 4])
+
+
+def test_the_given_brokers_are_the_only_sources_too() -> None:
+    layout = [[1, 2], [1, 3], [1, 2], [1, 3], [2, 3], [1, 2]]
+    snapshot = cluster(*(partition("t", i, r) for i, r in enumerate(layout)), brokers=[1, 2, 3, 4, 5])
+
+    plan = plan_rebalance(snapshot, brokers=[4])
+
+    assert not plan.moves
+    assert not plan.leader_moves
+    load = next(g for g in plan.goals if g.goal == "load")
+    assert load.satisfied is False
+    assert "excluded brokers" in (load.why_not or "")
 
 
 def test_partitions_that_must_not_move_are_skipped_with_the_reason() -> None:

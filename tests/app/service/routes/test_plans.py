@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.embedded.reference_cluster.config import TopicSpec
 from tests.support.reference_cluster import wait_for
 from tests.support.service import Service
 
@@ -78,3 +79,57 @@ def test_plans_and_the_dry_run_say_how_many_bytes_each_move_copies(service: Serv
     assert dry["estimated_s"] == pytest.approx(dry["bytes_to_copy"] / rate)
     unthrottled = service.post("/api/v1/actions/reassignments", json={"partitions": partitions}).json()
     assert unthrottled["estimated_s"] is None
+
+
+RACKS_AND_DISKS = {
+    "brokers": 4,
+    "racks": ["a", "b"],
+    "topics": [TopicSpec(name="orders", partitions=8, replication_factor=2)],
+}
+
+
+@pytest.mark.parametrize("service", [RACKS_AND_DISKS], indirect=True)
+def test_goals_on_racks_and_a_disk_filled_to_90_percent(service: Service) -> None:
+    """Broker 3's log dir at 90 %: a plan with disk_capacity first never places a replica on it, a light
+    plan (only_over) moves replicas off it only, and a plan that cannot meet topic_leaders says why."""
+    # broker 1 loses its leaderships (stopped, then back without leader rebalancing): they crowd on the
+    # others, topic_leaders is unmet
+    service.cluster.stop_broker(1)
+    wait_for(
+        lambda: service.get("/api/v1/brokers/1").json()["leaders"] == 0, message="broker 1 leads nothing"
+    )
+    service.cluster.start_broker(1)
+    wait_for(lambda: service.get("/api/v1/brokers/1").json()["registered"], message="broker 1 back")
+    service.cluster.fill_log_dir(3, 0, 0.9, None)
+
+    def plan(**body: Any) -> dict[str, Any]:
+        response = service.post("/api/v1/plans/rebalance", json=body)
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    def seen_full() -> dict[str, Any] | None:
+        body = plan(goals=["disk_capacity", "replica_count", "load"], rated_deviation=0.01)
+        return body if body["goals"][0]["satisfied"] is False else None
+
+    full = wait_for(seen_full, message="a plan that sees broker 3's disk over 80 %")
+    assert all(3 not in m["new_replicas"] or 3 in m["old_replicas"] for m in full["moves"])
+    disk = full["goals"][0]
+    assert disk["goal"] == "disk_capacity"
+    assert disk["hard"] is True
+    assert "broker 3" in disk["why_not"]
+    assert {g["goal"] for g in full["goals"]} == {"disk_capacity", "replica_count", "load"}
+
+    light = plan(goals=["disk_capacity", "load"], only_over={"disk_used_ratio": 0.85})
+    assert light["moves"], "broker 3 holds replicas the disk goal moves off"
+    assert all(set(m["old_replicas"]) - set(m["new_replicas"]) == {3} for m in light["moves"])
+
+    leaders = plan(goals=["topic_leaders"], leader_moves=False, only_over={"disk_used_ratio": 0.85})
+    report = leaders["goals"][0]
+    assert report["satisfied"] is False
+    assert "excluded brokers" in report["why_not"]
+    assert "still outside: topic orders on broker" in report["why_not"]
+
+    unknown = service.post("/api/v1/plans/rebalance", json={"goals": ["load", "rack_awareness"]})
+    assert unknown.status_code == 422
+    assert "unknown goal(s) 'rack_awareness'" in unknown.json()["detail"]

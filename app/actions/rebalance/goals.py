@@ -1,0 +1,712 @@
+"""Goals a plan works for, in priority order, and the guard every move passes.
+
+**The goals.** Hard: ``rack`` (a partition spans as many racks as it can: ``min(replication factor,
+racks of the brokers it may use)``; violations are fixed first), ``disk_capacity`` (no broker's log dirs
+planned above ``disk_max_ratio`` of their size, counting the bytes each move brings in and takes out),
+``replica_capacity`` (at most ``max_replicas_per_broker`` replicas on a broker). Soft: ``load`` (the load
+model's band, |r_n| ≤ r: the balancer of :mod:`~app.actions.rebalance.balancer`), ``disk_usage`` (each
+broker's used ratio within ± ``disk_band`` of the mean), ``replica_count`` and ``leader_count`` (within
+± max(1, ``count_band`` × the mean)), ``topic_replicas`` and ``topic_leaders`` (each topic's replicas,
+leaders, within ±1 of even over the brokers that may hold it), ``leader_bytes_in`` (the bytes in its
+leaders take, from the load's ``nwBytesIn``, within ± ``count_band`` of the mean).
+
+**Defaults.** Without named goals a plan works to :data:`DEFAULT_GOALS`, with a difference that keeps
+today's plans: the hard goals then only constrain the moves (none breaks them) and their violations are
+reported, not fixed; naming the goals (even the same list) fixes them first.
+
+**Priority.** The goals are worked on in the order given. Every move a goal makes must make that goal
+better and must not make any other listed goal worse, except that a hard goal's fixing move only answers
+to the other hard goals: so a soft goal is never met by breaking a higher one (nor a lower one: a listed
+soft goal never ends worse than it started unless a hard goal had to be fixed), and a higher goal picks its
+moves first. The ``load`` goal's own moves are the balancer's (each one narrows the band's gaps).
+
+**Measures.** Each goal has one figure, its *violation* (0 when met), which is what "better" and "worse"
+mean: ``rack`` partitions short of racks; ``disk_capacity`` bytes above the cap summed over brokers;
+``replica_capacity`` replicas above the cap summed; the band goals the distance outside the band summed over
+brokers (``topic_*``: over topic × broker), in the goal's units (Db, used ratio, replicas, leaders,
+bytes/s).
+
+**Disk figures.** A broker's capacity and used bytes are given (the service takes its fullest log dir's:
+Kafka's metrics do not say which dir holds a partition nor which one a new replica takes, so a replica is
+counted in the fullest, exact with one log dir per broker, the common case); a partition's size is its
+leader's log size (:mod:`app.actions.sizes`). Brokers without figures are left out of the disk goals,
+which say so in ``why_not`` (nothing is guessed); partitions without a size count 0 bytes, and how many
+there are is said there too.
+
+Pure: the state is the model's and the balancer's; this module reads them and keeps its own counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from app.actions.rebalance.model import FloatArray, IntArray, Model
+from app.actions.rebalance.plan import listed_brokers
+from collectors.kafka.model import TopicPartition
+
+RACK = "rack"
+DISK_CAPACITY = "disk_capacity"
+REPLICA_CAPACITY = "replica_capacity"
+LOAD = "load"
+DISK_USAGE = "disk_usage"
+REPLICA_COUNT = "replica_count"
+LEADER_COUNT = "leader_count"
+TOPIC_REPLICAS = "topic_replicas"
+TOPIC_LEADERS = "topic_leaders"
+LEADER_BYTES_IN = "leader_bytes_in"
+
+HARD_GOALS = (RACK, DISK_CAPACITY, REPLICA_CAPACITY)
+SOFT_GOALS = (LOAD, DISK_USAGE, REPLICA_COUNT, LEADER_COUNT, TOPIC_REPLICAS, TOPIC_LEADERS, LEADER_BYTES_IN)
+GOALS = HARD_GOALS + SOFT_GOALS
+DEFAULT_GOALS = (*HARD_GOALS, LOAD)
+"""What a plan works for when no goals are named: today's plans, plus the hard goals' checks."""
+DRAIN = "drain"
+"""Not a goal: what the moves emptying a broker are made for (only the hard goals constrain them)."""
+LEADER_GOALS = frozenset({LEADER_COUNT, TOPIC_LEADERS, LEADER_BYTES_IN})
+TOPIC_GOALS = frozenset({TOPIC_REPLICAS, TOPIC_LEADERS})
+
+# what blocked a move, as why_not names it
+BLOCK_RACK = "rack spread"
+BLOCK_CAPACITY = "capacity"
+BLOCK_EXCLUDED = "excluded brokers"
+BLOCK_BUDGET = "the move budget"
+BLOCK_HIGHER = "another listed goal"
+
+_EPS = 1e-12
+
+
+def check_goals(goals: Sequence[str] | None) -> tuple[str, ...]:
+    """The goals to work for (:data:`DEFAULT_GOALS` for None). ValueError naming unknown or repeated
+    ones, or an empty list."""
+    if goals is None:
+        return DEFAULT_GOALS
+    unknown = [g for g in goals if g not in GOALS]
+    if unknown:
+        raise ValueError(f"unknown goal(s) {', '.join(map(repr, unknown))}: the goals are {', '.join(GOALS)}")
+    repeated = sorted({g for g in goals if list(goals).count(g) > 1})
+    if repeated:
+        raise ValueError(f"goal(s) {', '.join(repeated)} listed more than once")
+    if not goals:
+        raise ValueError("the goal list is empty")
+    return tuple(goals)
+
+
+@dataclass(frozen=True, slots=True)
+class GoalOptions:
+    """The goals' thresholds and the plan's limits (see the module note)."""
+
+    disk_max_ratio: float = 0.80
+    disk_band: float = 0.10
+    max_replicas_per_broker: int | None = None
+    count_band: float = 0.10
+    only_over_disk_used_ratio: float | None = None
+    """Move replicas (and leadership) only off brokers whose disk is used above this ratio."""
+    max_moves: int | None = None
+    """At most this many replica moves (replicas added); leader moves are free."""
+    max_bytes: int | None = None
+    """At most this many bytes copied (partitions of unknown size count 0)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.disk_max_ratio <= 1:
+            raise ValueError(f"disk_max_ratio must be in (0, 1], got {self.disk_max_ratio}")
+        if not 0 <= self.disk_band <= 1 or not 0 <= self.count_band <= 1:
+            raise ValueError("disk_band and count_band must be in [0, 1]")
+        if self.max_replicas_per_broker is not None and self.max_replicas_per_broker < 1:
+            raise ValueError(f"max_replicas_per_broker must be >= 1, got {self.max_replicas_per_broker}")
+        ratio = self.only_over_disk_used_ratio
+        if ratio is not None and not 0 <= ratio <= 1:
+            raise ValueError(f"only_over disk_used_ratio must be in [0, 1], got {ratio}")
+        if self.max_moves is not None and self.max_moves < 0:
+            raise ValueError(f"max_moves must be >= 0, got {self.max_moves}")
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {self.max_bytes}")
+
+    @property
+    def limits_moves(self) -> bool:
+        return (
+            self.max_moves is not None
+            or self.max_bytes is not None
+            or self.only_over_disk_used_ratio is not None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DiskInput:
+    """The collected disk figures: per broker its log dirs' total size and used bytes, per partition its
+    size (bytes). A broker or partition missing here has no figure."""
+
+    capacity_bytes: Mapping[int, float] = field(default_factory=dict)
+    used_bytes: Mapping[int, float] = field(default_factory=dict)
+    sizes: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GoalReport:
+    """How one goal fared: its violation before and after (0: met), the moves it made, what stopped it."""
+
+    goal: str
+    hard: bool
+    measure: str
+    before: float | None
+    after: float | None
+    satisfied: bool | None
+    """None when it could not be judged (no disk figures)."""
+    moves: int
+    """Replica moves made for this goal."""
+    leader_moves: int
+    why_not: str | None
+    """What blocked it (None when met)."""
+    lower_bound: int | None = None
+    """No plan meets it with fewer moves (replica moves; leader goals: leader plus replica moves); None
+    when no bound is known."""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.lower_bound is None or self.lower_bound == 0:
+            return None
+        made = self.moves + (self.leader_moves if self.goal in LEADER_GOALS else 0)
+        return made / self.lower_bound
+
+
+MEASURES = {
+    RACK: "partitions spanning fewer racks than they could",
+    DISK_CAPACITY: "bytes planned above disk_max_ratio, summed over brokers",
+    REPLICA_CAPACITY: "replicas above max_replicas_per_broker, summed over brokers",
+    LOAD: "Db outside the load band, summed over brokers",
+    DISK_USAGE: "used ratio outside mean ± disk_band, summed over brokers",
+    REPLICA_COUNT: "replicas outside mean ± max(1, count_band × mean), summed over brokers",
+    LEADER_COUNT: "leaders outside mean ± max(1, count_band × mean), summed over brokers",
+    TOPIC_REPLICAS: "replicas outside even ± 1, summed over topic × broker",
+    TOPIC_LEADERS: "leaders outside even ± 1, summed over topic × broker",
+    LEADER_BYTES_IN: "leaders' bytes in outside mean ± count_band, summed over brokers (bytes/s)",
+}
+
+
+class LoadBand(Protocol):
+    """What the load goal reads of the balancer: Db per broker, the band, the active brokers."""
+
+    db: list[float]
+    lo: float
+    hi: float
+    active: list[int]
+    active_set: frozenset[int]
+
+
+def _band_distance(q: FloatArray, lo: FloatArray | float, hi: FloatArray | float) -> FloatArray:
+    result: FloatArray = np.maximum(np.maximum(q - hi, lo - q), 0.0)
+    return result
+
+
+def _gap(q: float, lo: float, hi: float) -> float:
+    return q - hi if q > hi else (lo - q if q < lo else 0.0)
+
+
+class GoalState:
+    """The goals' view of the plan as it grows: counts, disk bytes, per-topic counts, and
+    :meth:`allow_replica` / :meth:`allow_leader`, the guard every move passes once goals constrain it.
+
+    ``eligible`` are the brokers the band goals are judged over and replicas may go to; ``sources`` (None:
+    any) those replicas and leadership may leave."""
+
+    def __init__(
+        self,
+        model: Model,
+        band: LoadBand,
+        goals: Sequence[str],
+        options: GoalOptions,
+        disks: DiskInput | None,
+        eligible: Collection[int],
+        sources: Collection[int] | None,
+        load_sources: Mapping[str, FloatArray] | None = None,
+    ) -> None:
+        self.model = model
+        self.band = band
+        self.goals = tuple(goals)
+        self.listed = frozenset(goals)
+        self.options = options
+        n_all = len(model.broker_ids)
+        self.n_all = n_all
+        self.eligible = sorted(eligible)
+        self.eligible_mask = np.zeros(n_all, dtype=bool)
+        self.eligible_mask[self.eligible] = True
+        self.source_ok = np.ones(n_all, dtype=bool)
+        if sources is not None:
+            self.source_ok[:] = False
+            self.source_ok[list(sources)] = True
+        self.current = ""
+        self.fixes_hard = True
+        self.drain = False
+        """A drain: no replica moves but the drained broker's, so the soft goals get leader moves only."""
+        """False with the default goals: the hard goals constrain the moves but are not fixed."""
+        self.replica_moves: Counter[str] = Counter()
+        self.leader_moves: Counter[str] = Counter()
+        self.blocked: dict[str, Counter[str]] = {}
+        self.blocked_brokers: dict[str, set[int]] = {}
+        self.moves_used = 0
+        self.bytes_used = 0.0
+        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
+        self.rep_count: IntArray = np.bincount(rep_broker, minlength=n_all).astype(np.int64)
+        leader = np.asarray(model.leader, dtype=np.int64)
+        self.lead_count: IntArray = np.bincount(leader[leader >= 0], minlength=n_all).astype(np.int64)
+        # disks
+        self.cap = np.full(n_all, np.nan)
+        self.used = np.full(n_all, np.nan)
+        self.size = np.zeros(len(model.tps))
+        self.unsized: list[TopicPartition] = []
+        if disks is not None:
+            for i, b in enumerate(model.broker_ids):
+                cap, used = disks.capacity_bytes.get(b), disks.used_bytes.get(b)
+                if cap is not None and used is not None and cap > 0:
+                    self.cap[i], self.used[i] = float(cap), float(used)
+            sizes = disks.sizes
+            for p, tp in enumerate(model.tps):
+                s = sizes.get(tp)
+                if s is None:
+                    self.unsized.append(tp)
+                else:
+                    self.size[p] = float(s)
+        self.disk_known = ~np.isnan(self.cap)
+        self.disk_limit = self.cap * options.disk_max_ratio
+        self.disk_goals = bool(self.listed & {DISK_CAPACITY, DISK_USAGE})
+        self.has_disks = bool(self.disk_known.any())
+        # topics
+        self.topic_names: list[str] = []
+        self.part_topic: IntArray = np.zeros(0, dtype=np.int64)
+        self.topic_rep: IntArray | None = None
+        self.topic_lead: IntArray | None = None
+        if self.listed & TOPIC_GOALS:  # per-topic counts only when a topic goal is listed (memory)
+            self.topic_names = sorted({tp.topic for tp in model.tps})
+            topic_index = {t: i for i, t in enumerate(self.topic_names)}
+            self.part_topic = np.array([topic_index[tp.topic] for tp in model.tps], dtype=np.int64)
+            shape = (len(self.topic_names), n_all)
+            self.topic_rep = np.zeros(shape, dtype=np.int64)
+            rep_part = np.asarray(model.rep_part, dtype=np.int64)
+            np.add.at(self.topic_rep, (self.part_topic[rep_part], rep_broker), 1)
+            self.topic_lead = np.zeros(shape, dtype=np.int64)
+            led = leader >= 0
+            np.add.at(self.topic_lead, (self.part_topic[led], leader[led]), 1)
+        # leaders' bytes in, per partition and broker
+        shares = None if load_sources is None else load_sources.get("nwBytesIn")
+        self.has_lbi = shares is not None
+        self.lbi: FloatArray = np.zeros(len(model.tps)) if shares is None else shares
+        self.lbi_broker = np.bincount(leader[leader >= 0], weights=self.lbi[leader >= 0], minlength=n_all)
+        # sources over the only_over threshold
+        threshold = options.only_over_disk_used_ratio
+        self.over_missing: list[int] = []
+        if threshold is not None:
+            with np.errstate(invalid="ignore"):
+                over = self.used / self.cap > threshold
+            self.over_missing = [model.broker_ids[i] for i in range(model.n_model) if not self.disk_known[i]]
+            self.source_ok &= over
+        self.guarded = bool(
+            self.listed - {LOAD, RACK, DISK_CAPACITY, REPLICA_CAPACITY}
+            or (DISK_CAPACITY in self.listed and self.has_disks)
+            or (REPLICA_CAPACITY in self.listed and options.max_replicas_per_broker is not None)
+            or sources is not None
+            or options.limits_moves
+        )
+        self.bands: dict[str, tuple[float, float]] = {}
+        self._set_bands()
+
+    # -- bands
+
+    def _set_bands(self) -> None:
+        el = self.eligible_mask
+        n = max(int(el.sum()), 1)
+        cb = self.options.count_band
+        for goal, counts in ((REPLICA_COUNT, self.rep_count), (LEADER_COUNT, self.lead_count)):
+            avg = float(counts[el].sum()) / n
+            width = max(1.0, cb * avg)
+            self.bands[goal] = (avg - width, avg + width)
+        avg = float(self.lbi_broker[el].sum()) / n
+        self.bands[LEADER_BYTES_IN] = (avg * (1 - cb), avg * (1 + cb))
+        known = el & self.disk_known
+        if known.any():
+            ratio = float(self.used[known].sum() / self.cap[known].sum())
+            self.bands[DISK_USAGE] = (ratio - self.options.disk_band, ratio + self.options.disk_band)
+        self.topic_avg: dict[str, FloatArray] = {}
+        if self.topic_rep is not None and self.topic_lead is not None:
+            self.topic_avg[TOPIC_REPLICAS] = self.topic_rep[:, el].sum(axis=1) / n
+            self.topic_avg[TOPIC_LEADERS] = self.topic_lead[:, el].sum(axis=1) / n
+
+    # -- violations
+
+    def racks_short(self) -> tuple[int, list[int]]:
+        """Partitions spanning fewer racks than they could: ``min(replicas, racks of the eligible brokers
+        plus racks only its own brokers are on)`` (the count and the partitions)."""
+        model = self.model
+        n_parts = len(model.members)
+        if n_parts == 0:
+            return 0, []
+        rack = np.asarray(model.rack, dtype=np.int64)
+        rep_part = np.asarray(model.rep_part, dtype=np.int64)
+        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
+        sizes = np.bincount(rep_part, minlength=n_parts)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        position = np.arange(len(rep_part)) - starts[rep_part]
+        empty = np.iinfo(np.int64).max
+        table = np.full((n_parts, int(sizes.max())), empty, dtype=np.int64)
+        table[rep_part, position] = rack[rep_broker]
+        ordered = np.sort(table, axis=1)
+        distinct = (ordered[:, :1] != empty).sum(axis=1) + (
+            (np.diff(ordered, axis=1) != 0) & (ordered[:, 1:] != empty)
+        ).sum(axis=1)
+        eligible_racks = {model.rack[i] for i in self.eligible}
+        possible = np.minimum(sizes, len(eligible_racks))
+        outside = np.array([model.rack[i] not in eligible_racks for i in range(self.n_all)], dtype=bool)
+        if outside.any():  # racks only the partition's own (ineligible) brokers are on count too
+            for p in np.unique(rep_part[outside[rep_broker]]):
+                own = {model.rack[b] for b in model.members[p] if outside[b]}
+                possible[p] = min(sizes[p], len(eligible_racks) + len(own))
+        bad = np.nonzero(distinct < possible)[0]
+        return len(bad), [int(p) for p in bad]
+
+    def violation(self, goal: str) -> float | None:
+        el = self.eligible_mask
+        if goal == RACK:
+            return float(self.racks_short()[0])
+        if goal == DISK_CAPACITY:
+            if not self.has_disks:
+                return None
+            known = self.disk_known
+            return float(np.maximum(self.used[known] - self.disk_limit[known], 0.0).sum())
+        if goal == REPLICA_CAPACITY:
+            cap = self.options.max_replicas_per_broker
+            return (
+                0.0 if cap is None else float(np.maximum(self.rep_count[: self.model.n_model] - cap, 0).sum())
+            )
+        if goal == LOAD:
+            db = np.asarray(self.band.db)[self.band.active]
+            return float(_band_distance(db, self.band.lo, self.band.hi).sum())
+        if goal == DISK_USAGE:
+            if DISK_USAGE not in self.bands:
+                return None
+            known = el & self.disk_known
+            lo, hi = self.bands[DISK_USAGE]
+            return float(_band_distance(self.used[known] / self.cap[known], lo, hi).sum())
+        if goal in (REPLICA_COUNT, LEADER_COUNT, LEADER_BYTES_IN):
+            if goal == LEADER_BYTES_IN and not self.has_lbi:
+                return None
+            q = {
+                REPLICA_COUNT: self.rep_count,
+                LEADER_COUNT: self.lead_count,
+                LEADER_BYTES_IN: self.lbi_broker,
+            }
+            lo, hi = self.bands[goal]
+            return float(_band_distance(q[goal][el].astype(np.float64), lo, hi).sum())
+        if goal in TOPIC_GOALS:
+            table = self.topic_rep if goal == TOPIC_REPLICAS else self.topic_lead
+            assert table is not None
+            avg = self.topic_avg[goal][:, None]
+            return float(_band_distance(table[:, el].astype(np.float64), avg - 1.0, avg + 1.0).sum())
+        raise AssertionError(goal)
+
+    # -- deltas of one move, per goal (negative: better)
+
+    def _replica_delta(self, goal: str, r: int, s: int, d: int) -> float:
+        model = self.model
+        p = model.rep_part[r]
+        is_leader = model.leader[p] == s
+        if goal == DISK_CAPACITY:
+            return self._excess_delta(s, -self.size[p]) + self._excess_delta(d, self.size[p])
+        if goal == REPLICA_CAPACITY:
+            cap = self.options.max_replicas_per_broker
+            if cap is None:
+                return 0.0
+            return float(
+                max(self.rep_count[d] + 1 - cap, 0)
+                - max(self.rep_count[d] - cap, 0)
+                + max(self.rep_count[s] - 1 - cap, 0)
+                - max(self.rep_count[s] - cap, 0)
+            )
+        if goal == LOAD:
+            return self._load_delta(s, d, model.weight(r))
+        if goal == DISK_USAGE:
+            return self._ratio_delta(s, d, self.size[p])
+        if goal == REPLICA_COUNT:
+            return self._count_delta(self.rep_count, self.bands[goal], s, d, 1.0)
+        if goal == LEADER_COUNT:
+            return self._count_delta(self.lead_count, self.bands[goal], s, d, 1.0) if is_leader else 0.0
+        if goal == LEADER_BYTES_IN:
+            return (
+                self._count_delta(self.lbi_broker, self.bands[goal], s, d, self.lbi[p]) if is_leader else 0.0
+            )
+        if goal == TOPIC_REPLICAS:
+            return self._topic_delta(goal, p, s, d)
+        if goal == TOPIC_LEADERS:
+            return self._topic_delta(goal, p, s, d) if is_leader else 0.0
+        return 0.0  # rack: the balancer's can_host keeps every partition's rack spread
+
+    def _leader_delta(self, goal: str, p: int, s: int, d: int) -> float:
+        if goal == LOAD:
+            return self._load_delta(s, d, self.model.sd[p])
+        if goal == LEADER_COUNT:
+            return self._count_delta(self.lead_count, self.bands[goal], s, d, 1.0)
+        if goal == LEADER_BYTES_IN:
+            return self._count_delta(self.lbi_broker, self.bands[goal], s, d, self.lbi[p])
+        if goal == TOPIC_LEADERS:
+            return self._topic_delta(goal, p, s, d)
+        return 0.0
+
+    def _excess_delta(self, b: int, change: float) -> float:
+        if not self.disk_known[b]:
+            return 0.0
+        used, limit = float(self.used[b]), float(self.disk_limit[b])
+        return max(used + change - limit, 0.0) - max(used - limit, 0.0)
+
+    def _load_delta(self, s: int, d: int, w: float) -> float:
+        db, lo, hi = self.band.db, self.band.lo, self.band.hi
+        active = self.band.active_set
+        total = 0.0
+        if s in active:
+            total += _gap(db[s] - w, lo, hi) - _gap(db[s], lo, hi)
+        if d in active:
+            total += _gap(db[d] + w, lo, hi) - _gap(db[d], lo, hi)
+        return total
+
+    def _ratio_delta(self, s: int, d: int, size: float) -> float:
+        if DISK_USAGE not in self.bands:
+            return 0.0
+        lo, hi = self.bands[DISK_USAGE]
+        total = 0.0
+        for b, change in ((s, -size), (d, size)):
+            if self.disk_known[b] and self.eligible_mask[b]:
+                cap = self.cap[b]
+                total += _gap((self.used[b] + change) / cap, lo, hi) - _gap(self.used[b] / cap, lo, hi)
+        return total
+
+    def _count_delta(
+        self, q: FloatArray | IntArray, band: tuple[float, float], s: int, d: int, amount: float
+    ) -> float:
+        lo, hi = band
+        total = 0.0
+        el = self.eligible_mask
+        if el[s]:
+            total += _gap(float(q[s]) - amount, lo, hi) - _gap(float(q[s]), lo, hi)
+        if el[d]:
+            total += _gap(float(q[d]) + amount, lo, hi) - _gap(float(q[d]), lo, hi)
+        return total
+
+    def _topic_delta(self, goal: str, p: int, s: int, d: int) -> float:
+        table = self.topic_rep if goal == TOPIC_REPLICAS else self.topic_lead
+        assert table is not None
+        t = int(self.part_topic[p])
+        avg = float(self.topic_avg[goal][t])
+        return self._count_delta(table[t], (avg - 1.0, avg + 1.0), s, d, 1.0)
+
+    # -- the guard
+
+    def _block(self, reason: str, broker: int) -> bool:
+        self.blocked.setdefault(self.current, Counter())[reason] += 1
+        self.blocked_brokers.setdefault(f"{self.current}:{reason}", set()).add(self.model.broker_ids[broker])
+        return False
+
+    def note_rack(self, receiver: int) -> None:
+        if self.guarded:
+            self._block(BLOCK_RACK, receiver)
+
+    def _hard(self, goal: str) -> bool:
+        return goal in HARD_GOALS or goal == DRAIN
+
+    def budget_left(self, moves: int) -> bool:
+        """Whether ``moves`` more replica moves fit in max_moves."""
+        limit = self.options.max_moves
+        return limit is None or self.moves_used + moves <= limit
+
+    def allow_replica(self, r: int, d: int) -> bool:
+        """May replica row ``r`` go to broker ``d`` (can_host already checked the partition and racks)?"""
+        if not self.guarded:
+            return True
+        model = self.model
+        s = model.rep_broker[r]
+        if not self.source_ok[s]:
+            return self._block(BLOCK_EXCLUDED, s)
+        p = model.rep_part[r]
+        options = self.options
+        if options.max_moves is not None and self.moves_used + 1 > options.max_moves:
+            return self._block(BLOCK_BUDGET, s)
+        if options.max_bytes is not None and self.bytes_used + self.size[p] > options.max_bytes:
+            return self._block(BLOCK_BUDGET, s)
+        if (
+            DISK_CAPACITY in self.listed
+            and self.disk_known[d]
+            and self.used[d] + self.size[p] > self.disk_limit[d]
+        ):
+            return self._block(BLOCK_CAPACITY, d)
+        cap = options.max_replicas_per_broker
+        if REPLICA_CAPACITY in self.listed and cap is not None and self.rep_count[d] + 1 > cap:
+            return self._block(BLOCK_CAPACITY, d)
+        hard_move = self._hard(self.current)
+        for goal in self.goals:
+            if goal == self.current or goal in HARD_GOALS or (hard_move and goal not in HARD_GOALS):
+                continue
+            if self._replica_delta(goal, r, s, d) > _EPS * self._scale(goal):
+                return self._block(BLOCK_HIGHER, d)
+        return True
+
+    def allow_leader(self, p: int, s: int, d: int) -> bool:
+        if not self.guarded:
+            return True
+        if not self.source_ok[s]:
+            return self._block(BLOCK_EXCLUDED, s)
+        for goal in self.goals:
+            if goal == self.current or goal in HARD_GOALS:
+                continue
+            if self._leader_delta(goal, p, s, d) > _EPS * self._scale(goal):
+                return self._block(BLOCK_HIGHER, d)
+        return True
+
+    def _scale(self, goal: str) -> float:
+        if goal == LOAD:
+            return max(self.band.hi, 1e-300)
+        if goal == LEADER_BYTES_IN:
+            return max(self.bands[goal][1], 1.0)
+        return 1.0
+
+    # -- bookkeeping (the balancer calls these after each move)
+
+    def on_replica(self, r: int, s: int, d: int, leader_moved: bool) -> None:
+        p = self.model.rep_part[r]
+        self.rep_count[s] -= 1
+        self.rep_count[d] += 1
+        size = self.size[p]
+        if not math.isnan(self.used[s]):
+            self.used[s] -= size
+        if not math.isnan(self.used[d]):
+            self.used[d] += size
+        self.moves_used += 1
+        self.bytes_used += size
+        self.replica_moves[self.current] += 1
+        if self.topic_rep is not None:
+            t = int(self.part_topic[p])
+            self.topic_rep[t, s] -= 1
+            self.topic_rep[t, d] += 1
+        if leader_moved:
+            self._leader_counts(p, s, d)
+
+    def on_leader(self, p: int, s: int, d: int) -> None:
+        self.leader_moves[self.current] += 1
+        self._leader_counts(p, s, d)
+
+    def _leader_counts(self, p: int, s: int, d: int) -> None:
+        self.lead_count[s] -= 1
+        self.lead_count[d] += 1
+        self.lbi_broker[s] -= self.lbi[p]
+        self.lbi_broker[d] += self.lbi[p]
+        if self.topic_lead is not None:
+            t = int(self.part_topic[p])
+            self.topic_lead[t, s] -= 1
+            self.topic_lead[t, d] += 1
+
+    # -- reports
+
+    def units_outside(self, goal: str) -> list[str]:
+        """What is still outside a goal's band (brokers, or topic on brokers), for why_not."""
+        ids = self.model.broker_ids
+        el = self.eligible_mask
+        if goal == RACK:
+            return [str(self.model.tps[p]) for p in self.racks_short()[1]]
+        if goal == DISK_CAPACITY:
+            known = self.disk_known
+            return [f"broker {ids[b]}" for b in np.nonzero(known & (self.used > self.disk_limit))[0]]
+        if goal == REPLICA_CAPACITY:
+            cap = self.options.max_replicas_per_broker
+            if cap is None:
+                return []
+            return [f"broker {ids[b]}" for b in np.nonzero(self.rep_count[: self.model.n_model] > cap)[0]]
+        if goal == LOAD:
+            return [
+                f"broker {ids[b]}"
+                for b in self.band.active
+                if _gap(self.band.db[b], self.band.lo, self.band.hi) > 0
+            ]
+        if goal == DISK_USAGE:
+            if DISK_USAGE not in self.bands:
+                return []
+            lo, hi = self.bands[goal]
+            return [
+                f"broker {ids[b]}"
+                for b in np.nonzero(el & self.disk_known)[0]
+                if _gap(self.used[b] / self.cap[b], lo, hi) > 0
+            ]
+        if goal in (REPLICA_COUNT, LEADER_COUNT, LEADER_BYTES_IN):
+            q = {
+                REPLICA_COUNT: self.rep_count,
+                LEADER_COUNT: self.lead_count,
+                LEADER_BYTES_IN: self.lbi_broker,
+            }
+            lo, hi = self.bands[goal]
+            return [f"broker {ids[b]}" for b in np.nonzero(el)[0] if _gap(float(q[goal][b]), lo, hi) > 0]
+        table = self.topic_rep if goal == TOPIC_REPLICAS else self.topic_lead
+        assert table is not None
+        avg = self.topic_avg[goal]
+        out: list[str] = []
+        for t, b in zip(
+            *np.nonzero(_band_distance(table.astype(np.float64), avg[:, None] - 1, avg[:, None] + 1)),
+            strict=True,
+        ):
+            if el[b]:
+                out.append(f"topic {self.topic_names[t]} on broker {ids[b]}")
+        return out
+
+    def why_not(self, goal: str, satisfied: bool | None) -> str | None:
+        ids = self.model.broker_ids
+        notes: list[str] = []
+        if goal in (DISK_CAPACITY, DISK_USAGE):
+            missing = [ids[i] for i in range(self.model.n_model) if not self.disk_known[i]]
+            if missing:
+                notes.append(f"no disk figures for broker(s) {listed_brokers(missing)}: left out of {goal}")
+            if self.unsized and self.has_disks:
+                notes.append(f"{len(self.unsized)} partition(s) of unknown size counted as 0 bytes")
+        if goal == LEADER_BYTES_IN and not self.has_lbi:
+            notes.append("no nwBytesIn in the load samples: leaders' bytes in are not known")
+        if satisfied is not False:
+            return "; ".join(notes) or None
+        outside = self.units_outside(goal)
+        concerned = ", ".join(outside[:10]) + (f" and {len(outside) - 10} more" if len(outside) > 10 else "")
+        blocked = self.blocked.get(goal, Counter())
+        if goal in HARD_GOALS and not self.fixes_hard:
+            notes.insert(
+                0,
+                "not fixed: with the default goals the hard goals only keep every move from breaking them "
+                f"(name the goals to fix it); still outside: {concerned}",
+            )
+        elif self.drain and goal not in LEADER_GOALS:
+            notes.insert(0, f"a drain moves no replica but the drained broker's; still outside: {concerned}")
+        elif blocked:
+            reasons = []
+            for reason, _ in blocked.most_common():
+                brokers = sorted(self.blocked_brokers.get(f"{goal}:{reason}", set()))
+                text = reason
+                if reason == BLOCK_BUDGET:
+                    text += self._budget_text()
+                elif reason == BLOCK_EXCLUDED:
+                    text += self._excluded_text(brokers)
+                elif brokers:
+                    text += f" (brokers {listed_brokers(brokers)})"
+                reasons.append(text)
+            notes.insert(0, f"blocked by {'; '.join(reasons)}; still outside: {concerned}")
+        else:
+            notes.insert(0, f"none found by the search; still outside: {concerned}")
+        return "; ".join(notes)
+
+    def _budget_text(self) -> str:
+        options = self.options
+        parts = []
+        if options.max_moves is not None:
+            parts.append(f"max_moves {options.max_moves}")
+        if options.max_bytes is not None:
+            parts.append(f"max_bytes {options.max_bytes}")
+        return f" ({', '.join(parts)})" if parts else ""
+
+    def _excluded_text(self, brokers: list[int]) -> str:
+        text = f" (replicas may not leave broker(s) {listed_brokers(brokers)}"
+        if self.options.only_over_disk_used_ratio is not None:
+            text += f": only brokers over disk used ratio {self.options.only_over_disk_used_ratio} give"
+        return text + ")"

@@ -1,0 +1,359 @@
+"""The searches for the goals other than ``load`` (whose search is the balancer's): fixing the hard goals'
+violations, then a greedy per soft goal. Every move goes through the balancer (so a replica moves at most
+once, never back to a broker its partition was on, never to fewer racks) and the goals' guard
+(:class:`~app.actions.rebalance.goals.GoalState`).
+
+- ``rack``: each partition short of racks moves a replica from a rack it uses twice (a follower first) to
+  the least loaded eligible broker on a rack it does not use.
+- ``disk_capacity``: each broker over the cap sheds its largest partitions first (the fewest moves, as the
+  lower bound counts them), each to the eligible broker with known disk figures and the most room.
+- ``replica_capacity``: each broker over the cap sheds replicas, the lightest first, to the brokers with
+  the fewest replicas.
+- soft goals: sweeps over what is outside the goal's band, the farthest first: a broker (or topic on a
+  broker) above the band gives an item (a leadership to an in-sync follower, for the leader goals; else a
+  replica; the heaviest first where items weigh) to the unit with the most room; one below takes from the
+  fullest; a move is made only when it brings the goal closer. Until a sweep moves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import islice
+
+import numpy as np
+
+from app.actions.rebalance.balancer import Balancer
+from app.actions.rebalance.goals import (
+    DISK_CAPACITY,
+    DISK_USAGE,
+    LEADER_BYTES_IN,
+    LEADER_COUNT,
+    LEADER_GOALS,
+    RACK,
+    REPLICA_CAPACITY,
+    REPLICA_COUNT,
+    TOPIC_GOALS,
+    TOPIC_REPLICAS,
+    GoalState,
+)
+from app.actions.rebalance.model import FloatArray, IntArray
+
+_SCAN = 64
+"""Items tried per donor, receiver pair before the next pair."""
+
+
+def _rows_by_broker(balancer: Balancer) -> list[list[int]]:
+    """Replica rows that may still move, per broker."""
+    model = balancer.model
+    rows: list[list[int]] = [[] for _ in model.broker_ids]
+    movable, moved = balancer.movable, balancer.moved
+    for r, p in enumerate(model.rep_part):
+        if movable[p] and not moved[r]:
+            rows[model.rep_broker[r]].append(r)
+    return rows
+
+
+def fix_hard(goal: str, state: GoalState, balancer: Balancer) -> None:
+    state.current = goal
+    if goal == RACK:
+        _fix_racks(state, balancer)
+    elif goal == DISK_CAPACITY:
+        _fix_disks(state, balancer)
+    elif goal == REPLICA_CAPACITY:
+        _fix_replica_capacity(state, balancer)
+
+
+def _fix_racks(state: GoalState, balancer: Balancer) -> None:
+    model, db = balancer.model, balancer.db
+    for p in state.racks_short()[1]:
+        if not balancer.movable[p]:
+            continue
+        members = model.members[p]
+        racks = [model.rack[b] for b in members]
+        used = set(racks)
+        receivers = sorted(
+            (c for c in balancer.targets if model.rack[c] not in used), key=lambda c: (db[c], c)
+        )
+        doubled = [i for i, b in enumerate(members) if racks.count(model.rack[b]) > 1]
+        doubled.sort(key=lambda i: (members[i] == model.leader[p], i))
+        for i in doubled:
+            r = model.rep_of[p][i]
+            if balancer.moved[r]:
+                continue
+            receiver = next((c for c in receivers if balancer.can_host(r, c)), -1)
+            if receiver >= 0:
+                balancer.move_replica(r, receiver)
+                break
+
+
+def _fix_disks(state: GoalState, balancer: Balancer) -> None:
+    if not state.has_disks:
+        return
+    model = balancer.model
+    over = [b for b in range(state.n_all) if state.disk_known[b] and state.used[b] > state.disk_limit[b]]
+    over.sort(key=lambda b: -(state.used[b] - state.disk_limit[b]))
+    rows = _rows_by_broker(balancer)
+    for s in over:
+        for r in sorted(rows[s], key=lambda r: -state.size[model.rep_part[r]]):
+            if state.used[s] <= state.disk_limit[s]:
+                break
+            if state.size[model.rep_part[r]] <= 0:
+                continue
+            receivers = sorted(
+                (c for c in balancer.targets if c != s and state.disk_known[c]),
+                key=lambda c: (state.used[c] / state.cap[c], c),
+            )
+            receiver = next((c for c in receivers if balancer.can_host(r, c)), -1)
+            if receiver >= 0:
+                balancer.move_replica(r, receiver)
+
+
+def _fix_replica_capacity(state: GoalState, balancer: Balancer) -> None:
+    cap = state.options.max_replicas_per_broker
+    if cap is None:
+        return
+    model = balancer.model
+    rows = _rows_by_broker(balancer)
+    for s in [b for b in range(model.n_model) if state.rep_count[b] > cap]:
+        for r in sorted(rows[s], key=model.weight):
+            if state.rep_count[s] <= cap:
+                break
+            receivers = sorted(balancer.targets, key=lambda c: (state.rep_count[c], c))
+            receiver = next((c for c in receivers if c != s and balancer.can_host(r, c)), -1)
+            if receiver >= 0:
+                balancer.move_replica(r, receiver)
+
+
+# --- soft goals -----------------------------------------------------------------------------------------
+
+
+class _Search:
+    """One soft goal's greedy (module note)."""
+
+    def __init__(
+        self, goal: str, state: GoalState, balancer: Balancer, leader_moves: bool, replicas: bool
+    ) -> None:
+        self.goal, self.state, self.balancer = goal, state, balancer
+        self.replicas = replicas
+        self.model = balancer.model
+        self.leader_moves = leader_moves and goal in LEADER_GOALS
+        self.replica_rows = _rows_by_broker(balancer)
+        self.led: list[list[int]] = [[] for _ in self.model.broker_ids]
+        for p, h in enumerate(self.model.leader):
+            if h >= 0 and balancer.movable[p]:
+                self.led[h].append(p)
+        self.topic = goal in TOPIC_GOALS
+
+    # the goal's quantity on a broker (for topic goals: of topic t) and its band
+
+    def q(self, t: int, b: int) -> float:
+        state, goal = self.state, self.goal
+        if goal == REPLICA_COUNT:
+            return float(state.rep_count[b])
+        if goal == LEADER_COUNT:
+            return float(state.lead_count[b])
+        if goal == LEADER_BYTES_IN:
+            return float(state.lbi_broker[b])
+        if goal == DISK_USAGE:
+            return float(state.used[b] / state.cap[b])
+        table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
+        assert table is not None
+        return float(table[t, b])
+
+    def band(self, t: int) -> tuple[float, float]:
+        if self.topic:
+            avg = float(self.state.topic_avg[self.goal][t])
+            return avg - 1.0, avg + 1.0
+        return self.state.bands[self.goal]
+
+    def units(self) -> list[tuple[float, int, int]]:
+        """(gap, topic, broker) of everything outside the band, the farthest first."""
+        state = self.state
+        brokers = np.nonzero(state.eligible_mask)[0]
+        if self.goal == DISK_USAGE:
+            brokers = brokers[state.disk_known[brokers]]
+        if self.topic:
+            table = state.topic_rep if self.goal == TOPIC_REPLICAS else state.topic_lead
+            assert table is not None
+            avg = state.topic_avg[self.goal][:, None]
+            q = table[:, brokers].astype(np.float64)
+            gap = np.maximum(np.maximum(q - avg - 1.0, avg - 1.0 - q), 0.0)
+            ts, bs = np.nonzero(gap > 1e-9)
+            found = [(float(gap[t, i]), int(t), int(brokers[i])) for t, i in zip(ts, bs, strict=True)]
+        else:
+            lo, hi = self.band(0)
+            found = []
+            for b in brokers:
+                v = self.q(0, int(b))
+                g = v - hi if v > hi else (lo - v if v < lo else 0.0)
+                if g > 1e-12 * max(abs(hi), 1.0):
+                    found.append((g, 0, int(b)))
+        found.sort(key=lambda u: (-u[0], u[1], u[2]))
+        return found
+
+    def run(self) -> None:
+        while True:
+            made = 0
+            for _, t, b in self.units():
+                lo, hi = self.band(t)
+                v = self.q(t, b)
+                if v > hi:
+                    made += self._shed(t, b)
+                elif v < lo:
+                    made += self._take(t, b)
+            if not made:
+                return
+
+    # items
+
+    def _items(self, t: int, s: int) -> Iterator[tuple[str, int]]:
+        """("leader", p) and ("replica", r) items broker s could give, in the order to try them."""
+        model, state = self.model, self.state
+        if self.goal in LEADER_GOALS:
+            parts = [
+                p
+                for p in self.led[s]
+                if model.leader[p] == s and (not self.topic or state.part_topic[p] == t)
+            ]
+            if self.goal == LEADER_BYTES_IN:
+                parts.sort(key=lambda p: -state.lbi[p])
+            if self.leader_moves:
+                yield from (("leader", p) for p in parts if not self.balancer.leader_used[p])
+            if not self.replicas:
+                return
+            for p in parts:
+                r = model.rep_of[p][model.members[p].index(s)]
+                if not self.balancer.moved[r]:
+                    yield ("replica", r)
+            return
+        if not self.replicas:
+            return
+        rows = [r for r in self.replica_rows[s] if model.rep_broker[r] == s and not self.balancer.moved[r]]
+        if self.topic:
+            rows = [r for r in rows if state.part_topic[model.rep_part[r]] == t]
+        if self.goal == DISK_USAGE:
+            rows.sort(key=lambda r: -state.size[model.rep_part[r]])
+        yield from (("replica", r) for r in rows)
+
+    def _delta(self, kind: str, item: int, s: int, d: int) -> float:
+        if kind == "leader":
+            return self.state._leader_delta(self.goal, item, s, d)
+        return self.state._replica_delta(self.goal, item, s, d)
+
+    def _try(self, kind: str, item: int, s: int, d: int) -> bool:
+        balancer, model = self.balancer, self.model
+        if self._delta(kind, item, s, d) >= -1e-12 * max(abs(self.band(0)[1]), 1e-300):
+            return False
+        if kind == "leader":
+            p = item
+            info = model.infos[p]
+            b = model.broker_ids[d]
+            if (
+                d not in model.members[p]
+                or d not in balancer.target_set
+                or (b not in info.isr and b in info.assignment.replicas)
+                or not self.state.allow_leader(p, s, d)
+            ):
+                return False
+            balancer.move_leader(p, s, d)
+            return True
+        if d not in balancer.target_set or not balancer.can_host(item, d):
+            return False
+        balancer.move_replica(item, d)
+        self.replica_rows[d].append(item)
+        p = model.rep_part[item]
+        if model.leader[p] == d:
+            self.led[d].append(p)
+        return True
+
+    def _partners(self, t: int, b: int, above: bool) -> list[int]:
+        state = self.state
+        lo, hi = self.band(t)
+        candidates = [int(c) for c in np.nonzero(state.eligible_mask)[0] if c != b]
+        if self.goal == DISK_USAGE:
+            candidates = [c for c in candidates if state.disk_known[c]]
+        # a count moves by one: partners it would push out of the band come last
+        step = 0.0 if self.goal in (DISK_USAGE, LEADER_BYTES_IN) else 1.0
+        if above:
+            found = [c for c in candidates if self.q(t, c) < hi]
+            found.sort(key=lambda c: (self.q(t, c) + step > hi + 1e-9, self.q(t, c), c))
+        else:
+            found = [c for c in candidates if self.q(t, c) > lo]
+            found.sort(key=lambda c: (self.q(t, c) - step < lo - 1e-9, -self.q(t, c), c))
+        return found
+
+    def _shed(self, t: int, s: int) -> int:
+        """The receiver with the most room first (below the band, a move fixes both ends), any of the
+        first items it can take."""
+        items = list(islice(self._items(t, s), 4 * _SCAN))
+        for d in self._partners(t, s, above=True):
+            for kind, item in items:
+                if kind == "leader" and d not in self.model.members[item]:
+                    continue
+                if self._try(kind, item, s, d):
+                    return 1
+        return 0
+
+    def _take(self, t: int, d: int) -> int:
+        for s in self._partners(t, d, above=False):
+            tried = 0
+            for kind, item in self._items(t, s):
+                if kind == "leader" and d not in self.model.members[item]:
+                    continue
+                if self._try(kind, item, s, d):
+                    return 1
+                tried += 1
+                if tried >= _SCAN:
+                    break
+        return 0
+
+
+def improve(
+    goal: str, state: GoalState, balancer: Balancer, leader_moves: bool, replicas: bool = True
+) -> None:
+    """Work on a soft goal other than ``load`` (module note); ``replicas=False``: leader moves only."""
+    state.current = goal
+    if state.violation(goal) in (None, 0.0):
+        return
+    _Search(goal, state, balancer, leader_moves, replicas).run()
+
+
+def lower_bound(goal: str, state: GoalState, balancer: Balancer) -> int | None:
+    """The fewest moves that could meet ``goal`` from where the plan stands (None: no bound known)."""
+    if goal == RACK:
+        return state.racks_short()[0]
+    if goal == REPLICA_CAPACITY:
+        violation = state.violation(goal)
+        return None if violation is None else int(violation)
+    if goal == DISK_CAPACITY:
+        if not state.has_disks:
+            return None
+        rows = _rows_by_broker(balancer)
+        total = 0
+        for b in range(state.n_all):
+            if state.disk_known[b] and state.used[b] > state.disk_limit[b]:
+                sizes = np.sort(state.size[[balancer.model.rep_part[r] for r in rows[b]]])[::-1]
+                cumulative = np.cumsum(sizes)
+                excess = state.used[b] - state.disk_limit[b]
+                total += min(int(np.searchsorted(cumulative, excess * (1 - 1e-9))) + 1, len(cumulative))
+        return total
+    if goal in (REPLICA_COUNT, LEADER_COUNT):
+        q: IntArray = state.rep_count if goal == REPLICA_COUNT else state.lead_count
+        return _count_bound(q[state.eligible_mask].astype(np.float64), *state.bands[goal])
+    if goal in TOPIC_GOALS:
+        table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
+        assert table is not None
+        avg = state.topic_avg[goal][:, None]
+        q2 = table[:, state.eligible_mask].astype(np.float64)
+        above = np.maximum(np.ceil(q2 - avg - 1.0 - 1e-9), 0.0).sum(axis=1)
+        below = np.maximum(np.ceil(avg - 1.0 - q2 - 1e-9), 0.0).sum(axis=1)
+        return int(np.maximum(above, below).sum())  # a move changes one topic's counts only
+    return None
+
+
+def _count_bound(q: FloatArray, lo: float, hi: float) -> int:
+    """Each move takes one item off one unit and gives it to another: at least the larger of the items
+    above the band and the items missing below it."""
+    above = np.maximum(np.ceil(q - hi - 1e-9), 0.0).sum()
+    below = np.maximum(np.ceil(lo - q - 1e-9), 0.0).sum()
+    return int(max(above, below))
