@@ -148,12 +148,17 @@ class HostCounters:
     network_transmit_bytes: float = 0.0
 
 
+BASE_FDS = 240
+"""A broker's open file descriptors before it opens any log (its JVM's jars, sockets, epoll)."""
+
+
 @dataclass(slots=True)
 class HostGauges:
-    """Instantaneous host figures the traffic model derives each tick."""
+    """Instantaneous host figures the traffic model derives each tick (a started broker has its base
+    descriptors open before its first tick)."""
 
     memory_used_bytes: float = 0.0
-    open_fds: int = 0
+    open_fds: int = BASE_FDS
 
 
 @dataclass(slots=True)

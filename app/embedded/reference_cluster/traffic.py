@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.embedded.reference_cluster.broker import SimBroker
+from app.embedded.reference_cluster.broker import BASE_FDS, SimBroker
 from app.embedded.reference_cluster.config import TrafficSettings
 from app.embedded.reference_cluster.groups import OFFSETS_TOPIC
 from collectors.kafka.model import TopicPartition
@@ -25,7 +25,6 @@ low enough that the default traffic keeps a core or so busy, so that skew shows 
 CPU_BASE_CORES = 0.05
 JVM_HEAP_BYTES = 6 * 1024**3
 SEGMENT_BYTES = 1024**3
-BASE_FDS = 240
 CONSUMER_CACHE_MISS = 0.05
 """Share of consumer reads served from disk rather than the page cache."""
 PRODUCE_LATENCY_CAP_MS = 30_000.0
