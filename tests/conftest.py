@@ -32,4 +32,5 @@ pytest_plugins = [
     "tests.support.prometheus",
     "tests.support.alertmanager",
     "tests.support.tansu",
+    "tests.support.ordering",
 ]
