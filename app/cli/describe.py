@@ -29,6 +29,7 @@ from app.cli.common import (
 )
 from app.service.schemas.cluster import BrokerAddress
 from app.service.schemas.throttles import ThrottlesOut
+from collectors.consumers.config import KafkaSettings
 from collectors.disks import DiskModel, LogDirDisk
 from collectors.health import (
     HealthReport,
@@ -592,6 +593,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except ValueError as exc:
         err.write(f"error: {exc}\n")
         return ExitCode.BAD_INPUT
+    kafka: KafkaSettings | None = None
+    if getattr(args, "consumer_groups", False):  # bad client properties are bad input, before any read
+        from app.cli.describe_consumers import kafka_settings
+
+        kafka = settings_or_error(lambda: kafka_settings(args), err)
+        if kafka is None:
+            return ExitCode.BAD_INPUT
     gauges: Mapping[int, float] | None = None
     active_controllers: float | None = None
     disks: dict[int, tuple[LogDirDisk, ...]] | None = None
@@ -604,8 +612,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if missing is not None:
         err.write(f"error: {args.zookeeper}: {missing}\n")
         return ExitCode.FAILED
-    if getattr(args, "consumer_groups", False):
-        return _consumer_groups(args, snapshot, out, err)
+    if kafka is not None:
+        return _consumer_groups(args, kafka, snapshot, out, err)
     absent = missing_listener(snapshot.brokers, listener)
     if absent is not None:  # a broker that lacks it only gets a listener_note
         err.write(f"error: --metrics-listener {listener}: {absent}\n")
@@ -646,12 +654,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     return ExitCode.UNHEALTHY if args.fail_on_unhealthy and unhealthy(report) else ExitCode.OK
 
 
-def _consumer_groups(args: argparse.Namespace, snapshot: ClusterSnapshot, out: TextIO, err: TextIO) -> int:
-    from app.cli.describe_consumers import kafka_settings, read_round, round_json, write_round_text
+def _consumer_groups(
+    args: argparse.Namespace, settings: KafkaSettings, snapshot: ClusterSnapshot, out: TextIO, err: TextIO
+) -> int:
+    from app.cli.describe_consumers import read_round, round_json, write_round_text
 
-    settings = settings_or_error(lambda: kafka_settings(args), err)
-    if settings is None:
-        return ExitCode.BAD_INPUT
     try:
         round_ = read_round(settings, snapshot.brokers)
     except ValueError as exc:

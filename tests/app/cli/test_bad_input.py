@@ -345,6 +345,23 @@ CASES: dict[str, Case] = {
         BAD,
         "error: zookeeper: ZooKeeper client config /nope/zk.properties: no such file",
     ),
+    "serve: --command-config GSSAPI": Case(
+        ["serve", "--zookeeper", ZK_DOWN, "--command-config", "{tmp}/gssapi.properties"],
+        BAD,
+        "sasl.mechanism: GSSAPI is not supported",
+    ),
+    "describe --consumer-groups: --command-config GSSAPI, before reading the cluster": Case(
+        [
+            "describe",
+            "--zookeeper",
+            ZK_DOWN,
+            "--consumer-groups",
+            "--command-config",
+            "{tmp}/gssapi.properties",
+        ],
+        BAD,
+        "sasl.mechanism: GSSAPI is not supported",
+    ),
     "serve: port 0": Case(["serve", "--zookeeper", "zk:2181", "--port", "0"], BAD, "not a TCP port"),
     "serve: port 70000": Case(["serve", "--zookeeper", "zk:2181", "--port", "70000"], BAD, "not a TCP port"),
     "serve: port x": Case(["serve", "--zookeeper", "zk:2181", "--port", "x"], BAD, "not a TCP port"),
@@ -477,6 +494,7 @@ def test_one_line_and_the_right_code(
     if any("{zk}" in arg for arg in case.argv):
         values["zk"] = request.getfixturevalue("zk_connect")
     (tmp_path / "file").write_text("not a directory")
+    (tmp_path / "gssapi.properties").write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n")
     monkeypatch.chdir(tmp_path)  # the default spool, checkpoint and store are relative
     for name in [k for k in os.environ if k.startswith("KAFKA_HEALTH_")]:
         monkeypatch.delenv(name)
