@@ -146,7 +146,7 @@ def build_model(
         rack=_rack_ids(snapshot, broker_ids),
         tps=[info.tp for info in infos],
         infos=infos,
-        members=[list(map(index.__getitem__, replicas)) for replicas in map(_REPLICAS, infos)],
+        members=[[index[b] for b in info.assignment.replicas] for info in infos],
         leader=[_leader_index(info, index, n_model) for info in infos],
         leader_origin=[],
         part_weight=np.array([float(pw.get(info.tp, 1.0)) for info in infos], dtype=np.float64),
