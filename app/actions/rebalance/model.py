@@ -30,6 +30,8 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, chain
+from operator import attrgetter
 from typing import TypeAlias
 
 import numpy as np
@@ -43,6 +45,7 @@ from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, To
 PARTITIONS = "partitions"
 LEADERS = "leaders"
 COUNT_METRICS = (PARTITIONS, LEADERS)
+_REPLICAS = attrgetter("assignment.replicas")
 LEADER_ONLY_PRIOR = frozenset({"nwBytesIn", "nwBytesOut"})
 """Metrics taken as carried by leaders only when the data cannot separate leaders from followers."""
 
@@ -130,7 +133,7 @@ def build_model(
     if not model_ids:
         raise ValueError("no broker is registered: there is nothing to balance")
     ghosts = sorted(
-        {b for info in snapshot.partitions.values() for b in info.assignment.replicas}.difference(model_ids)
+        set(chain.from_iterable(map(_REPLICAS, snapshot.partitions.values()))).difference(model_ids)
     )
     broker_ids = model_ids + ghosts
     index = {b: i for i, b in enumerate(broker_ids)}
@@ -159,12 +162,13 @@ def build_model(
         scale=np.zeros(0),
     )
     model.leader_origin = list(model.leader)
-    for p, members in enumerate(model.members):
-        rows = range(len(model.rep_part), len(model.rep_part) + len(members))
-        model.rep_of.append(rows)
-        model.rep_part.extend([p] * len(members))
-        model.rep_origin.extend(members)
-        model.rep_broker.extend(members)
+    # One row per replica, partition by partition (built in bulk: this runs once per replica).
+    sizes = list(map(len, model.members))
+    ends = list(accumulate(sizes))
+    model.rep_of = list(map(range, [e - k for e, k in zip(ends, sizes, strict=True)], ends))
+    model.rep_part.frombytes(np.repeat(np.arange(len(sizes), dtype=np.int64), sizes).astype("q").tobytes())
+    model.rep_origin = list(chain.from_iterable(model.members))
+    model.rep_broker = list(model.rep_origin)
     samples, warnings = _samples(snapshot, load, model)
     report = compute_load(samples, weights, rated_deviation)
     _attribute(model, samples, report)

@@ -61,7 +61,7 @@ def _fixed_reason(snapshot: ClusterSnapshot, info: PartitionInfo, deleting: Coll
         return SKIP_REASSIGNING
     if info.state is None:
         return SKIP_NO_STATE
-    if any(b not in snapshot.brokers for b in info.assignment.replicas):
+    if not all(map(snapshot.brokers.__contains__, info.assignment.replicas)):
         return SKIP_DEAD_REPLICA
     if info.leader == NO_LEADER or info.leader not in snapshot.brokers:
         return SKIP_OFFLINE
