@@ -32,5 +32,4 @@ pytest_plugins = [
     "tests.support.prometheus",
     "tests.support.alertmanager",
     "tests.support.tansu",
-    "tests.support.ordering",
 ]
