@@ -208,13 +208,17 @@ def test_kafka_pythons_own_clients_agree_with_the_routes(serve: Serve, cluster: 
         # idle: no traffic, so its commits and log ends stand still; billing is stopped: its commits do
         stop(cluster, "billing")
         wait_for(lambda: detail(serve, "billing")["members"] == 0, timeout=30, message="billing stopped")
-        time.sleep(1.5)  # a round after its last commit
         for name in ("idle", "billing"):
-            shown = detail(serve, name)
             theirs = admin.list_group_offsets(name)[name]
-            assert {(tp.topic, tp.partition): o.offset for tp, o in theirs.items()} == {
-                (p["topic"], p["partition"]): p["committed"] for p in shown["partitions"]
-            }
+            committed = {(tp.topic, tp.partition): o.offset for tp, o in theirs.items()}
+
+            def shows_committed(group: str = name, want: dict[Any, Any] = committed) -> dict[str, Any] | None:
+                shown = detail(serve, group)
+                columns = {(p["topic"], p["partition"]): p["committed"] for p in shown["partitions"]}
+                return shown if columns == want else None
+
+            # the group commits no more: a round after its last commit shows what the coordinator has
+            shown = wait_for(shows_committed, timeout=30, message=f"{name}'s committed column")
             tps = [KafkaTopicPartition(p["topic"], p["partition"]) for p in shown["partitions"]]
             ends = consumer.end_offsets(tps)
             behind = time.time() - shown["at"] + 2  # the round read its log ends this long ago, at most
