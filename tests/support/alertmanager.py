@@ -19,9 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +30,7 @@ import pytest
 
 from app.embedded.webhook_receiver import WebhookReceiver
 from app.embedded.zookeeper import pick_free_port
+from tests.support import daemons
 
 BINARIES: Final = ("prometheus-alertmanager", "alertmanager")
 """Debian's name of the binary, then upstream's."""
@@ -39,8 +38,6 @@ INSTALL_HINT: Final = (
     "run `make alertmanager` (it installs Debian's prometheus-alertmanager package: "
     "`apt-get install --no-install-recommends prometheus-alertmanager`)"
 )
-START_TIMEOUT_S: Final = 30.0
-STOP_TIMEOUT_S: Final = 10.0
 RECEIVER: Final = "kafka-health-tests"
 
 
@@ -88,13 +85,7 @@ class Alertmanager:
 
     def stop(self) -> None:
         self.client.close()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=STOP_TIMEOUT_S)
+        daemons.stop(self.process)
 
 
 def write_config(path: Path, webhook_url: str) -> None:
@@ -114,38 +105,29 @@ def write_config(path: Path, webhook_url: str) -> None:
 
 def _launch(binary: str, config: Path, data: Path, log_path: Path, receiver: WebhookReceiver) -> Alertmanager:
     port = pick_free_port()
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--cluster.listen-address=",  # no HA mesh (it would bind 0.0.0.0:9094)
-                "--log.level=warn",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process = daemons.launch(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",  # no HA mesh (it would bind 0.0.0.0:9094)
+            "--log.level=warn",
+        ],
+        log_path,
+    )
     return Alertmanager(f"http://127.0.0.1:{port}", process, log_path, receiver)
 
 
 def _wait_ready(alertmanager: Alertmanager) -> bool:
     """True once ``/-/ready`` answers 200; False when the process exited (e.g. its port was taken)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if alertmanager.process.poll() is not None:
-            return False
-        try:
-            if alertmanager.client.get(f"{alertmanager.url}/-/ready").status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    alertmanager.stop()
-    raise AssertionError(f"Alertmanager was not ready within {START_TIMEOUT_S:g}s:\n{alertmanager.log()}")
+    ready = daemons.wait_ready(alertmanager.process, alertmanager.client, alertmanager.url)
+    if ready is None:
+        alertmanager.stop()
+        raise AssertionError(
+            f"Alertmanager was not ready within {daemons.START_TIMEOUT_S:g}s:\n{alertmanager.log()}"
+        )
+    return ready
 
 
 @pytest.fixture(scope="module")

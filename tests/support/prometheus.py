@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +31,7 @@ import httpx
 import pytest
 
 from app.embedded.zookeeper import pick_free_port
+from tests.support import daemons
 
 SKIP_ENV = "KAFKA_HEALTH_SKIP_PROMETHEUS"
 INSTALL_HINT = (
@@ -39,8 +39,6 @@ INSTALL_HINT = (
     "`apt-get install --no-install-recommends prometheus`, which brings promtool too), "
     f"or set {SKIP_ENV}=1 to skip the tests that need it"
 )
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
 NOTES_TITLE = "kafka-health dashboards, rules and chart"
 
 _notes_key = pytest.StashKey[list[str]]()
@@ -128,13 +126,7 @@ class Prometheus:
 
     def stop(self) -> None:
         self.client.close()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=STOP_TIMEOUT_S)
+        daemons.stop(self.process)
 
 
 class PrometheusFactory(Protocol):
@@ -173,38 +165,29 @@ def write_config(
 
 def _launch(binary: str, config: Path, data: Path, log_path: Path) -> Prometheus:
     port = pick_free_port()
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--storage.tsdb.retention.time=1h",
-                "--log.level=warn",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process = daemons.launch(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=1h",
+            "--log.level=warn",
+        ],
+        log_path,
+    )
     return Prometheus(f"http://127.0.0.1:{port}", process, log_path, config)
 
 
 def _wait_ready(prometheus: Prometheus) -> bool:
     """True once ``/-/ready`` answers 200; False when the process exited (e.g. its port was taken)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if prometheus.process.poll() is not None:
-            return False
-        try:
-            if prometheus.client.get(f"{prometheus.url}/-/ready").status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    prometheus.stop()
-    raise AssertionError(f"Prometheus was not ready within {START_TIMEOUT_S:g}s:\n{prometheus.log()}")
+    ready = daemons.wait_ready(prometheus.process, prometheus.client, prometheus.url)
+    if ready is None:
+        prometheus.stop()
+        raise AssertionError(
+            f"Prometheus was not ready within {daemons.START_TIMEOUT_S:g}s:\n{prometheus.log()}"
+        )
+    return ready
 
 
 @pytest.fixture
