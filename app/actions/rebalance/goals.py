@@ -321,7 +321,9 @@ class GoalState:
         they will land on eligible brokers) as if already there."""
         model = self.model
         parts = np.asarray([model.rep_part[r] for r in incoming], dtype=np.int64)
-        leads = np.asarray([model.leader[model.rep_part[r]] == model.rep_broker[r] for r in incoming], dtype=bool)
+        leads = np.asarray(
+            [model.leader[model.rep_part[r]] == model.rep_broker[r] for r in incoming], dtype=bool
+        )
         el = self.eligible_mask
         n = max(int(el.sum()), 1)
         cb = self.options.count_band

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from itertools import islice
+from itertools import islice, pairwise
 
 import numpy as np
 
@@ -528,10 +528,10 @@ def _max_flow(supply: dict[int, int], demand: dict[int, int], pair: dict[tuple[i
             path.append(previous)
         path.reverse()  # supply node, demand node, supply node, ..., demand node
         amount = min(left[path[0][1]], right[end[1]])
-        for a, b in zip(path, path[1:], strict=False):
+        for a, b in pairwise(path):
             residual = pair[a[1], b[1]] - flow[a[1], b[1]] if a[0] == "s" else flow[b[1], a[1]]
             amount = min(amount, residual)
-        for a, b in zip(path, path[1:], strict=False):
+        for a, b in pairwise(path):
             if a[0] == "s":
                 flow[a[1], b[1]] += amount
             else:
