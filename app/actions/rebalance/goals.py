@@ -316,24 +316,43 @@ class GoalState:
 
     # -- bands
 
-    def _set_bands(self) -> None:
+    def _set_bands(self, incoming: Sequence[int] = ()) -> None:
+        """The bands around the eligible brokers' means, counting the replica rows ``incoming`` (a drain's:
+        they will land on eligible brokers) as if already there."""
+        model = self.model
+        parts = np.asarray([model.rep_part[r] for r in incoming], dtype=np.int64)
+        leads = np.asarray(
+            [model.leader[model.rep_part[r]] == model.rep_broker[r] for r in incoming], dtype=bool
+        )
         el = self.eligible_mask
         n = max(int(el.sum()), 1)
         cb = self.options.count_band
-        for goal, counts in ((REPLICA_COUNT, self.rep_count), (LEADER_COUNT, self.lead_count)):
-            avg = float(counts[el].sum()) / n
+        for goal, counts, extra in (
+            (REPLICA_COUNT, self.rep_count, len(parts)),
+            (LEADER_COUNT, self.lead_count, int(leads.sum())),
+        ):
+            avg = (float(counts[el].sum()) + extra) / n
             width = max(1.0, cb * avg)
             self.bands[goal] = (avg - width, avg + width)
-        avg = float(self.lbi_broker[el].sum()) / n
+        avg = (float(self.lbi_broker[el].sum()) + float(self.lbi[parts[leads]].sum())) / n
         self.bands[LEADER_BYTES_IN] = (avg * (1 - cb), avg * (1 + cb))
         known = el & self.disk_known
         if known.any():
-            ratio = float(self.used[known].sum() / self.cap[known].sum())
+            ratio = float((self.used[known].sum() + self.size[parts].sum()) / self.cap[known].sum())
             self.bands[DISK_USAGE] = (ratio - self.options.disk_band, ratio + self.options.disk_band)
         self.topic_avg: dict[str, FloatArray] = {}
         if self.topic_rep is not None and self.topic_lead is not None:
-            self.topic_avg[TOPIC_REPLICAS] = self.topic_rep[:, el].sum(axis=1) / n
-            self.topic_avg[TOPIC_LEADERS] = self.topic_lead[:, el].sum(axis=1) / n
+            n_topics = len(self.topic_names)
+            topics = self.part_topic[parts]
+            rep_extra = np.bincount(topics, minlength=n_topics)
+            lead_extra = np.bincount(topics[leads], minlength=n_topics)
+            self.topic_avg[TOPIC_REPLICAS] = (self.topic_rep[:, el].sum(axis=1) + rep_extra) / n
+            self.topic_avg[TOPIC_LEADERS] = (self.topic_lead[:, el].sum(axis=1) + lead_extra) / n
+
+    def expect_drain(self, rows: Sequence[int]) -> None:
+        """A drain will move replica rows ``rows`` onto eligible brokers: the bands become the ones the
+        brokers will have once it is done (so the goals judge, and choose, against the end state)."""
+        self._set_bands(rows)
 
     # -- violations
 

@@ -16,6 +16,7 @@ from app.actions.rebalance.generate import kafka_generate_moves
 from app.actions.rebalance.goals import (
     DRAIN,
     HARD_GOALS,
+    LEADER_GOALS,
     LOAD,
     MEASURES,
     DiskInput,
@@ -140,6 +141,7 @@ def plan_rebalance(
     state.fixes_hard = goals is not None
     before = {g: state.violation(g) for g in goal_list}
     bounds: dict[str, int | None] = {}
+    notes: dict[str, str | None] = {}
     lower_bound = 0
     for goal in goal_list:
         if goal == LOAD:
@@ -147,7 +149,7 @@ def plan_rebalance(
             lower_bound = _balance_load(balancer, leader_moves)
             bounds[LOAD] = lower_bound
         else:
-            bounds[goal] = search.lower_bound(goal, state, balancer)
+            bounds[goal], notes[goal] = search.goal_bound(goal, state, balancer, leader_moves)
             if goal in HARD_GOALS:
                 if goals is not None:  # the default goals keep today's plans: the hard goals only constrain
                     search.fix_hard(goal, state, balancer)
@@ -155,7 +157,7 @@ def plan_rebalance(
                 search.improve(goal, state, balancer, leader_moves)
     topics = sorted({tp.topic for tp in model.tps if tp.topic not in excluded})
     generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
-    reports = _goal_reports(state, before, bounds)
+    reports = _goal_reports(state, before, bounds, notes)
     return _finish(
         "rebalance",
         model,
@@ -207,12 +209,17 @@ def _goal_state(
 
 
 def _goal_reports(
-    state: GoalState, before: Mapping[str, float | None], bounds: Mapping[str, int | None]
+    state: GoalState,
+    before: Mapping[str, float | None],
+    bounds: Mapping[str, int | None],
+    notes: Mapping[str, str | None],
 ) -> tuple[GoalReport, ...]:
+    """One report per goal; ``notes``: what the goal's lower bound (or its absence) needs said."""
     reports = []
     for goal in state.goals:
         after = state.violation(goal)
         satisfied = None if after is None else after <= _tolerance(state, goal)
+        why_not = "; ".join(text for text in (state.why_not(goal, satisfied), notes.get(goal)) if text)
         reports.append(
             GoalReport(
                 goal=goal,
@@ -223,7 +230,7 @@ def _goal_reports(
                 satisfied=satisfied,
                 moves=state.replica_moves[goal],
                 leader_moves=state.leader_moves[goal],
-                why_not=state.why_not(goal, satisfied),
+                why_not=why_not or None,
                 lower_bound=bounds.get(goal),
             )
         )
@@ -290,47 +297,32 @@ def plan_drain(
     before = {g: state.violation(g) for g in goal_list}
     rows.sort(key=lambda r: (-model.weight(r), r))
     choosers = [g for g in goal_list if g not in HARD_GOALS and g != LOAD]
-    state.current = DRAIN
-    for r in rows:
-        receivers = [c for c in targets if balancer.can_host(r, c)]
-        if not receivers:
-            tp = model.tps[model.rep_part[r]]
-            raise ValueError(
-                f"no broker can take partition {tp}'s replica from broker {broker_id}: every remaining "
-                f"target already holds it, would put it on a rack it already uses{_drain_blockers(state)}"
-            )
-        source = model.rep_broker[r]
-        balancer.move_replica(
-            r,
-            min(
-                receivers,
-                key=lambda c: (
-                    *(state._replica_delta(g, r, source, c) for g in choosers),
-                    balancer.db[c],
-                    c,
-                ),
-            ),
-        )
+    state.expect_drain(rows)
+    forced = _drain_moves(model, balancer, state, rows, targets, choosers, broker_id)
     balancer.set_band()
-    bounds: dict[str, int | None] = {g: search.lower_bound(g, state, balancer) for g in choosers}
+    drained_parts = {model.rep_part[r] for r in rows}
+    balancer.set_movable(
+        p
+        for p, info in enumerate(model.infos)
+        if (reason := _fixed_reason(snapshot, info, deleting)) is None
+        or (reason == SKIP_DEAD_REPLICA and p in drained_parts and max(model.members[p]) < model.n_model)
+    )
+    bounds: dict[str, int | None] = {}
+    notes: dict[str, str | None] = {}
     for goal in choosers:
+        bounds[goal], notes[goal] = _drain_bound(goal, state, balancer, leader_moves)
+        if forced.get(goal):
+            notes[goal] = "; ".join(filter(None, (_forced_note(goal, forced[goal]), notes[goal])))
         search.improve(goal, state, balancer, leader_moves, replicas=False)
     state.current = LOAD
     if leader_moves and balancer.out_of_band():
-        drained_parts = {model.rep_part[r] for r in rows}
-        balancer.set_movable(
-            p
-            for p, info in enumerate(model.infos)
-            if (reason := _fixed_reason(snapshot, info, deleting)) is None
-            or (reason == SKIP_DEAD_REPLICA and p in drained_parts and max(model.members[p]) < model.n_model)
-        )
         balancer.build_leader_pools()
         balancer.sweeps(balancer.leader_step)
     topics = sorted({model.tps[model.rep_part[r]].topic for r in rows})
     generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
     after_brokers = [model.broker_ids[i] for i in remaining]
     bounds[LOAD] = None
-    reports = _goal_reports(state, before, bounds)
+    reports = _goal_reports(state, before, bounds, notes)
     return _finish(
         "drain",
         model,
@@ -342,6 +334,61 @@ def plan_drain(
         warnings,
         after_brokers=after_brokers,
         goals=reports,
+    )
+
+
+def _drain_moves(
+    model: Model,
+    balancer: Balancer,
+    state: GoalState,
+    rows: Sequence[int],
+    targets: Sequence[int],
+    choosers: Sequence[str],
+    broker_id: int,
+) -> dict[str, list[TopicPartition]]:
+    """The drain's forced moves: each replica row, in order, to the receiver the hard goals allow that
+    keeps the most listed soft goals no worse, the higher ones first (the least worsened, for a goal no
+    receiver keeps), then betters them in priority order, then is the least loaded. Returns, per goal,
+    the partitions whose replica no allowed receiver could place without making that goal worse (with
+    the higher goals kept as far as they could be)."""
+    forced: dict[str, list[TopicPartition]] = {}
+    state.current = DRAIN
+    for r in rows:
+        receivers = [c for c in targets if balancer.can_host(r, c)]
+        if not receivers:
+            tp = model.tps[model.rep_part[r]]
+            raise ValueError(
+                f"no broker can take partition {tp}'s replica from broker {broker_id}: every remaining "
+                f"target already holds it, would put it on a rack it already uses{_drain_blockers(state)}"
+            )
+        source = model.rep_broker[r]
+        deltas = {c: [state._replica_delta(g, r, source, c) for g in choosers] for c in receivers}
+        best = min(
+            receivers,
+            key=lambda c: (*(max(d, 0.0) for d in deltas[c]), *deltas[c], balancer.db[c], c),
+        )
+        for g, delta in zip(choosers, deltas[best], strict=True):
+            if delta > 1e-12 * max(1.0, abs(state.bands.get(g, (0.0, 1.0))[1])):
+                forced.setdefault(g, []).append(model.tps[model.rep_part[r]])
+        balancer.move_replica(r, best)
+    return forced
+
+
+def _drain_bound(
+    goal: str, state: GoalState, balancer: Balancer, leader_moves: bool
+) -> tuple[int | None, str | None]:
+    """A drain's soft goals get leader moves only: the leader goals' bounds count those (none without
+    leader moves); the other goals have none."""
+    if goal not in LEADER_GOALS or not leader_moves:
+        return None, None
+    bound, note = search.goal_bound(goal, state, balancer, leader_moves, replicas=False)
+    return bound, note
+
+
+def _forced_note(goal: str, partitions: Sequence[TopicPartition]) -> str:
+    return (
+        f"the drain made {goal} worse where it had to: no broker that may take the replica of partition(s) "
+        f"{listed_partitions(partitions)} keeps it (the higher listed goals kept first)"
     )
 
 

@@ -17,8 +17,9 @@ once, never back to a broker its partition was on, never to fewer racks) and the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
-from itertools import islice
+from itertools import islice, pairwise
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from app.actions.rebalance.goals import (
     TOPIC_REPLICAS,
     GoalState,
 )
-from app.actions.rebalance.model import FloatArray, IntArray
+from app.actions.rebalance.model import IntArray
 
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
@@ -318,42 +319,223 @@ def improve(
     _Search(goal, state, balancer, leader_moves, replicas).run()
 
 
-def lower_bound(goal: str, state: GoalState, balancer: Balancer) -> int | None:
-    """The fewest moves that could meet ``goal`` from where the plan stands (None: no bound known)."""
+def lower_bound(goal: str, state: GoalState, balancer: Balancer, leader_moves: bool = True) -> int | None:
+    """The fewest moves that could meet ``goal`` from where the plan stands (None: no bound known).
+
+    ``rack``: the partitions short of racks (a move adds one rack to one partition). ``replica_capacity``:
+    the replicas above the cap. ``disk_capacity``: per broker over the cap, the fewest of its largest
+    partitions covering its excess. ``disk_usage``, ``leader_bytes_in``: none.
+
+    The count goals (``replica_count``, ``leader_count``, ``topic_replicas``, ``topic_leaders``): a move
+    takes one item off one unit (broker; topic on a broker) and gives it to another, so at least the larger
+    of the items above the band and the items missing below it (per topic for the topic goals). That bound
+    is met only if each move can fix an item above and one below together, which racks forbid where a
+    replica is its rack's only copy in the partition (it may move within its rack only), as do the
+    partitions already on a broker and, for leaderships, the in-sync replicas. So the bound is published
+    only when the units above can hand their items straight to the units below: a flow from each unit
+    above (its items above the band) through the items it could give to each unit below (its items
+    missing) covers the smaller side. Otherwise a plan may need more moves than the count (a unit above
+    must give to a unit in the band, which gives on: two moves for one pair), and no bound at once valid
+    and tight is known (the plan's moves can change what may go where: a replica moved off a rack lets
+    its partition's other copy move), so it is None and :func:`bound_note` says why.
+    """
+    return goal_bound(goal, state, balancer, leader_moves)[0]
+
+
+def bound_note(goal: str) -> str:
+    return (
+        f"no lower bound on {goal}'s moves: some unit above the band has no item that may go straight to a "
+        "unit below it (rack spread, the partitions already there or the in-sync replicas), so a plan may "
+        "need more moves than the items outside the band"
+    )
+
+
+def goal_bound(
+    goal: str, state: GoalState, balancer: Balancer, leader_moves: bool = True, replicas: bool = True
+) -> tuple[int | None, str | None]:
+    """:func:`lower_bound` and, when it is None for a count goal, why (:func:`bound_note`).
+    ``replicas=False``: the plan may make leader moves only (a drain's soft goals)."""
     if goal == RACK:
-        return state.racks_short()[0]
+        return state.racks_short()[0], None
     if goal == REPLICA_CAPACITY:
         violation = state.violation(goal)
-        return None if violation is None else int(violation)
+        return (None if violation is None else int(violation)), None
     if goal == DISK_CAPACITY:
-        if not state.has_disks:
-            return None
-        rows = _rows_by_broker(balancer)
-        total = 0
-        for b in range(state.n_all):
-            if state.disk_known[b] and state.used[b] > state.disk_limit[b]:
-                sizes = np.sort(state.size[[balancer.model.rep_part[r] for r in rows[b]]])[::-1]
-                cumulative = np.cumsum(sizes)
-                excess = state.used[b] - state.disk_limit[b]
-                total += min(int(np.searchsorted(cumulative, excess * (1 - 1e-9))) + 1, len(cumulative))
-        return total
-    if goal in (REPLICA_COUNT, LEADER_COUNT):
-        q: IntArray = state.rep_count if goal == REPLICA_COUNT else state.lead_count
-        return _count_bound(q[state.eligible_mask].astype(np.float64), *state.bands[goal])
-    if goal in TOPIC_GOALS:
-        table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
-        assert table is not None
-        avg = state.topic_avg[goal][:, None]
-        q2 = table[:, state.eligible_mask].astype(np.float64)
-        above = np.maximum(np.ceil(q2 - avg - 1.0 - 1e-9), 0.0).sum(axis=1)
-        below = np.maximum(np.ceil(avg - 1.0 - q2 - 1e-9), 0.0).sum(axis=1)
-        return int(np.maximum(above, below).sum())  # a move changes one topic's counts only
-    return None
+        return _disk_bound(state, balancer), None
+    if goal not in (REPLICA_COUNT, LEADER_COUNT, *TOPIC_GOALS):
+        return None, None
+    pairing = _Pairing(goal, state, balancer, leader_moves, replicas)
+    total = 0
+    for t in range(len(state.topic_names) if goal in TOPIC_GOALS else 1):
+        above, below = pairing.outside(t)
+        need_above, need_below = sum(above.values()), sum(below.values())
+        if pairing.flow(t, above, below) < min(need_above, need_below):
+            return None, bound_note(goal)
+        total += max(need_above, need_below)  # a move changes one topic's counts only
+    return total, None
 
 
-def _count_bound(q: FloatArray, lo: float, hi: float) -> int:
-    """Each move takes one item off one unit and gives it to another: at least the larger of the items
-    above the band and the items missing below it."""
-    above = np.maximum(np.ceil(q - hi - 1e-9), 0.0).sum()
-    below = np.maximum(np.ceil(lo - q - 1e-9), 0.0).sum()
-    return int(max(above, below))
+def _disk_bound(state: GoalState, balancer: Balancer) -> int | None:
+    if not state.has_disks:
+        return None
+    rows = _rows_by_broker(balancer)
+    total = 0
+    for b in range(state.n_all):
+        if state.disk_known[b] and state.used[b] > state.disk_limit[b]:
+            sizes = np.sort(state.size[[balancer.model.rep_part[r] for r in rows[b]]])[::-1]
+            cumulative = np.cumsum(sizes)
+            excess = state.used[b] - state.disk_limit[b]
+            total += min(int(np.searchsorted(cumulative, excess * (1 - 1e-9))) + 1, len(cumulative))
+    return total
+
+
+_PAIR_SCAN = 256
+"""Items of a unit above tried per unit below before the pair counts as unable (then no bound: cautious)."""
+
+
+class _Pairing:
+    """Which units above a count goal's band could hand an item straight to which units below it."""
+
+    def __init__(
+        self, goal: str, state: GoalState, balancer: Balancer, leader_moves: bool, replicas: bool
+    ) -> None:
+        self.goal, self.state, self.balancer = goal, state, balancer
+        self.replicas = replicas
+        self.model = balancer.model
+        self.leaders = goal in LEADER_GOALS
+        self.leader_moves = leader_moves
+        self.rows = _rows_by_broker(balancer)
+        self.led: list[list[int]] = [[] for _ in self.model.broker_ids]
+        for p, h in enumerate(self.model.leader):
+            if h >= 0 and balancer.movable[p]:
+                self.led[h].append(p)
+        self.topic = goal in TOPIC_GOALS
+        if goal in TOPIC_GOALS:
+            table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
+            assert table is not None
+            self.table: IntArray = table
+        else:
+            q = state.rep_count if goal == REPLICA_COUNT else state.lead_count
+            self.table = q[None, :]
+
+    def outside(self, t: int) -> tuple[dict[int, int], dict[int, int]]:
+        """Items above the band per unit, and items missing below it (eligible brokers)."""
+        if self.topic:
+            avg = float(self.state.topic_avg[self.goal][t])
+            lo, hi = avg - 1.0, avg + 1.0
+        else:
+            lo, hi = self.state.bands[self.goal]
+        above: dict[int, int] = {}
+        below: dict[int, int] = {}
+        for b in self.state.eligible:
+            q = float(self.table[t, b])
+            if q - hi > 1e-9:
+                above[b] = math.ceil(q - hi - 1e-9)
+            elif lo - q > 1e-9:
+                below[b] = math.ceil(lo - q - 1e-9)
+        return above, below
+
+    def _items(self, t: int, s: int) -> list[int]:
+        """Replica rows of unit (t, s) that may still move (the leaders' rows for the leader goals)."""
+        model, state = self.model, self.state
+        if not state.source_ok[s]:
+            return []
+        if self.leaders:
+            rows = [model.rep_of[p][model.members[p].index(s)] for p in self.led[s]]
+        else:
+            rows = self.rows[s]
+        if self.topic:
+            rows = [r for r in rows if state.part_topic[model.rep_part[r]] == t]
+        return rows
+
+    def _can_give(self, r: int, d: int) -> bool:
+        """Replica row r (or, for the leader goals, its leadership) could go to broker d now."""
+        model, balancer = self.model, self.balancer
+        p = model.rep_part[r]
+        if d not in balancer.target_set:
+            return False
+        members = model.members[p]
+        if self.leaders and self.leader_moves and d in members and not balancer.leader_used[p]:
+            info = model.infos[p]
+            b = model.broker_ids[d]
+            if b in info.isr or b not in info.assignment.replicas:
+                return True
+        if not self.replicas or balancer.moved[r]:
+            return False
+        if d in members or any(model.rep_origin[q] == d for q in model.rep_of[p]):
+            return False
+        rack, source = model.rack, model.rep_broker[r]
+        others = [rack[b] for b in members if b != source]
+        return not (rack[d] in others and rack[source] not in others)
+
+    def flow(self, t: int, above: dict[int, int], below: dict[int, int]) -> int:
+        """The most items the units above could give straight to the units below (a max flow: unit above,
+        at most its items above; pair, at most the items it could give; unit below, at most its items
+        missing). Items a unit could give several units below count for each: the check is cautious only
+        where the scan stops."""
+        if not above or not below:
+            return 0
+        pair: dict[tuple[int, int], int] = {}
+        for s, extra in above.items():
+            items = self._items(t, s)
+            for d, missing in below.items():
+                found = 0
+                for r in items[:_PAIR_SCAN]:
+                    if self._can_give(r, d):
+                        found += 1
+                        if found >= min(extra, missing):
+                            break
+                if found:
+                    pair[s, d] = found
+        return _max_flow(above, below, pair)
+
+
+def _max_flow(supply: dict[int, int], demand: dict[int, int], pair: dict[tuple[int, int], int]) -> int:
+    """Augmenting paths over a bipartite graph (supply side, demand side, edge capacities)."""
+    flow: dict[tuple[int, int], int] = dict.fromkeys(pair, 0)
+    left = dict(supply)
+    right = dict(demand)
+    out: dict[int, list[int]] = {}
+    into: dict[int, list[int]] = {}
+    for s, d in pair:
+        out.setdefault(s, []).append(d)
+        into.setdefault(d, []).append(s)
+    total = 0
+    while True:
+        # BFS from supply nodes with room, over residual edges, to a demand node with room
+        parent: dict[tuple[str, int], tuple[str, int] | None] = {("s", s): None for s in left if left[s] > 0}
+        queue = list(parent)
+        end: tuple[str, int] | None = None
+        while queue and end is None:
+            side, x = queue.pop(0)
+            steps = (
+                [("d", d) for d in out.get(x, []) if flow[x, d] < pair[x, d]]
+                if side == "s"
+                else [("s", s) for s in into.get(x, []) if flow[s, x] > 0]
+            )
+            for node in steps:
+                if node in parent:
+                    continue
+                parent[node] = (side, x)
+                if node[0] == "d" and right[node[1]] > 0:
+                    end = node
+                    break
+                queue.append(node)
+        if end is None:
+            return total
+        path = [end]
+        while (previous := parent[path[-1]]) is not None:
+            path.append(previous)
+        path.reverse()  # supply node, demand node, supply node, ..., demand node
+        amount = min(left[path[0][1]], right[end[1]])
+        for a, b in pairwise(path):
+            residual = pair[a[1], b[1]] - flow[a[1], b[1]] if a[0] == "s" else flow[b[1], a[1]]
+            amount = min(amount, residual)
+        for a, b in pairwise(path):
+            if a[0] == "s":
+                flow[a[1], b[1]] += amount
+            else:
+                flow[b[1], a[1]] -= amount
+        left[path[0][1]] -= amount
+        right[end[1]] -= amount
+        total += amount
