@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from app.embedded.zookeeper import pick_free_port
+from tests.support.spark import TEST_JVM_OPTIONS
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -61,14 +62,21 @@ def spark_home() -> Path:
 
 def spark_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a Spark process started here: the wheel as ``SPARK_HOME``, loopback as the local
-    address, and none of the test run's ``PYTHONPATH``/``PYSPARK_*`` (they would hand the executors the
-    repository and this interpreter, which a real cluster's nodes do not have)."""
+    address, the test run's JVM options, and none of the test run's ``PYTHONPATH``/``PYSPARK_*`` (they would
+    hand the executors the repository and this interpreter, which a real cluster's nodes do not have)."""
     env = {
         k: v
         for k, v in (os.environ if base is None else base).items()
         if k != "PYTHONPATH" and not k.startswith(("PYSPARK_", "SPARK_", "KAFKA_HEALTH_"))
     }
-    env |= {"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": LOOPBACK}
+    env |= {
+        "SPARK_HOME": str(spark_home()),
+        "SPARK_LOCAL_IP": LOOPBACK,
+        # the test run's JIT (tests/support/spark.py): the master's and worker's JVMs, spark-submit's driver
+        # and, through the driver's conf, the executors'
+        "SPARK_DAEMON_JAVA_OPTS": TEST_JVM_OPTIONS,
+        "SPARK_SUBMIT_OPTS": f"{TEST_JVM_OPTIONS} -Dspark.executor.extraJavaOptions={TEST_JVM_OPTIONS}",
+    }
     return env
 
 
