@@ -80,8 +80,10 @@ class ResourceObserver:
         disks: Mapping[int, tuple[LogDirDisk, ...]],
         now: float,
     ) -> dict[int, BrokerResources]:
-        """Every known broker's resources at ``now`` (``snapshot``: the view's current one)."""
-        self._churn(now)
+        """Every known broker's resources at ``now`` (``snapshot``: the view's current one, which is the
+        baseline of the first comparison when no snapshot was heard before: the changes the collector
+        publishes next are then compared with it, not lost)."""
+        self._churn(now, snapshot)
         failures = self._failures_now(snapshot)
         changes = self._changes_now(now)
         scrapes = {} if scrape is None else {b: s for b, s in scrape.scrapes.items() if s.ok}
@@ -108,10 +110,12 @@ class ResourceObserver:
             )
         return resources
 
-    def _churn(self, now: float) -> None:
+    def _churn(self, now: float, current: ClusterSnapshot) -> None:
         with self._lock:
             queued = list(self._queued)
             self._queued.clear()
+        if self._last is None and not queued:
+            self._last = current
         for at, snapshot in queued:
             previous, self._last = self._last, snapshot
             if previous is None or previous.version == snapshot.version:
