@@ -215,11 +215,12 @@ class _Search:
         if goal == LEADER_COUNT:
             return state.lead_count.astype(np.float64)
         if goal == LEADER_BYTES_IN:
-            return state.lbi_broker
-        if goal == DISK_USAGE:
-            values: FloatArray = state.used / state.cap
-            return values
-        return self._table()[t].astype(np.float64)
+            values: FloatArray = np.asarray(state.lbi_broker, dtype=np.float64)
+        elif goal == DISK_USAGE:
+            values = np.asarray(state.used / state.cap, dtype=np.float64)
+        else:
+            values = self._table()[t].astype(np.float64)
+        return values
 
     def band(self, t: int) -> tuple[float, float]:
         if self.topic:
