@@ -315,6 +315,13 @@ class GoalState:
         self.bands: dict[str, tuple[float, float]] = {}
         self._set_bands()
         self._set_deltas()
+        # the per-broker figures the guard reads at every move, as lists (faster to index than arrays)
+        self._rc: list[int] = self.rep_count.tolist()
+        self._lc: list[int] = self.lead_count.tolist()
+        self._lbi: list[float] = self.lbi_broker.tolist()
+        self._used: list[float] = self.used.tolist()
+        self._cap: list[float] = self.cap.tolist()
+        self._ratio_judged: list[bool] = (self.disk_known & self.eligible_mask).tolist()
         self._checked_for: str | None = None
         self._checks: list[
             tuple[str, Callable[[int, int, int], float], Callable[[int, int, int], float] | None]
@@ -427,11 +434,9 @@ class GoalState:
         not by comparing names at every move."""
         self._leader_deltas: dict[str, Callable[[int, int, int], float]] = {
             LOAD: lambda p, s, d: self._load_delta(s, d, self.model.sd[p]),
-            LEADER_COUNT: lambda p, s, d: self._count_delta(
-                self.lead_count, self.bands[LEADER_COUNT], s, d, 1.0
-            ),
+            LEADER_COUNT: lambda p, s, d: self._count_delta(self._lc, self.bands[LEADER_COUNT], s, d, 1.0),
             LEADER_BYTES_IN: lambda p, s, d: self._count_delta(
-                self.lbi_broker, self.bands[LEADER_BYTES_IN], s, d, self.lbi[p]
+                self._lbi, self.bands[LEADER_BYTES_IN], s, d, float(self.lbi[p])
             ),
             TOPIC_LEADERS: lambda p, s, d: self._topic_delta(TOPIC_LEADERS, p, s, d),
         }
@@ -440,10 +445,8 @@ class GoalState:
             DISK_CAPACITY: self._disk_capacity_delta,
             REPLICA_CAPACITY: self._replica_capacity_delta,
             LOAD: lambda r, s, d: self._load_delta(s, d, self.model.weight(r)),
-            DISK_USAGE: lambda r, s, d: self._ratio_delta(s, d, self.size[self.model.rep_part[r]]),
-            REPLICA_COUNT: lambda r, s, d: self._count_delta(
-                self.rep_count, self.bands[REPLICA_COUNT], s, d, 1.0
-            ),
+            DISK_USAGE: lambda r, s, d: self._ratio_delta(s, d, float(self.size[self.model.rep_part[r]])),
+            REPLICA_COUNT: lambda r, s, d: self._count_delta(self._rc, self.bands[REPLICA_COUNT], s, d, 1.0),
             LEADER_COUNT: self._leaders_with_replica(LEADER_COUNT),
             LEADER_BYTES_IN: self._leaders_with_replica(LEADER_BYTES_IN),
             TOPIC_REPLICAS: lambda r, s, d: self._topic_delta(TOPIC_REPLICAS, self.model.rep_part[r], s, d),
@@ -496,14 +499,22 @@ class GoalState:
             return 0.0
         lo, hi = self.bands[DISK_USAGE]
         total = 0.0
-        for b, change in ((s, -size), (d, size)):
-            if self.disk_known[b] and self.eligible_mask[b]:
-                cap = self.cap[b]
-                total += _gap((self.used[b] + change) / cap, lo, hi) - _gap(self.used[b] / cap, lo, hi)
+        judged, used, caps = self._ratio_judged, self._used, self._cap
+        if judged[s]:
+            cap = caps[s]
+            total += _gap((used[s] - size) / cap, lo, hi) - _gap(used[s] / cap, lo, hi)
+        if judged[d]:
+            cap = caps[d]
+            total += _gap((used[d] + size) / cap, lo, hi) - _gap(used[d] / cap, lo, hi)
         return total
 
     def _count_delta(
-        self, q: FloatArray | IntArray, band: tuple[float, float], s: int, d: int, amount: float
+        self,
+        q: FloatArray | IntArray | list[int] | list[float],
+        band: tuple[float, float],
+        s: int,
+        d: int,
+        amount: float,
     ) -> float:
         lo, hi = band
         total = 0.0
@@ -584,8 +595,11 @@ class GoalState:
             return self._block(BLOCK_CAPACITY, d)
         if self._hard(self.current):
             return True  # a hard goal's fixing move only answers to the other hard goals (checked above)
-        for goal, replica_delta, _ in self._other_goals():
+        checks = self._other_goals()
+        for i, (goal, replica_delta, _) in enumerate(checks):
             if replica_delta(r, s, d) > _EPS * self._scale(goal):
+                if i:  # the goal that blocked is checked first next time (the answer is the same)
+                    checks.insert(0, checks.pop(i))
                 return self._block(BLOCK_HIGHER, d)
         return True
 
@@ -625,11 +639,15 @@ class GoalState:
         p = self.model.rep_part[r]
         self.rep_count[s] -= 1
         self.rep_count[d] += 1
+        self._rc[s] -= 1
+        self._rc[d] += 1
         size = self.size[p]
         if not math.isnan(self.used[s]):
             self.used[s] -= size
+            self._used[s] -= float(size)
         if not math.isnan(self.used[d]):
             self.used[d] += size
+            self._used[d] += float(size)
         self.moves_used += 1
         self.bytes_used += size
         self.replica_moves[self.current] += 1
@@ -649,6 +667,10 @@ class GoalState:
         self.lead_count[d] += 1
         self.lbi_broker[s] -= self.lbi[p]
         self.lbi_broker[d] += self.lbi[p]
+        self._lc[s] -= 1
+        self._lc[d] += 1
+        self._lbi[s] -= float(self.lbi[p])
+        self._lbi[d] += float(self.lbi[p])
         if self.topic_lead is not None:
             t = int(self.part_topic[p])
             self.topic_lead[t, s] -= 1
