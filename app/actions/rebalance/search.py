@@ -34,6 +34,7 @@ from app.actions.rebalance.goals import (
     REPLICA_CAPACITY,
     REPLICA_COUNT,
     TOPIC_GOALS,
+    TOPIC_LEADERS,
     TOPIC_REPLICAS,
     GoalState,
 )
@@ -185,6 +186,8 @@ class _Search:
             brokers = brokers[state.disk_known[brokers]]
         self.brokers: IntArray = brokers
         """The brokers the goal is judged over (and partners are chosen among)."""
+        self.same_delta = goal in (REPLICA_COUNT, LEADER_COUNT, TOPIC_REPLICAS, TOPIC_LEADERS)
+        """Every item a unit gives changes the goal by the same amount (a count of one)."""
         self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
         """A move must change the goal by less than this (it must make it better)."""
 
@@ -312,9 +315,13 @@ class _Search:
         return self.state._replica_delta(self.goal, item, s, d)
 
     def _try(self, kind: str, item: int, s: int, d: int) -> bool:
-        balancer, model = self.balancer, self.model
         if self._delta(kind, item, s, d) >= self.tolerance:
             return False
+        return self._move(kind, item, s, d)
+
+    def _move(self, kind: str, item: int, s: int, d: int) -> bool:
+        """Make the move if the partition, racks and the guard allow it (the goal's delta was checked)."""
+        balancer, model = self.balancer, self.model
         if kind == "leader":
             p = item
             info = model.infos[p]
@@ -359,6 +366,15 @@ class _Search:
         first items it can take."""
         items = list(islice(self._items(t, s), 4 * _SCAN))
         for d in self._partners(t, s, above=True):
+            if self.same_delta:
+                if items and not self._helps(items[0], s, d):
+                    continue
+                for kind, item in items:
+                    if kind == "leader" and d not in self.model.members[item]:
+                        continue
+                    if self._move(kind, item, s, d):
+                        return 1
+                continue
             for kind, item in items:
                 if kind == "leader" and d not in self.model.members[item]:
                     continue
@@ -366,13 +382,23 @@ class _Search:
                     return 1
         return 0
 
+    def _helps(self, first: tuple[str, int], s: int, d: int) -> bool:
+        """Whether a move from s to d makes the goal better (for goals where every item's delta is the
+        same: counts, of one topic for the topic goals)."""
+        return self._delta(*first, s, d) < self.tolerance
+
     def _take(self, t: int, d: int) -> int:
         for s in self._partners(t, d, above=False):
             tried = 0
+            checked = not self.same_delta
             for kind, item in self._items(t, s):
                 if kind == "leader" and d not in self.model.members[item]:
                     continue
-                if self._try(kind, item, s, d):
+                if not checked:
+                    if not self._helps((kind, item), s, d):
+                        break  # no item of s would help
+                    checked = True
+                if (self._move if self.same_delta else self._try)(kind, item, s, d):
                     return 1
                 tried += 1
                 if tried >= _SCAN:
