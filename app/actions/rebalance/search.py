@@ -251,16 +251,27 @@ class _Search:
         return ts[order].tolist(), bs[order].tolist()
 
     def run(self) -> None:
+        """Sweeps over the units outside the band until one moves nothing. A broker goal's sweeps make a
+        move per broker each, so a broker that found no move sits out the next sweeps (it is tried again
+        when they stop moving: the round ends, and a new one starts if the round moved anything)."""
         while True:
-            made = 0
-            for t, b in zip(*self.units(), strict=True):
-                lo, hi = self.band(t)
-                v = self.q(t, b)
-                if v > hi:
-                    made += self._shed(t, b)
-                elif v < lo:
-                    made += self._take(t, b)
-            if not made:
+            stuck: set[int] = set()
+            made_in_round = 0
+            while True:
+                made = 0
+                for t, b in zip(*self.units(), strict=True):
+                    if b in stuck:
+                        continue
+                    lo, hi = self.band(t)
+                    v = self.q(t, b)
+                    found = self._shed(t, b) if v > hi else (self._take(t, b) if v < lo else 0)
+                    made += found
+                    if not found and not self.topic:
+                        stuck.add(b)
+                made_in_round += made
+                if not made:
+                    break
+            if not made_in_round or not stuck:
                 return
 
     # items
