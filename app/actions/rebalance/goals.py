@@ -322,6 +322,9 @@ class GoalState:
         self._used: list[float] = self.used.tolist()
         self._cap: list[float] = self.cap.tolist()
         self._ratio_judged: list[bool] = (self.disk_known & self.eligible_mask).tolist()
+        self._source_ok: list[bool] = self.source_ok.tolist()
+        self._disk_capped: list[bool] = (self.disk_known & (DISK_CAPACITY in self.listed)).tolist()
+        self._disk_limit: list[float] = self.disk_limit.tolist()
         self._checked_for: str | None = None
         self._checks: list[
             tuple[str, Callable[[int, int, int], float], Callable[[int, int, int], float] | None]
@@ -576,7 +579,7 @@ class GoalState:
             return True
         model = self.model
         s = model.rep_broker[r]
-        if not self.source_ok[s]:
+        if not self._source_ok[s]:
             return self._block(BLOCK_EXCLUDED, s)
         p = model.rep_part[r]
         options = self.options
@@ -584,14 +587,10 @@ class GoalState:
             return self._block(BLOCK_BUDGET, s)
         if options.max_bytes is not None and self.bytes_used + self.size[p] > options.max_bytes:
             return self._block(BLOCK_BUDGET, s)
-        if (
-            DISK_CAPACITY in self.listed
-            and self.disk_known[d]
-            and self.used[d] + self.size[p] > self.disk_limit[d]
-        ):
+        if self._disk_capped[d] and self._used[d] + float(self.size[p]) > self._disk_limit[d]:
             return self._block(BLOCK_CAPACITY, d)
         cap = options.max_replicas_per_broker
-        if REPLICA_CAPACITY in self.listed and cap is not None and self.rep_count[d] + 1 > cap:
+        if REPLICA_CAPACITY in self.listed and cap is not None and self._rc[d] + 1 > cap:
             return self._block(BLOCK_CAPACITY, d)
         if self._hard(self.current):
             return True  # a hard goal's fixing move only answers to the other hard goals (checked above)
@@ -606,7 +605,7 @@ class GoalState:
     def allow_leader(self, p: int, s: int, d: int) -> bool:
         if not self.guarded:
             return True
-        if not self.source_ok[s]:
+        if not self._source_ok[s]:
             return self._block(BLOCK_EXCLUDED, s)
         for goal, _, leader_delta in self._other_goals():
             if leader_delta is not None and leader_delta(p, s, d) > _EPS * self._scale(goal):
