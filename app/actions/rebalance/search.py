@@ -148,6 +148,31 @@ class _Groups:
         self.end.frombytes(np.ascontiguousarray(starts[1:], dtype=np.int64).tobytes())
 
 
+class _Lazy:
+    """An iterator's items, drawn as a pass first needs them and kept for the next passes (a receiver
+    that takes one of the first items spares drawing the rest)."""
+
+    __slots__ = ("kept", "source")
+
+    def __init__(self, source: Iterator[tuple[str, int]]) -> None:
+        self.kept: list[tuple[str, int]] = []
+        self.source = source
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        kept, i = self.kept, 0
+        while True:
+            if i == len(kept):
+                item = next(self.source, None)
+                if item is None:
+                    return
+                kept.append(item)
+            yield kept[i]
+            i += 1
+
+    def first(self) -> tuple[str, int] | None:
+        return next(iter(self), None)
+
+
 class _Search:
     """One soft goal's greedy (module note). The items a unit (a broker, or a topic on a broker) may give
     are indexed by unit when the search starts: replicas not moved yet (a replica moves at most once) and
@@ -375,10 +400,11 @@ class _Search:
     def _shed(self, t: int, s: int) -> int:
         """The receiver with the most room first (below the band, a move fixes both ends), any of the
         first items it can take."""
-        items = list(islice(self._items(t, s), 4 * _SCAN))
+        items = _Lazy(islice(self._items(t, s), 4 * _SCAN))
         for d in self._partners(t, s, above=True):
             if self.same_delta:
-                if items and not self._helps(items[0], s, d):
+                first = items.first()
+                if first is not None and not self._helps(first, s, d):
                     continue
                 for kind, item in items:
                     if kind == "leader" and d not in self.model.members[item]:
