@@ -152,25 +152,29 @@ class _Lazy:
     """An iterator's items, drawn as a pass first needs them and kept for the next passes (a receiver
     that takes one of the first items spares drawing the rest)."""
 
-    __slots__ = ("kept", "source")
+    __slots__ = ("done", "kept", "source")
 
     def __init__(self, source: Iterator[tuple[str, int]]) -> None:
         self.kept: list[tuple[str, int]] = []
         self.source = source
+        self.done = False
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
+        if self.done:
+            return iter(self.kept)
+        return self._draw()
+
+    def _draw(self) -> Iterator[tuple[str, int]]:
         kept, i = self.kept, 0
         while True:
             if i == len(kept):
                 item = next(self.source, None)
                 if item is None:
+                    self.done = True
                     return
                 kept.append(item)
             yield kept[i]
             i += 1
-
-    def first(self) -> tuple[str, int] | None:
-        return next(iter(self), None)
 
 
 class _Search:
@@ -403,12 +407,14 @@ class _Search:
         items = _Lazy(islice(self._items(t, s), 4 * _SCAN))
         for d in self._partners(t, s, above=True):
             if self.same_delta:
-                first = items.first()
-                if first is not None and not self._helps(first, s, d):
-                    continue
+                checked = False
                 for kind, item in items:
                     if kind == "leader" and d not in self.model.members[item]:
                         continue
+                    if not checked:
+                        if not self._helps((kind, item), s, d):
+                            break  # no item would help
+                        checked = True
                     if self._move(kind, item, s, d):
                         return 1
                 continue
