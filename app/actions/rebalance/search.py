@@ -12,7 +12,10 @@ once, never back to a broker its partition was on, never to fewer racks) and the
 - soft goals: sweeps over what is outside the goal's band, the farthest first: a broker (or topic on a
   broker) above the band gives an item (a leadership to an in-sync follower, for the leader goals; else a
   replica; the heaviest first where items weigh) to the unit with the most room; one below takes from the
-  fullest; a move is made only when it brings the goal closer. Until a sweep moves nothing.
+  fullest; a move is made only when it brings the goal closer. Until a sweep moves nothing (for the
+  broker goals, a broker that found no move sits out the sweeps until they stop moving, then all are tried
+  again). The items a unit may give are indexed by unit when the search starts (a topic's replicas on a
+  broker are its few rows, not a scan of the broker's), so a move costs about the same at any size.
 """
 
 from __future__ import annotations
