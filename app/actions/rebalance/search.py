@@ -15,7 +15,7 @@ once, never back to a broker its partition was on, never to fewer racks) and the
   fullest; a move is made only when it brings the goal closer. Until a sweep moves nothing (for the
   broker goals, a broker that found no move sits out the sweeps until they stop moving, then all are tried
   again). The items a unit may give are indexed by unit when the search starts (a topic's replicas on a
-  broker are its few rows, not a scan of the broker's), so a move costs about the same at any size.
+  broker are its few rows, not a scan of the broker's).
 """
 
 from __future__ import annotations
