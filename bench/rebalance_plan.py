@@ -25,8 +25,9 @@ the first hot broker's filled to 90 %; implied by a disk goal in ``--goals``); e
 printed (before and after, met, moves, lower bound and ratio, why not), and the process's peak RSS. Then
 the election chunker: 50k partitions into 512 KiB payloads.
 
-Exit status 1 when the plan takes more than 30 s, moves more than 1.1 × the lower bound, or a payload is
-over budget or loses a partition.
+Exit status 1 when the plan takes more than its target (20 s with the default goals, 60 s with goals named
+by ``--goals``: the issue's figures at Cruise Control's size), moves more than 1.1 × the lower bound, or a
+payload is over budget or loses a partition.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ from collectors.kafka.model import (
 
 TARGET_SECONDS = 20.0
 """The plan at Cruise Control's size with the default goals (smaller clusters are far below it)."""
+TARGET_GOALS_SECONDS = 60.0
+"""The plan at Cruise Control's size with every goal listed."""
 TARGET_RATIO = 1.1
 
 
@@ -193,13 +196,14 @@ def run_plan(args: argparse.Namespace) -> bool:
     )
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     truth = _true_after(plan, current, rates, brokers, args.rated_deviation)
-    _report_plan(plan, seconds, truth)
+    target = TARGET_SECONDS if goals is None else TARGET_GOALS_SECONDS
+    _report_plan(plan, seconds, truth, target)
     print(f"cpu       {cpu:.2f}s of CPU for the plan (wall {seconds:.2f}s: the rest is waiting for a core)")
     _report_goals(plan)
     # the ratio checked is the load goal's own (other goals' moves have bounds of their own)
     load = next((g for g in plan.goals if g.goal == "load"), None)
     ratio = load.ratio if load is not None and load.ratio is not None else float("nan")
-    return seconds <= TARGET_SECONDS and (load is None or load.ratio is None or ratio <= TARGET_RATIO)
+    return seconds <= target and (load is None or load.ratio is None or ratio <= TARGET_RATIO)
 
 
 def synthetic_disks(
@@ -236,10 +240,10 @@ def _true_after(
     return report.stddev, float(report.brokers["deviation_rate"].abs().max())
 
 
-def _report_plan(plan: RebalancePlan, seconds: float, truth: tuple[float, float]) -> None:
+def _report_plan(plan: RebalancePlan, seconds: float, truth: tuple[float, float], target: float) -> None:
     ratio = plan.replica_moves / plan.lower_bound_moves if plan.lower_bound_moves else float("nan")
     before, after = plan.before, plan.after
-    print(f"plan      {seconds:.2f}s (target <= {TARGET_SECONDS:.0f}s)")
+    print(f"plan      {seconds:.2f}s (target <= {target:.0f}s)")
     print(
         f"moves     {plan.replica_moves:,} replica moves, lower bound {plan.lower_bound_moves:,}, "
         f"ratio {ratio:.3f} (target <= {TARGET_RATIO}); {len(plan.leader_moves):,} leader moves"

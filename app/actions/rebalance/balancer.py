@@ -370,16 +370,25 @@ class Balancer:
         if receiver in members:
             return False
         origin = model.rep_origin  # the brokers the partition was on when the plan started
-        if any(origin[q] == receiver for q in model.rep_of[p]):
-            return False
+        for q in model.rep_of[p]:
+            if origin[q] == receiver:
+                return False
         source = model.rep_broker[r]
         rack = model.rack
-        others = [rack[b] for b in members if b != source]
+        to_rack, from_rack = rack[receiver], rack[source]
         guard = self.guard
-        if rack[receiver] in others and rack[source] not in others:
-            if guard is not None:
-                guard.note_rack(receiver)
-            return False
+        if to_rack != from_rack:  # on the source's rack the partition keeps its racks
+            # fewer racks when another replica is on the receiver's rack and none on the source's
+            clash = kept = False
+            for b in members:
+                if b != source:
+                    x = rack[b]
+                    clash = clash or x == to_rack
+                    kept = kept or x == from_rack
+            if clash and not kept:
+                if guard is not None:
+                    guard.note_rack(receiver)
+                return False
         return guard is None or guard.allow_replica(r, receiver)
 
     def _can_host_flipped(self, receiver: int, r: int) -> bool:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -235,6 +235,7 @@ class GoalState:
         self.eligible = sorted(eligible)
         self.eligible_mask = np.zeros(n_all, dtype=bool)
         self.eligible_mask[self.eligible] = True
+        self._eligible: list[bool] = self.eligible_mask.tolist()
         self.source_ok = np.ones(n_all, dtype=bool)
         if sources is not None:
             self.source_ok[:] = False
@@ -246,8 +247,8 @@ class GoalState:
         """False with the default goals: the hard goals constrain the moves but are not fixed."""
         self.replica_moves: Counter[str] = Counter()
         self.leader_moves: Counter[str] = Counter()
-        self.blocked: dict[str, Counter[str]] = {}
-        self.blocked_brokers: dict[str, set[int]] = {}
+        self._blocked_at: dict[tuple[str, str], Counter[int]] = {}
+        """Per (goal, reason), how many moves were blocked at each broker (index)."""
         self.moves_used = 0
         self.bytes_used = 0.0
         rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
@@ -313,6 +314,21 @@ class GoalState:
         )
         self.bands: dict[str, tuple[float, float]] = {}
         self._set_bands()
+        self._set_deltas()
+        # the per-broker figures the guard reads at every move, as lists (faster to index than arrays)
+        self._rc: list[int] = self.rep_count.tolist()
+        self._lc: list[int] = self.lead_count.tolist()
+        self._lbi: list[float] = self.lbi_broker.tolist()
+        self._used: list[float] = self.used.tolist()
+        self._cap: list[float] = self.cap.tolist()
+        self._ratio_judged: list[bool] = (self.disk_known & self.eligible_mask).tolist()
+        self._source_ok: list[bool] = self.source_ok.tolist()
+        self._disk_capped: list[bool] = (self.disk_known & (DISK_CAPACITY in self.listed)).tolist()
+        self._disk_limit: list[float] = self.disk_limit.tolist()
+        self._checked_for: str | None = None
+        self._checks: list[
+            tuple[str, Callable[[int, int, int], float], Callable[[int, int, int], float] | None]
+        ] = []
 
     # -- bands
 
@@ -429,49 +445,60 @@ class GoalState:
     # -- deltas of one move, per goal (negative: better)
 
     def _replica_delta(self, goal: str, r: int, s: int, d: int) -> float:
-        model = self.model
-        p = model.rep_part[r]
-        is_leader = model.leader[p] == s
-        if goal == DISK_CAPACITY:
-            return self._excess_delta(s, -self.size[p]) + self._excess_delta(d, self.size[p])
-        if goal == REPLICA_CAPACITY:
-            cap = self.options.max_replicas_per_broker
-            if cap is None:
-                return 0.0
-            return float(
-                max(self.rep_count[d] + 1 - cap, 0)
-                - max(self.rep_count[d] - cap, 0)
-                + max(self.rep_count[s] - 1 - cap, 0)
-                - max(self.rep_count[s] - cap, 0)
-            )
-        if goal == LOAD:
-            return self._load_delta(s, d, model.weight(r))
-        if goal == DISK_USAGE:
-            return self._ratio_delta(s, d, self.size[p])
-        if goal == REPLICA_COUNT:
-            return self._count_delta(self.rep_count, self.bands[goal], s, d, 1.0)
-        if goal == LEADER_COUNT:
-            return self._count_delta(self.lead_count, self.bands[goal], s, d, 1.0) if is_leader else 0.0
-        if goal == LEADER_BYTES_IN:
-            return (
-                self._count_delta(self.lbi_broker, self.bands[goal], s, d, self.lbi[p]) if is_leader else 0.0
-            )
-        if goal == TOPIC_REPLICAS:
-            return self._topic_delta(goal, p, s, d)
-        if goal == TOPIC_LEADERS:
-            return self._topic_delta(goal, p, s, d) if is_leader else 0.0
-        return 0.0  # rack: the balancer's can_host keeps every partition's rack spread
+        return self._replica_deltas[goal](r, s, d)
 
     def _leader_delta(self, goal: str, p: int, s: int, d: int) -> float:
-        if goal == LOAD:
-            return self._load_delta(s, d, self.model.sd[p])
-        if goal == LEADER_COUNT:
-            return self._count_delta(self.lead_count, self.bands[goal], s, d, 1.0)
-        if goal == LEADER_BYTES_IN:
-            return self._count_delta(self.lbi_broker, self.bands[goal], s, d, self.lbi[p])
-        if goal == TOPIC_LEADERS:
-            return self._topic_delta(goal, p, s, d)
-        return 0.0
+        leader_delta = self._leader_deltas.get(goal)
+        return 0.0 if leader_delta is None else leader_delta(p, s, d)
+
+    def _set_deltas(self) -> None:
+        """Each goal's delta of a replica move (r, s, d) and of a leader move (p, s, d): looked up once,
+        not by comparing names at every move."""
+        self._leader_deltas: dict[str, Callable[[int, int, int], float]] = {
+            LOAD: lambda p, s, d: self._load_delta(s, d, self.model.sd[p]),
+            LEADER_COUNT: lambda p, s, d: self._count_delta(self._lc, self.bands[LEADER_COUNT], s, d, 1.0),
+            LEADER_BYTES_IN: lambda p, s, d: self._count_delta(
+                self._lbi, self.bands[LEADER_BYTES_IN], s, d, float(self.lbi[p])
+            ),
+            TOPIC_LEADERS: lambda p, s, d: self._topic_delta(TOPIC_LEADERS, p, s, d),
+        }
+        self._replica_deltas: dict[str, Callable[[int, int, int], float]] = {
+            RACK: lambda r, s, d: 0.0,  # the balancer's can_host keeps every partition's rack spread
+            DISK_CAPACITY: self._disk_capacity_delta,
+            REPLICA_CAPACITY: self._replica_capacity_delta,
+            LOAD: lambda r, s, d: self._load_delta(s, d, self.model.weight(r)),
+            DISK_USAGE: lambda r, s, d: self._ratio_delta(s, d, float(self.size[self.model.rep_part[r]])),
+            REPLICA_COUNT: lambda r, s, d: self._count_delta(self._rc, self.bands[REPLICA_COUNT], s, d, 1.0),
+            LEADER_COUNT: self._leaders_with_replica(LEADER_COUNT),
+            LEADER_BYTES_IN: self._leaders_with_replica(LEADER_BYTES_IN),
+            TOPIC_REPLICAS: lambda r, s, d: self._topic_delta(TOPIC_REPLICAS, self.model.rep_part[r], s, d),
+            TOPIC_LEADERS: self._leaders_with_replica(TOPIC_LEADERS),
+        }
+
+    def _leaders_with_replica(self, goal: str) -> Callable[[int, int, int], float]:
+        """A leader goal's delta of a replica move: the leader move's when the replica leads, else 0."""
+        model, leader_delta = self.model, self._leader_deltas[goal]
+
+        def delta(r: int, s: int, d: int) -> float:
+            p = model.rep_part[r]
+            return leader_delta(p, s, d) if model.leader[p] == s else 0.0
+
+        return delta
+
+    def _disk_capacity_delta(self, r: int, s: int, d: int) -> float:
+        size = self.size[self.model.rep_part[r]]
+        return self._excess_delta(s, -size) + self._excess_delta(d, size)
+
+    def _replica_capacity_delta(self, r: int, s: int, d: int) -> float:
+        cap = self.options.max_replicas_per_broker
+        if cap is None:
+            return 0.0
+        return float(
+            max(self.rep_count[d] + 1 - cap, 0)
+            - max(self.rep_count[d] - cap, 0)
+            + max(self.rep_count[s] - 1 - cap, 0)
+            - max(self.rep_count[s] - cap, 0)
+        )
 
     def _excess_delta(self, b: int, change: float) -> float:
         if not self.disk_known[b]:
@@ -494,22 +521,32 @@ class GoalState:
             return 0.0
         lo, hi = self.bands[DISK_USAGE]
         total = 0.0
-        for b, change in ((s, -size), (d, size)):
-            if self.disk_known[b] and self.eligible_mask[b]:
-                cap = self.cap[b]
-                total += _gap((self.used[b] + change) / cap, lo, hi) - _gap(self.used[b] / cap, lo, hi)
+        judged, used, caps = self._ratio_judged, self._used, self._cap
+        if judged[s]:
+            cap = caps[s]
+            total += _gap((used[s] - size) / cap, lo, hi) - _gap(used[s] / cap, lo, hi)
+        if judged[d]:
+            cap = caps[d]
+            total += _gap((used[d] + size) / cap, lo, hi) - _gap(used[d] / cap, lo, hi)
         return total
 
     def _count_delta(
-        self, q: FloatArray | IntArray, band: tuple[float, float], s: int, d: int, amount: float
+        self,
+        q: FloatArray | IntArray | list[int] | list[float],
+        band: tuple[float, float],
+        s: int,
+        d: int,
+        amount: float,
     ) -> float:
         lo, hi = band
         total = 0.0
-        el = self.eligible_mask
+        el = self._eligible
         if el[s]:
-            total += _gap(float(q[s]) - amount, lo, hi) - _gap(float(q[s]), lo, hi)
+            v = float(q[s])
+            total += _gap(v - amount, lo, hi) - _gap(v, lo, hi)
         if el[d]:
-            total += _gap(float(q[d]) + amount, lo, hi) - _gap(float(q[d]), lo, hi)
+            v = float(q[d])
+            total += _gap(v + amount, lo, hi) - _gap(v, lo, hi)
         return total
 
     def _topic_delta(self, goal: str, p: int, s: int, d: int) -> float:
@@ -522,9 +559,26 @@ class GoalState:
     # -- the guard
 
     def _block(self, reason: str, broker: int) -> bool:
-        self.blocked.setdefault(self.current, Counter())[reason] += 1
-        self.blocked_brokers.setdefault(f"{self.current}:{reason}", set()).add(self.model.broker_ids[broker])
+        key = (self.current, reason)
+        at = self._blocked_at.get(key)
+        if at is None:
+            self._blocked_at[key] = at = Counter()
+        at[broker] += 1
         return False
+
+    @property
+    def blocked(self) -> dict[str, Counter[str]]:
+        """Per goal, what blocked its moves (as why_not names it) and how often."""
+        found: dict[str, Counter[str]] = {}
+        for (goal, reason), at in self._blocked_at.items():
+            found.setdefault(goal, Counter())[reason] = at.total()
+        return found
+
+    @property
+    def blocked_brokers(self) -> dict[str, set[int]]:
+        """Per ``goal:reason``, the brokers (ids) where it blocked a move."""
+        ids = self.model.broker_ids
+        return {f"{goal}:{reason}": {ids[b] for b in at} for (goal, reason), at in self._blocked_at.items()}
 
     def note_rack(self, receiver: int) -> None:
         if self.guarded:
@@ -544,7 +598,7 @@ class GoalState:
             return True
         model = self.model
         s = model.rep_broker[r]
-        if not self.source_ok[s]:
+        if not self._source_ok[s]:
             return self._block(BLOCK_EXCLUDED, s)
         p = model.rep_part[r]
         options = self.options
@@ -552,34 +606,43 @@ class GoalState:
             return self._block(BLOCK_BUDGET, s)
         if options.max_bytes is not None and self.bytes_used + self.size[p] > options.max_bytes:
             return self._block(BLOCK_BUDGET, s)
-        if (
-            DISK_CAPACITY in self.listed
-            and self.disk_known[d]
-            and self.used[d] + self.size[p] > self.disk_limit[d]
-        ):
+        if self._disk_capped[d] and self._used[d] + float(self.size[p]) > self._disk_limit[d]:
             return self._block(BLOCK_CAPACITY, d)
         cap = options.max_replicas_per_broker
-        if REPLICA_CAPACITY in self.listed and cap is not None and self.rep_count[d] + 1 > cap:
+        if REPLICA_CAPACITY in self.listed and cap is not None and self._rc[d] + 1 > cap:
             return self._block(BLOCK_CAPACITY, d)
-        hard_move = self._hard(self.current)
-        for goal in self.goals:
-            if goal == self.current or goal in HARD_GOALS or (hard_move and goal not in HARD_GOALS):
-                continue
-            if self._replica_delta(goal, r, s, d) > _EPS * self._scale(goal):
+        if self._hard(self.current):
+            return True  # a hard goal's fixing move only answers to the other hard goals (checked above)
+        checks = self._other_goals()
+        for i, (goal, replica_delta, _) in enumerate(checks):
+            if replica_delta(r, s, d) > _EPS * self._scale(goal):
+                if i:  # the goal that blocked is checked first next time (the answer is the same)
+                    checks.insert(0, checks.pop(i))
                 return self._block(BLOCK_HIGHER, d)
         return True
 
     def allow_leader(self, p: int, s: int, d: int) -> bool:
         if not self.guarded:
             return True
-        if not self.source_ok[s]:
+        if not self._source_ok[s]:
             return self._block(BLOCK_EXCLUDED, s)
-        for goal in self.goals:
-            if goal == self.current or goal in HARD_GOALS:
-                continue
-            if self._leader_delta(goal, p, s, d) > _EPS * self._scale(goal):
+        for goal, _, leader_delta in self._other_goals():
+            if leader_delta is not None and leader_delta(p, s, d) > _EPS * self._scale(goal):
                 return self._block(BLOCK_HIGHER, d)
         return True
+
+    def _other_goals(
+        self,
+    ) -> list[tuple[str, Callable[[int, int, int], float], Callable[[int, int, int], float] | None]]:
+        """The listed soft goals a move for the current goal must not make worse, with their deltas."""
+        if self._checked_for != self.current:
+            self._checked_for = self.current
+            self._checks = [
+                (goal, self._replica_deltas[goal], self._leader_deltas.get(goal))
+                for goal in self.goals
+                if goal != self.current and goal not in HARD_GOALS
+            ]
+        return self._checks
 
     def _scale(self, goal: str) -> float:
         if goal == LOAD:
@@ -594,11 +657,15 @@ class GoalState:
         p = self.model.rep_part[r]
         self.rep_count[s] -= 1
         self.rep_count[d] += 1
+        self._rc[s] -= 1
+        self._rc[d] += 1
         size = self.size[p]
         if not math.isnan(self.used[s]):
             self.used[s] -= size
+            self._used[s] -= float(size)
         if not math.isnan(self.used[d]):
             self.used[d] += size
+            self._used[d] += float(size)
         self.moves_used += 1
         self.bytes_used += size
         self.replica_moves[self.current] += 1
@@ -618,6 +685,10 @@ class GoalState:
         self.lead_count[d] += 1
         self.lbi_broker[s] -= self.lbi[p]
         self.lbi_broker[d] += self.lbi[p]
+        self._lc[s] -= 1
+        self._lc[d] += 1
+        self._lbi[s] -= float(self.lbi[p])
+        self._lbi[d] += float(self.lbi[p])
         if self.topic_lead is not None:
             t = int(self.part_topic[p])
             self.topic_lead[t, s] -= 1

@@ -12,12 +12,16 @@ once, never back to a broker its partition was on, never to fewer racks) and the
 - soft goals: sweeps over what is outside the goal's band, the farthest first: a broker (or topic on a
   broker) above the band gives an item (a leadership to an in-sync follower, for the leader goals; else a
   replica; the heaviest first where items weigh) to the unit with the most room; one below takes from the
-  fullest; a move is made only when it brings the goal closer. Until a sweep moves nothing.
+  fullest; a move is made only when it brings the goal closer. Until a sweep moves nothing (for the
+  broker goals, a broker that found no move sits out the sweeps until they stop moving, then all are tried
+  again). The items a unit may give are indexed by unit when the search starts (a topic's replicas on a
+  broker are its few rows, not a scan of the broker's).
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterator
 from itertools import islice, pairwise
 
@@ -34,10 +38,11 @@ from app.actions.rebalance.goals import (
     REPLICA_CAPACITY,
     REPLICA_COUNT,
     TOPIC_GOALS,
+    TOPIC_LEADERS,
     TOPIC_REPLICAS,
     GoalState,
 )
-from app.actions.rebalance.model import IntArray
+from app.actions.rebalance.model import FloatArray, IntArray
 
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
@@ -128,22 +133,96 @@ def _fix_replica_capacity(state: GoalState, balancer: Balancer) -> None:
 # --- soft goals -----------------------------------------------------------------------------------------
 
 
+class _Groups:
+    """Items in groups, each in a fixed order: group k is ``items[first[k]:end[k]]``. The items a search
+    may still take are among those it started with, so a group's prefix of items gone for good is skipped
+    once (``first`` moves past it)."""
+
+    __slots__ = ("end", "first", "items")
+
+    def __init__(self, keys: IntArray, items: IntArray, n_keys: int, then: FloatArray | None = None) -> None:
+        """Group ``items`` by ``keys``; within a group by ``then`` (if given), then by item."""
+        order = np.lexsort((items, keys) if then is None else (items, then, keys))
+        starts = np.searchsorted(keys[order], np.arange(n_keys + 1))
+        self.items = array("q")
+        self.items.frombytes(np.ascontiguousarray(items[order], dtype=np.int64).tobytes())
+        self.first = array("q")
+        self.first.frombytes(np.ascontiguousarray(starts[:-1], dtype=np.int64).tobytes())
+        self.end = array("q")
+        self.end.frombytes(np.ascontiguousarray(starts[1:], dtype=np.int64).tobytes())
+
+
+class _Lazy:
+    """An iterator's items, drawn as a pass first needs them and kept for the next passes (a receiver
+    that takes one of the first items spares drawing the rest)."""
+
+    __slots__ = ("done", "kept", "source")
+
+    def __init__(self, source: Iterator[tuple[str, int]]) -> None:
+        self.kept: list[tuple[str, int]] = []
+        self.source = source
+        self.done = False
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        if self.done:
+            return iter(self.kept)
+        return self._draw()
+
+    def _draw(self) -> Iterator[tuple[str, int]]:
+        kept, i = self.kept, 0
+        while True:
+            if i == len(kept):
+                item = next(self.source, None)
+                if item is None:
+                    self.done = True
+                    return
+                kept.append(item)
+            yield kept[i]
+            i += 1
+
+
 class _Search:
-    """One soft goal's greedy (module note)."""
+    """One soft goal's greedy (module note). The items a unit (a broker, or a topic on a broker) may give
+    are indexed by unit when the search starts: replicas not moved yet (a replica moves at most once) and
+    the partitions each broker leads, plus those whose leadership a move of this search brings."""
 
     def __init__(
         self, goal: str, state: GoalState, balancer: Balancer, leader_moves: bool, replicas: bool
     ) -> None:
         self.goal, self.state, self.balancer = goal, state, balancer
         self.replicas = replicas
-        self.model = balancer.model
+        self.model = model = balancer.model
         self.leader_moves = leader_moves and goal in LEADER_GOALS
-        self.replica_rows = _rows_by_broker(balancer)
-        self.led: list[list[int]] = [[] for _ in self.model.broker_ids]
-        for p, h in enumerate(self.model.leader):
-            if h >= 0 and balancer.movable[p]:
-                self.led[h].append(p)
         self.topic = goal in TOPIC_GOALS
+        self.n_all = n_all = len(model.broker_ids)
+        n_keys = n_all * (len(state.topic_names) if self.topic else 1)
+        movable = np.frombuffer(balancer.movable, dtype=np.uint8).astype(bool)
+        if goal in LEADER_GOALS:
+            leader = np.asarray(model.leader, dtype=np.int64)
+            parts = np.nonzero(movable & (leader >= 0))[0]
+            keys = leader[parts] + (state.part_topic[parts] * n_all if self.topic else 0)
+            then = -state.lbi[parts] if goal == LEADER_BYTES_IN else None
+            self.groups = _Groups(keys, parts, n_keys, then)
+            self.led_extra: dict[int, list[int]] = {}
+            """Partitions whose leadership a replica move of this search brought, per unit."""
+        else:
+            rep_part = np.asarray(model.rep_part, dtype=np.int64)
+            moved = np.frombuffer(balancer.moved, dtype=np.uint8).astype(bool)
+            rows = np.nonzero(movable[rep_part] & ~moved)[0]
+            keys = np.asarray(model.rep_broker, dtype=np.int64)[rows]
+            if self.topic:
+                keys += state.part_topic[rep_part[rows]] * n_all
+            then = -state.size[rep_part[rows]] if goal == DISK_USAGE else None
+            self.groups = _Groups(keys, rows, n_keys, then)
+        brokers = np.nonzero(state.eligible_mask)[0]
+        if goal == DISK_USAGE:
+            brokers = brokers[state.disk_known[brokers]]
+        self.brokers: IntArray = brokers
+        """The brokers the goal is judged over (and partners are chosen among)."""
+        self.same_delta = goal in (REPLICA_COUNT, LEADER_COUNT, TOPIC_REPLICAS, TOPIC_LEADERS)
+        """Every item a unit gives changes the goal by the same amount (a count of one)."""
+        self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
+        """A move must change the goal by less than this (it must make it better)."""
 
     # the goal's quantity on a broker (for topic goals: of topic t) and its band
 
@@ -157,9 +236,27 @@ class _Search:
             return float(state.lbi_broker[b])
         if goal == DISK_USAGE:
             return float(state.used[b] / state.cap[b])
-        table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
+        return float(self._table()[t, b])
+
+    def _table(self) -> IntArray:
+        table = self.state.topic_rep if self.goal == TOPIC_REPLICAS else self.state.topic_lead
         assert table is not None
-        return float(table[t, b])
+        return table
+
+    def _values(self, t: int) -> FloatArray:
+        """The goal's quantity on every broker (of topic t)."""
+        state, goal = self.state, self.goal
+        if goal == REPLICA_COUNT:
+            return state.rep_count.astype(np.float64)
+        if goal == LEADER_COUNT:
+            return state.lead_count.astype(np.float64)
+        if goal == LEADER_BYTES_IN:
+            values: FloatArray = np.asarray(state.lbi_broker, dtype=np.float64)
+        elif goal == DISK_USAGE:
+            values = np.asarray(state.used / state.cap, dtype=np.float64)
+        else:
+            values = self._table()[t].astype(np.float64)
+        return values
 
     def band(self, t: int) -> tuple[float, float]:
         if self.topic:
@@ -167,74 +264,94 @@ class _Search:
             return avg - 1.0, avg + 1.0
         return self.state.bands[self.goal]
 
-    def units(self) -> list[tuple[float, int, int]]:
-        """(gap, topic, broker) of everything outside the band, the farthest first."""
-        state = self.state
-        brokers = np.nonzero(state.eligible_mask)[0]
-        if self.goal == DISK_USAGE:
-            brokers = brokers[state.disk_known[brokers]]
+    def units(self) -> tuple[list[int], list[int]]:
+        """(topics, brokers) of everything outside the band, the farthest first."""
+        brokers = self.brokers
         if self.topic:
-            table = state.topic_rep if self.goal == TOPIC_REPLICAS else state.topic_lead
-            assert table is not None
-            avg = state.topic_avg[self.goal][:, None]
-            q = table[:, brokers].astype(np.float64)
+            avg = self.state.topic_avg[self.goal][:, None]
+            q = self._table()[:, brokers].astype(np.float64)
             gap = np.maximum(np.maximum(q - avg - 1.0, avg - 1.0 - q), 0.0)
             ts, bs = np.nonzero(gap > 1e-9)
-            found = [(float(gap[t, i]), int(t), int(brokers[i])) for t, i in zip(ts, bs, strict=True)]
+            gaps, bs = gap[ts, bs], brokers[bs]
         else:
             lo, hi = self.band(0)
-            found = []
-            for b in brokers:
-                v = self.q(0, int(b))
-                g = v - hi if v > hi else (lo - v if v < lo else 0.0)
-                if g > 1e-12 * max(abs(hi), 1.0):
-                    found.append((g, 0, int(b)))
-        found.sort(key=lambda u: (-u[0], u[1], u[2]))
-        return found
+            v = self._values(0)[brokers]
+            gap = np.where(v > hi, v - hi, np.where(v < lo, lo - v, 0.0))
+            keep = gap > 1e-12 * max(abs(hi), 1.0)
+            gaps, bs = gap[keep], brokers[keep]
+            ts = np.zeros(len(bs), dtype=np.int64)
+        order = np.lexsort((bs, ts, -gaps))
+        return ts[order].tolist(), bs[order].tolist()
 
     def run(self) -> None:
+        """Sweeps over the units outside the band until one moves nothing. A broker goal's sweeps make a
+        move per broker each, so a broker that found no move sits out the next sweeps (it is tried again
+        when they stop moving: the round ends, and a new one starts if the round moved anything)."""
         while True:
-            made = 0
-            for _, t, b in self.units():
-                lo, hi = self.band(t)
-                v = self.q(t, b)
-                if v > hi:
-                    made += self._shed(t, b)
-                elif v < lo:
-                    made += self._take(t, b)
-            if not made:
+            stuck: set[int] = set()
+            made_in_round = 0
+            while True:
+                made = 0
+                for t, b in zip(*self.units(), strict=True):
+                    if b in stuck:
+                        continue
+                    lo, hi = self.band(t)
+                    v = self.q(t, b)
+                    found = self._shed(t, b) if v > hi else (self._take(t, b) if v < lo else 0)
+                    made += found
+                    if not found and not self.topic:
+                        stuck.add(b)
+                made_in_round += made
+                if not made:
+                    break
+            if not made_in_round or not stuck:
                 return
 
     # items
 
     def _items(self, t: int, s: int) -> Iterator[tuple[str, int]]:
         """("leader", p) and ("replica", r) items broker s could give, in the order to try them."""
-        model, state = self.model, self.state
+        key = t * self.n_all + s if self.topic else s
         if self.goal in LEADER_GOALS:
-            parts = [
-                p
-                for p in self.led[s]
-                if model.leader[p] == s and (not self.topic or state.part_topic[p] == t)
-            ]
-            if self.goal == LEADER_BYTES_IN:
-                parts.sort(key=lambda p: -state.lbi[p])
+            parts = self._led(key, s)
             if self.leader_moves:
-                yield from (("leader", p) for p in parts if not self.balancer.leader_used[p])
+                leader_used = self.balancer.leader_used
+                yield from (("leader", p) for p in parts if not leader_used[p])
             if not self.replicas:
                 return
+            model, moved = self.model, self.balancer.moved
             for p in parts:
                 r = model.rep_of[p][model.members[p].index(s)]
-                if not self.balancer.moved[r]:
+                if not moved[r]:
                     yield ("replica", r)
             return
         if not self.replicas:
             return
-        rows = [r for r in self.replica_rows[s] if model.rep_broker[r] == s and not self.balancer.moved[r]]
-        if self.topic:
-            rows = [r for r in rows if state.part_topic[model.rep_part[r]] == t]
-        if self.goal == DISK_USAGE:
-            rows.sort(key=lambda r: -state.size[model.rep_part[r]])
-        yield from (("replica", r) for r in rows)
+        groups, moved = self.groups, self.balancer.moved
+        items, i, end = groups.items, groups.first[key], groups.end[key]
+        while i < end and moved[items[i]]:
+            i += 1
+        groups.first[key] = i
+        for j in range(i, end):
+            r = items[j]
+            if not moved[r]:
+                yield ("replica", r)
+
+    def _led(self, key: int, s: int) -> list[int]:
+        """The partitions broker s leads of the unit, in the order to try them."""
+        groups, leader = self.groups, self.model.leader
+        items, i, end = groups.items, groups.first[key], groups.end[key]
+        while i < end and leader[items[i]] != s:  # leadership that left s never comes back
+            i += 1
+        groups.first[key] = i
+        parts = [p for p in items[i:end] if leader[p] == s]
+        extra = self.led_extra.get(key)
+        if extra:
+            parts += [p for p in extra if leader[p] == s]
+            if self.goal == LEADER_BYTES_IN:
+                lbi = self.state.lbi
+                parts.sort(key=lambda p: -lbi[p])
+        return parts
 
     def _delta(self, kind: str, item: int, s: int, d: int) -> float:
         if kind == "leader":
@@ -242,9 +359,13 @@ class _Search:
         return self.state._replica_delta(self.goal, item, s, d)
 
     def _try(self, kind: str, item: int, s: int, d: int) -> bool:
-        balancer, model = self.balancer, self.model
-        if self._delta(kind, item, s, d) >= -1e-12 * max(abs(self.band(0)[1]), 1e-300):
+        if self._delta(kind, item, s, d) >= self.tolerance:
             return False
+        return self._move(kind, item, s, d)
+
+    def _move(self, kind: str, item: int, s: int, d: int) -> bool:
+        """Make the move if the partition, racks and the guard allow it (the goal's delta was checked)."""
+        balancer, model = self.balancer, self.model
         if kind == "leader":
             p = item
             info = model.infos[p]
@@ -261,33 +382,46 @@ class _Search:
         if d not in balancer.target_set or not balancer.can_host(item, d):
             return False
         balancer.move_replica(item, d)
-        self.replica_rows[d].append(item)
         p = model.rep_part[item]
-        if model.leader[p] == d:
-            self.led[d].append(p)
+        if model.leader[p] == d and self.goal in LEADER_GOALS:
+            key = int(self.state.part_topic[p]) * self.n_all + d if self.topic else d
+            self.led_extra.setdefault(key, []).append(p)
         return True
 
     def _partners(self, t: int, b: int, above: bool) -> list[int]:
-        state = self.state
         lo, hi = self.band(t)
-        candidates = [int(c) for c in np.nonzero(state.eligible_mask)[0] if c != b]
-        if self.goal == DISK_USAGE:
-            candidates = [c for c in candidates if state.disk_known[c]]
+        candidates = self.brokers
+        values = self._values(t)[candidates]
         # a count moves by one: partners it would push out of the band come last
         step = 0.0 if self.goal in (DISK_USAGE, LEADER_BYTES_IN) else 1.0
         if above:
-            found = [c for c in candidates if self.q(t, c) < hi]
-            found.sort(key=lambda c: (self.q(t, c) + step > hi + 1e-9, self.q(t, c), c))
+            keep = (candidates != b) & (values < hi)
+            c, v = candidates[keep], values[keep]
+            order = np.lexsort((c, v, v + step > hi + 1e-9))
         else:
-            found = [c for c in candidates if self.q(t, c) > lo]
-            found.sort(key=lambda c: (self.q(t, c) - step < lo - 1e-9, -self.q(t, c), c))
-        return found
+            keep = (candidates != b) & (values > lo)
+            c, v = candidates[keep], values[keep]
+            order = np.lexsort((c, -v, v - step < lo - 1e-9))
+        result: list[int] = c[order].tolist()
+        return result
 
     def _shed(self, t: int, s: int) -> int:
         """The receiver with the most room first (below the band, a move fixes both ends), any of the
         first items it can take."""
-        items = list(islice(self._items(t, s), 4 * _SCAN))
+        items = _Lazy(islice(self._items(t, s), 4 * _SCAN))
         for d in self._partners(t, s, above=True):
+            if self.same_delta:
+                checked = False
+                for kind, item in items:
+                    if kind == "leader" and d not in self.model.members[item]:
+                        continue
+                    if not checked:
+                        if not self._helps((kind, item), s, d):
+                            break  # no item would help
+                        checked = True
+                    if self._move(kind, item, s, d):
+                        return 1
+                continue
             for kind, item in items:
                 if kind == "leader" and d not in self.model.members[item]:
                     continue
@@ -295,13 +429,23 @@ class _Search:
                     return 1
         return 0
 
+    def _helps(self, first: tuple[str, int], s: int, d: int) -> bool:
+        """Whether a move from s to d makes the goal better (for goals where every item's delta is the
+        same: counts, of one topic for the topic goals)."""
+        return self._delta(*first, s, d) < self.tolerance
+
     def _take(self, t: int, d: int) -> int:
         for s in self._partners(t, d, above=False):
             tried = 0
+            checked = not self.same_delta
             for kind, item in self._items(t, s):
                 if kind == "leader" and d not in self.model.members[item]:
                     continue
-                if self._try(kind, item, s, d):
+                if not checked:
+                    if not self._helps((kind, item), s, d):
+                        break  # no item of s would help
+                    checked = True
+                if (self._move if self.same_delta else self._try)(kind, item, s, d):
                     return 1
                 tried += 1
                 if tried >= _SCAN:
