@@ -434,7 +434,41 @@ def test_a_count_goal_whose_units_cannot_pair_has_no_lower_bound_and_says_why() 
     assert "rack spread" in (report.why_not or "")
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def greedy_trap() -> ClusterSnapshot:
+    """17 single leaders over 5 brokers (mean 3.4, band [2.4, 4.4]): broker 1 leads 9 partitions that may
+    go anywhere, broker 4 leads 6 whose racks let them go to broker 3 (r2) and, for t2-11, to broker 5;
+    brokers 3 and 5 lead none, broker 2 leads 2. The bound is 7 (5 + 2 above, 3 + 3 + 1 below) and 7 moves
+    do it: broker 4's two go first, to 3 and 5. The greedy serves the farthest unit first, so broker 1 fills
+    broker 3 and broker 4's item then costs an eighth move (a Hypothesis find, 2026-11-27)."""
+    single = {"t0": [0, 3, 6, 12, 15], "t1": [4, 7, 13, 16], "t2": [2, 5, 11]}
+    leaders = {("t0", 0): 2, ("t1", 7): 2, ("t2", 11): 4}
+    spread = {("t0", 9): [4, 2, 3], ("t1", 1): [4, 2, 3], ("t1", 10): [4, 2], ("t2", 8): [1, 4, 3]}
+    spread[("t2", 14)] = [1, 4]
+    parts = [
+        partition(t, i, [leaders.get((t, i), 1)], isr=[leaders.get((t, i), 1)])
+        for t, indexes in single.items()
+        for i in indexes
+    ]
+    parts += [partition(t, i, r, isr=[4], leader=4) for (t, i), r in spread.items()]
+    return snapshots.cluster(
+        *parts, brokers=[1, 2, 3, 4, 5], racks={1: "r1", 2: "r1", 3: "r2", 4: "r0", 5: "r1"}
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: the count goals' greedy is not flow-guided, so it can take one move over a "
+    "published bound on a small racked cluster (docs/runbook-actions.md)",
+)
+def test_the_count_greedy_meets_the_bound_where_the_farthest_unit_first_order_costs_a_move() -> None:
+    plan = plan_rebalance(greedy_trap(), goals=["leader_count"], leader_moves=False)
+
+    report = goal(plan, "leader_count")
+    assert (report.satisfied, report.lower_bound) == (True, 7)
+    assert report.moves == 7
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     clusters_with_disks(),
     st.sampled_from(
