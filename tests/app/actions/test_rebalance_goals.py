@@ -468,7 +468,7 @@ def test_the_count_greedy_meets_the_bound_where_the_farthest_unit_first_order_co
     assert report.moves == 7
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     clusters_with_disks(),
     st.sampled_from(
