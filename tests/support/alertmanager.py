@@ -121,13 +121,7 @@ def _launch(binary: str, config: Path, data: Path, log_path: Path, receiver: Web
 
 def _wait_ready(alertmanager: Alertmanager) -> bool:
     """True once ``/-/ready`` answers 200; False when the process exited (e.g. its port was taken)."""
-    ready = daemons.wait_ready(alertmanager.process, alertmanager.client, alertmanager.url)
-    if ready is None:
-        alertmanager.stop()
-        raise AssertionError(
-            f"Alertmanager was not ready within {daemons.START_TIMEOUT_S:g}s:\n{alertmanager.log()}"
-        )
-    return ready
+    return daemons.ready(alertmanager, "Alertmanager")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import httpx
 
@@ -37,6 +37,29 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_S)
+
+
+class Daemon(Protocol):
+    """What :func:`ready` reads of a started server: its process, client, URL, log and stop."""
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]: ...
+    @property
+    def client(self) -> httpx.Client: ...
+    @property
+    def url(self) -> str: ...
+    def log(self) -> str: ...
+    def stop(self) -> None: ...
+
+
+def ready(daemon: Daemon, name: str) -> bool:
+    """True once the daemon's ``/-/ready`` answers 200; False when its process exited (e.g. its port was
+    taken); AssertionError with its log (the daemon stopped) when neither within :data:`START_TIMEOUT_S`."""
+    answer = wait_ready(daemon.process, daemon.client, daemon.url)
+    if answer is None:
+        daemon.stop()
+        raise AssertionError(f"{name} was not ready within {START_TIMEOUT_S:g}s:\n{daemon.log()}")
+    return answer
 
 
 def wait_ready(process: subprocess.Popen[bytes], client: httpx.Client, url: str) -> bool | None:

@@ -181,13 +181,7 @@ def _launch(binary: str, config: Path, data: Path, log_path: Path) -> Prometheus
 
 def _wait_ready(prometheus: Prometheus) -> bool:
     """True once ``/-/ready`` answers 200; False when the process exited (e.g. its port was taken)."""
-    ready = daemons.wait_ready(prometheus.process, prometheus.client, prometheus.url)
-    if ready is None:
-        prometheus.stop()
-        raise AssertionError(
-            f"Prometheus was not ready within {daemons.START_TIMEOUT_S:g}s:\n{prometheus.log()}"
-        )
-    return ready
+    return daemons.ready(prometheus, "Prometheus")
 
 
 @pytest.fixture
