@@ -297,6 +297,9 @@ class GoalState:
         self.has_lbi = shares is not None
         self.lbi: FloatArray = np.zeros(len(model.tps)) if shares is None else shares
         self.lbi_broker = np.bincount(leader[leader >= 0], weights=self.lbi[leader >= 0], minlength=n_all)
+        self._tracks_lbi = self.has_lbi and LEADER_BYTES_IN in self.listed
+        """Whether leader moves update the leaders' bytes in per broker: only its goal reads them (a leader
+        move's bookkeeping is paid 150,000 times at Cruise Control's size)."""
         # sources over the only_over threshold
         threshold = options.only_over_disk_used_ratio
         self.over_missing: list[int] = []
@@ -683,12 +686,14 @@ class GoalState:
     def _leader_counts(self, p: int, s: int, d: int) -> None:
         self.lead_count[s] -= 1
         self.lead_count[d] += 1
-        self.lbi_broker[s] -= self.lbi[p]
-        self.lbi_broker[d] += self.lbi[p]
         self._lc[s] -= 1
         self._lc[d] += 1
-        self._lbi[s] -= float(self.lbi[p])
-        self._lbi[d] += float(self.lbi[p])
+        if self._tracks_lbi:
+            lbi = float(self.lbi[p])
+            self.lbi_broker[s] -= lbi
+            self.lbi_broker[d] += lbi
+            self._lbi[s] -= lbi
+            self._lbi[d] += lbi
         if self.topic_lead is not None:
             t = int(self.part_topic[p])
             self.topic_lead[t, s] -= 1
