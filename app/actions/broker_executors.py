@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.actions.config import ActionSettings
@@ -108,38 +108,52 @@ class LeadershipExecutor:
 
     def _reorder(self, handle: ActionHandle, journal: LeadershipJournal) -> bool:
         """Each reorder batch, one after the other; False when cancelled before a write."""
-        batches = len(journal.batches)
-        step = Step.from_progress(handle.record.progress)
-        while step.done < batches:
-            index = step.done
+
+        def write(index: int) -> bool:
             targets = {item.tp: tuple(item.replicas) for item in journal.batches[index]}
-            if step.state == "pending":
-                try:
-                    step = Step(index, "writing")
-                    handle.update(unless_cancelled=True, progress={"step": step.json()})
-                except CancelRequestedError:
-                    return False
-            if step.state == "writing":
-                resolution = self._batches._write_batch(handle, index, targets)
-                step = Step(index + 1) if resolution == "done" else Step(index, "written")
-                handle.update(progress={"step": step.json(), "batches_done": step.done})
-                if resolution == "done":
-                    continue
-            self._gate.check()
-            if not self._zk.wait_deleted(REASSIGN_PARTITIONS_PATH, self.settings.chunk_timeout_s):
-                raise RuntimeError(
-                    f"the controller did not complete reorder batch {index + 1} of {batches} within "
-                    f"{self.settings.chunk_timeout_s:g} s (is there an active controller?); "
-                    f"{REASSIGN_PARTITIONS_PATH} is left for it"
-                )
-            step = Step(index + 1)
-            handle.update(progress={"step": step.json(), "batches_done": step.done})
-        return True
+            return self._batches._write_batch(handle, index, targets) == "done"
+
+        return self._steps(
+            handle,
+            len(journal.batches),
+            REASSIGN_PARTITIONS_PATH,
+            "complete reorder batch",
+            "batches_done",
+            write,
+        )
 
     def _elect(self, handle: ActionHandle, payloads: Sequence[bytes]) -> bool:
         """Each election chunk, one after the other; False when cancelled before a write."""
+
+        def write(index: int) -> bool:
+            chunk = set(zkdata.decode_partition_list(PREFERRED_REPLICA_ELECTION_PATH, payloads[index]))
+            self._chunks._write_chunk(index, payloads[index], chunk)
+            return False
+
+        return self._steps(
+            handle,
+            len(payloads),
+            PREFERRED_REPLICA_ELECTION_PATH,
+            "take election chunk",
+            "chunks_written",
+            write,
+        )
+
+    def _steps(
+        self,
+        handle: ActionHandle,
+        count: int,
+        path: str,
+        what: str,
+        done_key: str,
+        write: Callable[[int], bool],
+    ) -> bool:
+        """The journaled steps of one phase (pending, writing, written, done), resumed where the progress
+        says: ``write(index)`` writes step ``index`` to ``path`` and says whether it found it done already;
+        otherwise the controller's deletion of ``path`` ends the step. False when cancelled before a write;
+        RuntimeError naming the step when the controller does not take it in time."""
         step = Step.from_progress(handle.record.progress)
-        while step.done < len(payloads):
+        while step.done < count:
             index = step.done
             if step.state == "pending":
                 try:
@@ -148,19 +162,20 @@ class LeadershipExecutor:
                 except CancelRequestedError:
                     return False
             if step.state == "writing":
-                chunk = set(zkdata.decode_partition_list(PREFERRED_REPLICA_ELECTION_PATH, payloads[index]))
-                self._chunks._write_chunk(index, payloads[index], chunk)
-                step = Step(index, "written")
-                handle.update(progress={"step": step.json()})
+                finished = write(index)
+                step = Step(index + 1) if finished else Step(index, "written")
+                handle.update(progress={"step": step.json(), done_key: step.done})
+                if finished:
+                    continue
             self._gate.check()
-            if not self._zk.wait_deleted(PREFERRED_REPLICA_ELECTION_PATH, self.settings.chunk_timeout_s):
+            if not self._zk.wait_deleted(path, self.settings.chunk_timeout_s):
                 raise RuntimeError(
-                    f"the controller did not take election chunk {index + 1} of {len(payloads)} within "
+                    f"the controller did not {what} {index + 1} of {count} within "
                     f"{self.settings.chunk_timeout_s:g} s (is there an active controller?); "
-                    f"{PREFERRED_REPLICA_ELECTION_PATH} is left for it"
+                    f"{path} is left for it"
                 )
             step = Step(index + 1)
-            handle.update(progress={"step": step.json(), "chunks_written": index + 1})
+            handle.update(progress={"step": step.json(), done_key: step.done})
         return True
 
     def _finish(self, handle: ActionHandle, journal: LeadershipJournal, cancelled: bool) -> ActionRecord:
