@@ -57,14 +57,15 @@ class Reference:
         assert self.cluster.controller is not None
         self.controller = self.cluster.controller.broker_id
 
-    def command(self) -> str:
+    def command(self, down_s: float = 0.0) -> str:
         words = [sys.executable, str(RESTART_SCRIPT), self.control.url, "{broker}", str(self.log)]
-        return shlex.join(words)
+        return shlex.join([*words, f"{down_s:g}"])
 
     def restarts(self) -> list[int]:
         return [int(line) for line in self.log.read_text().split()] if self.log.exists() else []
 
-    def args(self, *extra: str) -> list[str]:
+    def args(self, *extra: str, down_s: float = 0.0) -> list[str]:
+        """The conductor's command line; ``down_s``: how long each broker stays down in its restart."""
         return [
             "rolling-restart",
             "--zookeeper",
@@ -72,7 +73,7 @@ class Reference:
             "--brokers",
             "all",
             "--restart-command",
-            self.command(),
+            self.command(down_s),
             "--no-demote",
             "--no-silence",
             "--state-dir",
@@ -142,7 +143,12 @@ def test_a_second_broker_stopped_by_hand_midway_stops_the_run_with_3_naming_it(
 def test_sigkill_midway_then_resume_finishes_without_restarting_any_broker_twice(
     reference: Reference, run_cli: CliFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cli = run_cli(*reference.args())
+    # each broker stays down 3 s in its restart, so that the test sees the second one down (a stop and an
+    # immediate start can come and go between two looks)
+    def args(*extra: str) -> list[str]:
+        return reference.args(*extra, down_s=3.0)
+
+    cli = run_cli(*args())
     cli.expect(r"broker \d+: restarted and back in every ISR", timeout=RUN_TIMEOUT)
     second = int(cli.expect(r"broker (\d+): running the restart command", timeout=RUN_TIMEOUT).group(1))
     # killed while the restart it started is under way (the command, its child, goes on)
@@ -154,10 +160,10 @@ def test_sigkill_midway_then_resume_finishes_without_restarting_any_broker_twice
     assert saved["brokers"][str(second)]["steps"]["restart"]["ended_at"] is None
 
     # without --resume, an unfinished run is refused
-    assert main(reference.args()) == 2
+    assert main(args()) == 2
     assert "has not finished (running): run again with --resume" in capsys.readouterr().err
 
-    resumed = run_cli(*reference.args("--resume"))
+    resumed = run_cli(*args("--resume"))
     assert resumed.wait(RUN_TIMEOUT) == 0, resumed.output()
     restarts = reference.restarts()
     assert sorted(restarts) == list(range(BROKERS)), restarts
@@ -166,7 +172,7 @@ def test_sigkill_midway_then_resume_finishes_without_restarting_any_broker_twice
     assert reference.watcher.violations == [], reference.watcher.violations
 
     # run again with --resume once done: nothing to do
-    again = run_cli(*reference.args("--resume"))
+    again = run_cli(*args("--resume"))
     assert again.wait(60) == 0, again.output()
     assert "is done already" in again.stdout[-1]
     assert reference.restarts() == restarts
