@@ -162,8 +162,11 @@ def stop_submitted(job: subprocess.Popen[bytes]) -> None:
     that holds the SparkContext under the driver's feet)."""
     if job.poll() is None:
         for child in psutil.Process(job.pid).children():
-            if child.name().startswith("python"):
-                child.send_signal(signal.SIGTERM)
+            try:  # a child may exit between the listing and the look (spark-submit's short-lived ones)
+                if child.name().startswith("python"):
+                    child.send_signal(signal.SIGTERM)
+            except psutil.NoSuchProcess:
+                continue
     try:
         job.wait(timeout=60)
     except subprocess.TimeoutExpired:
