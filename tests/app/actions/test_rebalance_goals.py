@@ -455,11 +455,6 @@ def greedy_trap() -> ClusterSnapshot:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: the count goals' greedy is not flow-guided, so it can take one move over a "
-    "published bound on a small racked cluster (docs/runbook-actions.md)",
-)
 def test_the_count_greedy_meets_the_bound_where_the_farthest_unit_first_order_costs_a_move() -> None:
     plan = plan_rebalance(greedy_trap(), goals=["leader_count"], leader_moves=False)
 
