@@ -16,6 +16,10 @@ once, never back to a broker its partition was on, never to fewer racks) and the
   broker goals, a broker that found no move sits out the sweeps until they stop moving, then all are tried
   again). The items a unit may give are indexed by unit when the search starts (a topic's replicas on a
   broker are its few rows, not a scan of the broker's).
+- the count goals (``replica_count``, ``leader_count``, ``topic_replicas``, ``topic_leaders``) first make,
+  per topic, the hand-offs of a max flow from the units above the band through their items to the units
+  below (:func:`_follow_flow`, the flow their lower bound is published on), so that a unit whose items
+  may go anywhere does not fill the only receiver another unit's items could use; the greedy finishes.
 """
 
 from __future__ import annotations
@@ -479,8 +483,9 @@ def lower_bound(goal: str, state: GoalState, balancer: Balancer, leader_moves: b
     replica is its rack's only copy in the partition (it may move within its rack only), as do the
     partitions already on a broker and, for leaderships, the in-sync replicas. So the bound is published
     only when the units above can hand their items straight to the units below: a flow from each unit
-    above (its items above the band) through the items it could give to each unit below (its items
-    missing) covers the smaller side. Otherwise a plan may need more moves than the count (a unit above
+    above (its items above the band) through the items it could give (each once, however many units below
+    could take it) to each unit below (its items missing) covers the smaller side; the search makes that
+    flow's hand-offs first (:func:`_follow_flow`), so the bound is one it reaches. Otherwise a plan may need more moves than the count (a unit above
     must give to a unit in the band, which gives on: two moves for one pair), and no bound at once valid
     and tight is known (the plan's moves can change what may go where: a replica moved off a rack lets
     its partition's other copy move), so it is None and :func:`bound_note` says why.
