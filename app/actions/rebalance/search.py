@@ -485,10 +485,11 @@ def lower_bound(goal: str, state: GoalState, balancer: Balancer, leader_moves: b
     only when the units above can hand their items straight to the units below: a flow from each unit
     above (its items above the band) through the items it could give (each once, however many units below
     could take it) to each unit below (its items missing) covers the smaller side; the search makes that
-    flow's hand-offs first (:func:`_follow_flow`), so the bound is one it reaches. Otherwise a plan may need more moves than the count (a unit above
-    must give to a unit in the band, which gives on: two moves for one pair), and no bound at once valid
-    and tight is known (the plan's moves can change what may go where: a replica moved off a rack lets
-    its partition's other copy move), so it is None and :func:`bound_note` says why.
+    flow's hand-offs first (:func:`_follow_flow`), so the bound is one it reaches. Otherwise a plan may
+    need more moves than the count (a unit above must give to a unit in the band, which gives on: two
+    moves for one pair), and no bound at once valid and tight is known (the plan's moves can change what
+    may go where: a replica moved off a rack lets its partition's other copy move), so it is None and
+    :func:`bound_note` says why.
     """
     return goal_bound(goal, state, balancer, leader_moves)[0]
 
@@ -546,10 +547,17 @@ _PAIR_SCAN = 256
 
 class _Pairing:
     """Which units above a count goal's band could hand an item straight to which units below it. The
-    items a unit may give are indexed by unit once (a topic's rows on a broker are its few rows)."""
+    items a unit may give are indexed by unit once (a topic's rows on a broker are its few rows), or taken
+    from the goal's search (``groups``: the same index; the items gone since are skipped)."""
 
     def __init__(
-        self, goal: str, state: GoalState, balancer: Balancer, leader_moves: bool, replicas: bool
+        self,
+        goal: str,
+        state: GoalState,
+        balancer: Balancer,
+        leader_moves: bool,
+        replicas: bool,
+        groups: _Groups | None = None,
     ) -> None:
         self.goal, self.state, self.balancer = goal, state, balancer
         self.replicas = replicas
@@ -560,7 +568,9 @@ class _Pairing:
         self.n_all = n_all = len(model.broker_ids)
         n_keys = n_all * (len(state.topic_names) if self.topic else 1)
         movable = np.frombuffer(balancer.movable, dtype=np.uint8).astype(bool)
-        if self.leaders:
+        if groups is not None:
+            self.groups = groups
+        elif self.leaders:
             leader = np.asarray(model.leader, dtype=np.int64)
             parts = np.nonzero(movable & (leader >= 0))[0]
             keys = leader[parts] + (state.part_topic[parts] * n_all if self.topic else 0)
@@ -808,7 +818,7 @@ def _follow_flow(search: _Search, leader_moves: bool, replicas: bool) -> None:
     partition) is left to the greedy."""
     goal, state, balancer, model = search.goal, search.state, search.balancer, search.model
     for _ in range(3):  # a refused hand-off can leave a path the next flow finds
-        pairing = _Pairing(goal, state, balancer, leader_moves, replicas)
+        pairing = _Pairing(goal, state, balancer, leader_moves, replicas, search.groups)
         made = refused = 0
         for t in range(pairing.n_units()):
             above, below = pairing.outside(t)
