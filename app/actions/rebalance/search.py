@@ -592,7 +592,8 @@ class _Pairing:
             self.table = q[None, :]
         self.eligible = np.asarray(state.eligible, dtype=np.int64)
         self.non_targets = frozenset(b for b in range(n_all) if b not in balancer.target_set)
-        self._rules: dict[int, tuple[frozenset[int], frozenset[int], frozenset[int]]] = {}
+        self._rules: dict[int, tuple[frozenset[int], bool, tuple[int, ...], frozenset[int]]] = {}
+        """Per item, what :meth:`can_give` checks (kept for one flow: :meth:`forget`)."""
 
     def n_units(self) -> int:
         """How many unit groups (topics for the topic goals; else one)."""
@@ -644,13 +645,18 @@ class _Pairing:
         rules = self._rules.get(r)
         if rules is None:
             rules = self._rules[r] = self._rules_of(r)
-        leads, blocked, racks = rules
+        leads, replica, blocked, racks = rules
         if d in leads:
             return True
-        return d not in blocked and self.model.rack[d] not in racks
+        return replica and d not in blocked and d not in self.non_targets and self.model.rack[d] not in racks
 
-    def _rules_of(self, r: int) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
-        """(brokers its leadership may go to, brokers its replica may not go to, racks it may not go to)."""
+    def forget(self) -> None:
+        """Drop the items' rules (one flow's items are not the next one's)."""
+        self._rules.clear()
+
+    def _rules_of(self, r: int) -> tuple[frozenset[int], bool, tuple[int, ...], frozenset[int]]:
+        """(brokers its leadership may go to, whether its replica may move, brokers it may not go to besides
+        the brokers outside the plan, racks it may not go to)."""
         model, balancer = self.model, self.balancer
         p = model.rep_part[r]
         members = model.members[p]
@@ -664,13 +670,11 @@ class _Pairing:
                 and (model.broker_ids[d] in info.isr or model.broker_ids[d] not in info.assignment.replicas)
             )
         if not self.replicas or balancer.moved[r]:
-            return leads, frozenset(range(self.n_all)), frozenset()
-        blocked = set(self.non_targets)
-        blocked.update(members)
-        blocked.update(model.rep_origin[q] for q in model.rep_of[p])
+            return leads, False, (), frozenset()
+        blocked = (*members, *(model.rep_origin[q] for q in model.rep_of[p]))
         rack, source = model.rack, model.rep_broker[r]
-        others = {rack[b] for b in members if b != source}
-        return leads, frozenset(blocked), frozenset(others) if rack[source] not in others else frozenset()
+        others = frozenset(rack[b] for b in members if b != source)
+        return leads, True, blocked, others if rack[source] not in others else frozenset()
 
     def flow(self, t: int, above: dict[int, int], below: dict[int, int]) -> int:
         """The most items the units above could give straight to the units below (:class:`_Flow`)."""
@@ -690,6 +694,7 @@ class _Flow:
 
     def __init__(self, pairing: _Pairing, t: int, above: dict[int, int], below: dict[int, int]) -> None:
         self.pairing = pairing
+        pairing.forget()
         self.left = dict(above)
         self.room = dict(below)
         self.order = sorted(below, key=lambda d: (-below[d], d))
