@@ -640,15 +640,18 @@ class _Pairing:
                 break
         return found
 
-    def can_give(self, r: int, d: int) -> bool:
-        """Replica row r (or, for the leader goals, its leadership) could go to broker d now."""
+    def can_give(self, r: int, d: int, replicas: bool = True) -> bool:
+        """Replica row r (or, for the leader goals, its leadership) could go to broker d now
+        (``replicas=False``: by a leader move)."""
         rules = self._rules.get(r)
         if rules is None:
             rules = self._rules[r] = self._rules_of(r)
         leads, replica, blocked, racks = rules
         if d in leads:
             return True
-        return replica and d not in blocked and d not in self.non_targets and self.model.rack[d] not in racks
+        if not (replicas and replica) or d in blocked or d in self.non_targets:
+            return False
+        return self.model.rack[d] not in racks
 
     def forget(self) -> None:
         """Drop the items' rules (one flow's items are not the next one's)."""
@@ -690,7 +693,9 @@ class _Flow:
     at most its items missing): augmenting paths found breadth first over edges checked as they are first
     needed, an item straight to a unit below with room first (the common case costs a check or two). A
     unit looks at its first items it must give plus :data:`_PAIR_SCAN` more; a unit above that finds no
-    augmenting path is not tried again (it would find none later: the paths only shrink)."""
+    augmenting path is not tried again in a pass (it would find none later: the paths only shrink). For
+    the leader goals a first pass uses leader moves only, so that leaderships move without their replica
+    wherever the flow allows; the second adds the replica moves."""
 
     def __init__(self, pairing: _Pairing, t: int, above: dict[int, int], below: dict[int, int]) -> None:
         self.pairing = pairing
@@ -708,15 +713,21 @@ class _Flow:
         self.parts_at: dict[tuple[int, int], int] = {}
         """(partition, unit below) -> the item of that partition going there."""
         self.rep_part = pairing.model.rep_part
+        self.replicas = True
+        """Whether this pass's edges include replica moves."""
 
     def run(self, target: int) -> int:
         """Augment until ``target`` items flow or no unit above finds a path; the items flowing."""
         total = 0
-        for s in self.units:
-            while total < target and self.left[s] > 0 and self._augment(s):
-                total += 1
-            if total >= target:
-                break
+        passes = (False, True) if self.pairing.leaders and self.pairing.leader_moves else (True,)
+        for replicas in passes:
+            self.replicas = replicas
+            self.cursor = dict.fromkeys(self.cursor, 0)
+            for s in self.units:
+                while total < target and self.left[s] > 0 and self._augment(s):
+                    total += 1
+                if total >= target:
+                    return total
         return total
 
     def hand_offs(self) -> list[tuple[int, int, int]]:
@@ -725,7 +736,7 @@ class _Flow:
 
     def _can(self, r: int, d: int) -> bool:
         holder = self.parts_at.get((self.rep_part[r], d))
-        return (holder is None or holder == r) and self.pairing.can_give(r, d)
+        return (holder is None or holder == r) and self.pairing.can_give(r, d, self.replicas)
 
     def _assign(self, r: int, d: int) -> None:
         self.where[r] = d
