@@ -434,6 +434,31 @@ def test_a_count_goal_whose_units_cannot_pair_has_no_lower_bound_and_says_why() 
     assert "rack spread" in (report.why_not or "")
 
 
+def one_item_two_receivers() -> ClusterSnapshot:
+    """15 leaders over 5 brokers (mean 3, band [2, 4]): broker 1 leads 6, 2 above the band, brokers 4 and 5
+    lead one each, 1 below it. Of broker 1's partitions only t0-0 (one replica) may move: the others are
+    on every broker. Each of 4 and 5 could take t0-0, but it is one item: one hand-off, not two."""
+    leads = {1: 5, 2: 4, 3: 3, 4: 1, 5: 1}
+    spread = [b for b, n in leads.items() for _ in range(n)]
+    everywhere = [1, 2, 3, 4, 5]
+    parts = [partition("t0", 0, [1])]
+    parts += [
+        partition("t1", i, [b] + [x for x in everywhere if x != b], leader=b) for i, b in enumerate(spread)
+    ]
+    return snapshots.cluster(*parts, brokers=everywhere)
+
+
+def test_an_item_several_units_below_could_take_counts_once_toward_the_bound() -> None:
+    """Counted for each receiver, broker 1's one movable item would make the flow 2 and publish a bound
+    of 2 that no plan reaches."""
+    plan = plan_rebalance(one_item_two_receivers(), goals=["leader_count"], leader_moves=False)
+
+    report = goal(plan, "leader_count")
+    assert (report.satisfied, report.moves) == (False, 1)
+    assert report.lower_bound is None
+    assert "no lower bound on leader_count's moves" in (report.why_not or "")
+
+
 def greedy_trap() -> ClusterSnapshot:
     """17 single leaders over 5 brokers (mean 3.4, band [2.4, 4.4]): broker 1 leads 9 partitions that may
     go anywhere, broker 4 leads 6 whose racks let them go to broker 3 (r2) and, for t2-11, to broker 5;
@@ -455,11 +480,6 @@ def greedy_trap() -> ClusterSnapshot:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: the count goals' greedy is not flow-guided, so it can take one move over a "
-    "published bound on a small racked cluster (docs/runbook-actions.md)",
-)
 def test_the_count_greedy_meets_the_bound_where_the_farthest_unit_first_order_costs_a_move() -> None:
     plan = plan_rebalance(greedy_trap(), goals=["leader_count"], leader_moves=False)
 
