@@ -22,15 +22,20 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import islice, pairwise
 
 import numpy as np
 
 from app.actions.rebalance.balancer import Balancer
 from app.actions.rebalance.goals import (
+    BLOCK_HIGHER,
+    BLOCK_RACK,
     DISK_CAPACITY,
     DISK_USAGE,
+    HARD_GOALS,
     LEADER_BYTES_IN,
     LEADER_COUNT,
     LEADER_GOALS,
@@ -41,11 +46,37 @@ from app.actions.rebalance.goals import (
     TOPIC_LEADERS,
     TOPIC_REPLICAS,
     GoalState,
+    one_count_delta,
 )
 from app.actions.rebalance.model import FloatArray, IntArray
 
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
+
+
+def _turned_down(q_source: float | None, lo: float, hi: float, limit: float, q: float) -> bool:
+    return one_count_delta(q_source, q, lo, hi) > limit
+
+
+def _no_help(q_source: float | None, lo: float, hi: float, tolerance: float, q: float) -> bool:
+    return not one_count_delta(q_source, q, lo, hi) < tolerance
+
+
+def _first_int(holds: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The least whole number at which ``holds`` (false, then true from there on) holds, searched from
+    just below ``lo`` to just above ``hi`` (where it no longer changes); -inf or inf beyond."""
+    a, b = math.floor(lo) - 3, math.ceil(hi) + 3
+    if not holds(b):
+        return math.inf
+    if holds(a):
+        return -math.inf
+    while b - a > 1:
+        m = (a + b) // 2
+        if holds(m):
+            b = m
+        else:
+            a = m
+    return float(b)
 
 
 def _rows_by_broker(balancer: Balancer) -> list[list[int]]:
@@ -409,25 +440,137 @@ class _Search:
         """The receiver with the most room first (below the band, a move fixes both ends), any of the
         first items it can take."""
         items = _Lazy(islice(self._items(t, s), 4 * _SCAN))
-        for d in self._partners(t, s, above=True):
-            if self.same_delta:
-                checked = False
-                for kind, item in items:
-                    if kind == "leader" and d not in self.model.members[item]:
-                        continue
-                    if not checked:
-                        if not self._helps((kind, item), s, d):
-                            break  # no item would help
-                        checked = True
-                    if self._move(kind, item, s, d):
-                        return 1
-                continue
-            for kind, item in items:
-                if kind == "leader" and d not in self.model.members[item]:
-                    continue
-                if self._try(kind, item, s, d):
-                    return 1
+        partners = self._partners(t, s, above=True)
+        if self.topic:
+            return self._shed_topic(t, list(items), s, partners)
+        for d in partners:
+            found = self._shed_to(items, s, d)
+            if found is not False:
+                return int(found is True)
         return 0
+
+    def _shed_to(self, items: Iterable[tuple[str, int]], s: int, d: int) -> bool | None:
+        """Move one of ``items`` from s to d: True if moved; None if no item would help, nor at the
+        receivers after d (a count's delta only grows along the receivers' order); else False."""
+        members = self.model.members
+        if self.same_delta:
+            checked = False
+            for kind, item in items:
+                if kind == "leader" and d not in members[item]:
+                    continue
+                if not checked:
+                    if not self._helps((kind, item), s, d):
+                        return None
+                    checked = True
+                if self._move(kind, item, s, d):
+                    return True
+            return False
+        for kind, item in items:
+            if kind == "leader" and d not in members[item]:
+                continue
+            if self._try(kind, item, s, d):
+                return True
+        return False
+
+    def _shed_topic(self, t: int, items: list[tuple[str, int]], s: int, partners: list[int]) -> int:
+        """:meth:`_shed` for a topic goal (a unit gives its 1-3 items; over 200 receivers). Where another
+        listed count goal (replica_count, leader_count, a topic's count: the same delta for every item)
+        turns every item down, the receiver is not tried item by item through the guard: its blocks are
+        counted as the guard would have (rack spread where can_host refuses, else another listed goal),
+        in bulk, once why_not has named both reasons for this goal (so it names them in the same order)."""
+        state = self.state
+        tests = self._shut_tests(t, items, s)
+        if not tests or not state.has_blocked(BLOCK_HIGHER):
+            for d in partners:
+                outcome = self._shed_to(items, s, d)
+                if outcome is not False:
+                    return int(outcome is True)
+            return 0
+        values, lo, hi = state.count_band(self.goal, t)
+        q_source = float(values[s]) if state.eligible_mask[s] else None
+        stop = _first_int(partial(_no_help, q_source, lo, hi, self.tolerance), lo, hi)
+        model, target_set, rack = self.model, self.balancer.target_set, self.model.rack
+        given: list[
+            tuple[bool, set[int], set[int]]
+        ] = []  # per item: (leader?, the receivers it may go to / the brokers it may not, clash racks)
+        size = 0.0
+        for kind, item in items:
+            if kind == "leader":
+                info, ids = model.infos[item], model.broker_ids
+                able = {
+                    b
+                    for b in model.members[item]
+                    if b in target_set and (ids[b] in info.isr or ids[b] not in info.assignment.replicas)
+                }
+                given.append((True, able, set()))
+                continue
+            p = model.rep_part[item]
+            members = model.members[p]
+            taken = {*members, *(model.rep_origin[q] for q in model.rep_of[p])}
+            others = {rack[b] for b in members if b != s}
+            given.append((False, taken, set() if rack[s] in others else others))
+            size = max(size, float(state.size[p]))
+        higher: Counter[int] = Counter()
+        racked: Counter[int] = Counter()
+        found: bool | None = False
+        for d in partners:
+            if values[d] >= stop:
+                break  # no item helps here, nor further on
+            if any(q[d] >= v for q, v in tests) and not state.may_refuse_capacity(d, size):
+                n_higher = n_rack = 0
+                for leads, brokers, clash in given:
+                    if leads:
+                        n_higher += d in brokers
+                    elif d in target_set and d not in brokers:
+                        if rack[d] in clash:
+                            n_rack += 1
+                        else:
+                            n_higher += 1
+                if not n_rack or state.has_blocked(BLOCK_RACK):
+                    if n_higher:
+                        higher[d] += n_higher
+                    if n_rack:
+                        racked[d] += n_rack
+                    continue
+            found = self._shed_to(items, s, d)
+            if found is not False:
+                break
+        if higher:
+            state.add_blocks(BLOCK_HIGHER, higher)
+        if racked:
+            state.add_blocks(BLOCK_RACK, racked)
+        return int(found is True)
+
+    def _shut_tests(self, t: int, items: list[tuple[str, int]], s: int) -> list[tuple[list[int], float]]:
+        """The listed count goals (other than this one) whose delta is the same for every item of unit
+        (t, s), each with its figures per broker and the least figure at which the guard turns a move to
+        the broker down for it (the delta grows with the receiver's figure)."""
+        state, model = self.state, self.model
+        if (
+            not items
+            or not state.guarded
+            or not state.source_ok[s]
+            or state.options.max_moves is not None
+            or state.options.max_bytes is not None
+        ):
+            return []
+        goals = {goal for goal in state.goals if goal not in HARD_GOALS and goal != self.goal}
+        if any(kind == "leader" for kind, _ in items):
+            goals &= {LEADER_COUNT, TOPIC_LEADERS}
+        rows = [item for kind, item in items if kind != "leader"]
+        if rows:
+            same = {REPLICA_COUNT, TOPIC_REPLICAS}
+            if all(model.leader[model.rep_part[r]] == s for r in rows):  # a leader goal's delta each
+                same |= {LEADER_COUNT, TOPIC_LEADERS}
+            goals &= same
+        tests = []
+        for goal in sorted(goals):
+            values, lo, hi = state.count_band(goal, t)
+            q_source = float(values[s]) if state.eligible_mask[s] else None
+            least = _first_int(partial(_turned_down, q_source, lo, hi, state.threshold(goal)), lo, hi)
+            if least < math.inf:
+                tests.append((values, least))
+        return tests
 
     def _helps(self, first: tuple[str, int], s: int, d: int) -> bool:
         """Whether a move from s to d makes the goal better (for goals where every item's delta is the
