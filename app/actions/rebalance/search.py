@@ -586,7 +586,7 @@ class _Search:
                     continue
                 if not checked:
                     if not self._helps((kind, item), s, d):
-                        break  # no item of s would help
+                        return 0  # no item of s would help, nor of the givers after it (they have less)
                     checked = True
                 if (self._move if self.same_delta else self._try)(kind, item, s, d):
                     return 1
