@@ -253,6 +253,9 @@ class _Search:
         self.same_delta = goal in (REPLICA_COUNT, LEADER_COUNT, TOPIC_REPLICAS, TOPIC_LEADERS)
         """Every item a unit gives changes the goal by the same amount (a count of one)."""
         self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
+        self._least: dict[tuple[str, int, float | None], float] = {}
+        """The least figures found by :func:`_first_int` per (goal, topic, source's figure): the bands do
+        not change during the search."""
         """A move must change the goal by less than this (it must make it better)."""
 
     # the goal's quantity on a broker (for topic goals: of topic t) and its band
@@ -488,7 +491,10 @@ class _Search:
             return 0
         values, lo, hi = state.count_band(self.goal, t)
         q_source = float(values[s]) if state.eligible_mask[s] else None
-        stop = _first_int(partial(_no_help, q_source, lo, hi, self.tolerance), lo, hi)
+        key = (self.goal, t, q_source)
+        stop = self._least.get(key)
+        if stop is None:
+            stop = self._least[key] = _first_int(partial(_no_help, q_source, lo, hi, self.tolerance), lo, hi)
         model, target_set, rack = self.model, self.balancer.target_set, self.model.rack
         given: list[
             tuple[bool, set[int], set[int]]
@@ -567,7 +573,11 @@ class _Search:
         for goal in sorted(goals):
             values, lo, hi = state.count_band(goal, t)
             q_source = float(values[s]) if state.eligible_mask[s] else None
-            least = _first_int(partial(_turned_down, q_source, lo, hi, state.threshold(goal)), lo, hi)
+            key = (goal, t if goal in TOPIC_GOALS else -1, q_source)
+            least = self._least.get(key)
+            if least is None:
+                holds = partial(_turned_down, q_source, lo, hi, state.threshold(goal))
+                least = self._least[key] = _first_int(holds, lo, hi)
             if least < math.inf:
                 tests.append((values, least))
         return tests
