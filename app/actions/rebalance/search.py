@@ -253,10 +253,10 @@ class _Search:
         self.same_delta = goal in (REPLICA_COUNT, LEADER_COUNT, TOPIC_REPLICAS, TOPIC_LEADERS)
         """Every item a unit gives changes the goal by the same amount (a count of one)."""
         self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
+        """A move must change the goal by less than this (it must make it better)."""
         self._least: dict[tuple[str, int, float | None], float] = {}
         """The least figures found by :func:`_first_int` per (goal, topic, source's figure): the bands do
         not change during the search."""
-        """A move must change the goal by less than this (it must make it better)."""
 
     # the goal's quantity on a broker (for topic goals: of topic t) and its band
 
