@@ -203,6 +203,17 @@ def _band_distance(q: FloatArray, lo: FloatArray | float, hi: FloatArray | float
     return result
 
 
+def one_count_delta(q_source: float | None, q_receiver: float, lo: float, hi: float) -> float:
+    """:meth:`GoalState._count_delta` of moving one item to an eligible receiver holding ``q_receiver``
+    (``q_source``: the source's count, None when it is not eligible): the same operations, so the same
+    value."""
+    total = 0.0
+    if q_source is not None:
+        total += _gap(q_source - 1.0, lo, hi) - _gap(q_source, lo, hi)
+    total += _gap(q_receiver + 1.0, lo, hi) - _gap(q_receiver, lo, hi)
+    return total
+
+
 def _gap(q: float, lo: float, hi: float) -> float:
     return q - hi if q > hi else (lo - q if q < lo else 0.0)
 
@@ -568,6 +579,40 @@ class GoalState:
             self._blocked_at[key] = at = Counter()
         at[broker] += 1
         return False
+
+    def has_blocked(self, reason: str) -> bool:
+        """Whether a move of the current goal was turned down for ``reason`` yet."""
+        return (self.current, reason) in self._blocked_at
+
+    def add_blocks(self, reason: str, at: Counter[int]) -> None:
+        """Count blocks for ``reason`` in bulk (per broker), as :meth:`_block` one by one."""
+        key = (self.current, reason)
+        found = self._blocked_at.get(key)
+        if found is None:
+            self._blocked_at[key] = found = Counter()
+        found.update(at)
+
+    def may_refuse_capacity(self, d: int, size: float) -> bool:
+        """Whether the capacity checks could turn down a replica of at most ``size`` bytes to ``d``."""
+        cap = self.options.max_replicas_per_broker
+        if REPLICA_CAPACITY in self.listed and cap is not None and self._rc[d] + 1 > cap:
+            return True
+        return self._disk_capped[d] and self._used[d] + size > self._disk_limit[d]
+
+    def count_band(self, goal: str, t: int) -> tuple[list[int], float, float]:
+        """A count goal's figures per broker (of topic t for the topic goals) and its band."""
+        if goal == REPLICA_COUNT:
+            return self._rc, *self.bands[goal]
+        if goal == LEADER_COUNT:
+            return self._lc, *self.bands[goal]
+        table = self.topic_rep if goal == TOPIC_REPLICAS else self.topic_lead
+        assert table is not None
+        avg = float(self.topic_avg[goal][t])
+        return table[t].tolist(), avg - 1.0, avg + 1.0
+
+    def threshold(self, goal: str) -> float:
+        """How much worse the guard lets a move make ``goal``."""
+        return _EPS * self._scale(goal)
 
     @property
     def blocked(self) -> dict[str, Counter[str]]:

@@ -18,22 +18,28 @@ once, never back to a broker its partition was on, never to fewer racks) and the
   broker are its few rows, not a scan of the broker's).
 - the count goals (``replica_count``, ``leader_count``, ``topic_replicas``, ``topic_leaders``) first make,
   per topic, the hand-offs of a max flow from the units above the band through their items to the units
-  below (:func:`_follow_flow`, the flow their lower bound is published on), so that a unit whose items
+  below (:func:`follow_flow`, the flow their lower bound is published on), so that a unit whose items
   may go anywhere does not fill the only receiver another unit's items could use; the greedy finishes.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterator
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import islice
 
 import numpy as np
 
 from app.actions.rebalance.balancer import Balancer
+from app.actions.rebalance.flow import Groups, Pairing, follow_flow
 from app.actions.rebalance.goals import (
+    BLOCK_HIGHER,
+    BLOCK_RACK,
     DISK_CAPACITY,
     DISK_USAGE,
+    HARD_GOALS,
     LEADER_BYTES_IN,
     LEADER_COUNT,
     LEADER_GOALS,
@@ -44,11 +50,37 @@ from app.actions.rebalance.goals import (
     TOPIC_LEADERS,
     TOPIC_REPLICAS,
     GoalState,
+    one_count_delta,
 )
 from app.actions.rebalance.model import FloatArray, IntArray
 
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
+
+
+def _turned_down(q_source: float | None, lo: float, hi: float, limit: float, q: float) -> bool:
+    return one_count_delta(q_source, q, lo, hi) > limit
+
+
+def _no_help(q_source: float | None, lo: float, hi: float, tolerance: float, q: float) -> bool:
+    return not one_count_delta(q_source, q, lo, hi) < tolerance
+
+
+def _first_int(holds: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The least whole number at which ``holds`` (false, then true from there on) holds, searched from
+    just below ``lo`` to just above ``hi`` (where it no longer changes); -inf or inf beyond."""
+    a, b = math.floor(lo) - 3, math.ceil(hi) + 3
+    if not holds(b):
+        return math.inf
+    if holds(a):
+        return -math.inf
+    while b - a > 1:
+        m = (a + b) // 2
+        if holds(m):
+            b = m
+        else:
+            a = m
+    return float(b)
 
 
 def _rows_by_broker(balancer: Balancer) -> list[list[int]]:
@@ -136,25 +168,6 @@ def _fix_replica_capacity(state: GoalState, balancer: Balancer) -> None:
 # --- soft goals -----------------------------------------------------------------------------------------
 
 
-class _Groups:
-    """Items in groups, each in a fixed order: group k is ``items[first[k]:end[k]]``. The items a search
-    may still take are among those it started with, so a group's prefix of items gone for good is skipped
-    once (``first`` moves past it)."""
-
-    __slots__ = ("end", "first", "items")
-
-    def __init__(self, keys: IntArray, items: IntArray, n_keys: int, then: FloatArray | None = None) -> None:
-        """Group ``items`` by ``keys``; within a group by ``then`` (if given), then by item."""
-        order = np.lexsort((items, keys) if then is None else (items, then, keys))
-        starts = np.searchsorted(keys[order], np.arange(n_keys + 1))
-        self.items = array("q")
-        self.items.frombytes(np.ascontiguousarray(items[order], dtype=np.int64).tobytes())
-        self.first = array("q")
-        self.first.frombytes(np.ascontiguousarray(starts[:-1], dtype=np.int64).tobytes())
-        self.end = array("q")
-        self.end.frombytes(np.ascontiguousarray(starts[1:], dtype=np.int64).tobytes())
-
-
 class _Lazy:
     """An iterator's items, drawn as a pass first needs them and kept for the next passes (a receiver
     that takes one of the first items spares drawing the rest)."""
@@ -184,7 +197,7 @@ class _Lazy:
             i += 1
 
 
-class _Search:
+class Search:
     """One soft goal's greedy (module note). The items a unit (a broker, or a topic on a broker) may give
     are indexed by unit when the search starts: replicas not moved yet (a replica moves at most once) and
     the partitions each broker leads, plus those whose leadership a move of this search brings."""
@@ -205,7 +218,7 @@ class _Search:
             parts = np.nonzero(movable & (leader >= 0))[0]
             keys = leader[parts] + (state.part_topic[parts] * n_all if self.topic else 0)
             then = -state.lbi[parts] if goal == LEADER_BYTES_IN else None
-            self.groups = _Groups(keys, parts, n_keys, then)
+            self.groups = Groups(keys, parts, n_keys, then)
             self.led_extra: dict[int, list[int]] = {}
             """Partitions whose leadership a replica move of this search brought, per unit."""
         else:
@@ -216,7 +229,7 @@ class _Search:
             if self.topic:
                 keys += state.part_topic[rep_part[rows]] * n_all
             then = -state.size[rep_part[rows]] if goal == DISK_USAGE else None
-            self.groups = _Groups(keys, rows, n_keys, then)
+            self.groups = Groups(keys, rows, n_keys, then)
         brokers = np.nonzero(state.eligible_mask)[0]
         if goal == DISK_USAGE:
             brokers = brokers[state.disk_known[brokers]]
@@ -226,6 +239,9 @@ class _Search:
         """Every item a unit gives changes the goal by the same amount (a count of one)."""
         self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
         """A move must change the goal by less than this (it must make it better)."""
+        self._least: dict[tuple[str, int, float | None], float] = {}
+        """The least figures found by :func:`_first_int` per (goal, topic, source's figure): the bands do
+        not change during the search."""
 
     # the goal's quantity on a broker (for topic goals: of topic t) and its band
 
@@ -412,25 +428,144 @@ class _Search:
         """The receiver with the most room first (below the band, a move fixes both ends), any of the
         first items it can take."""
         items = _Lazy(islice(self._items(t, s), 4 * _SCAN))
-        for d in self._partners(t, s, above=True):
-            if self.same_delta:
-                checked = False
-                for kind, item in items:
-                    if kind == "leader" and d not in self.model.members[item]:
-                        continue
-                    if not checked:
-                        if not self._helps((kind, item), s, d):
-                            break  # no item would help
-                        checked = True
-                    if self._move(kind, item, s, d):
-                        return 1
-                continue
-            for kind, item in items:
-                if kind == "leader" and d not in self.model.members[item]:
-                    continue
-                if self._try(kind, item, s, d):
-                    return 1
+        partners = self._partners(t, s, above=True)
+        if self.topic:
+            return self._shed_topic(t, list(items), s, partners)
+        for d in partners:
+            found = self._shed_to(items, s, d)
+            if found is not False:
+                return int(found is True)
         return 0
+
+    def _shed_to(self, items: Iterable[tuple[str, int]], s: int, d: int) -> bool | None:
+        """Move one of ``items`` from s to d: True if moved; None if no item would help, nor at the
+        receivers after d (a count's delta only grows along the receivers' order); else False."""
+        members = self.model.members
+        if self.same_delta:
+            checked = False
+            for kind, item in items:
+                if kind == "leader" and d not in members[item]:
+                    continue
+                if not checked:
+                    if not self._helps((kind, item), s, d):
+                        return None
+                    checked = True
+                if self._move(kind, item, s, d):
+                    return True
+            return False
+        for kind, item in items:
+            if kind == "leader" and d not in members[item]:
+                continue
+            if self._try(kind, item, s, d):
+                return True
+        return False
+
+    def _shed_topic(self, t: int, items: list[tuple[str, int]], s: int, partners: list[int]) -> int:
+        """:meth:`_shed` for a topic goal (a unit gives its 1-3 items; over 200 receivers). Where another
+        listed count goal (replica_count, leader_count, a topic's count: the same delta for every item)
+        turns every item down, the receiver is not tried item by item through the guard: its blocks are
+        counted as the guard would have (rack spread where can_host refuses, else another listed goal),
+        in bulk, once why_not has named both reasons for this goal (so it names them in the same order)."""
+        state = self.state
+        tests = self._shut_tests(t, items, s)
+        if not tests or not state.has_blocked(BLOCK_HIGHER):
+            for d in partners:
+                outcome = self._shed_to(items, s, d)
+                if outcome is not False:
+                    return int(outcome is True)
+            return 0
+        values, lo, hi = state.count_band(self.goal, t)
+        q_source = float(values[s]) if state.eligible_mask[s] else None
+        key = (self.goal, t, q_source)
+        stop = self._least.get(key)
+        if stop is None:
+            stop = self._least[key] = _first_int(partial(_no_help, q_source, lo, hi, self.tolerance), lo, hi)
+        model, target_set, rack = self.model, self.balancer.target_set, self.model.rack
+        given: list[
+            tuple[bool, set[int], set[int]]
+        ] = []  # per item: (leader?, the receivers it may go to / the brokers it may not, clash racks)
+        size = 0.0
+        for kind, item in items:
+            if kind == "leader":
+                info, ids = model.infos[item], model.broker_ids
+                able = {
+                    b
+                    for b in model.members[item]
+                    if b in target_set and (ids[b] in info.isr or ids[b] not in info.assignment.replicas)
+                }
+                given.append((True, able, set()))
+                continue
+            p = model.rep_part[item]
+            members = model.members[p]
+            taken = {*members, *(model.rep_origin[q] for q in model.rep_of[p])}
+            others = {rack[b] for b in members if b != s}
+            given.append((False, taken, set() if rack[s] in others else others))
+            size = max(size, float(state.size[p]))
+        higher: Counter[int] = Counter()
+        racked: Counter[int] = Counter()
+        found: bool | None = False
+        for d in partners:
+            if values[d] >= stop:
+                break  # no item helps here, nor further on
+            if any(q[d] >= v for q, v in tests) and not state.may_refuse_capacity(d, size):
+                n_higher = n_rack = 0
+                for leads, brokers, clash in given:
+                    if leads:
+                        n_higher += d in brokers
+                    elif d in target_set and d not in brokers:
+                        if rack[d] in clash:
+                            n_rack += 1
+                        else:
+                            n_higher += 1
+                if not n_rack or state.has_blocked(BLOCK_RACK):
+                    if n_higher:
+                        higher[d] += n_higher
+                    if n_rack:
+                        racked[d] += n_rack
+                    continue
+            found = self._shed_to(items, s, d)
+            if found is not False:
+                break
+        if higher:
+            state.add_blocks(BLOCK_HIGHER, higher)
+        if racked:
+            state.add_blocks(BLOCK_RACK, racked)
+        return int(found is True)
+
+    def _shut_tests(self, t: int, items: list[tuple[str, int]], s: int) -> list[tuple[list[int], float]]:
+        """The listed count goals (other than this one) whose delta is the same for every item of unit
+        (t, s), each with its figures per broker and the least figure at which the guard turns a move to
+        the broker down for it (the delta grows with the receiver's figure)."""
+        state, model = self.state, self.model
+        if (
+            not items
+            or not state.guarded
+            or not state.source_ok[s]
+            or state.options.max_moves is not None
+            or state.options.max_bytes is not None
+        ):
+            return []
+        goals = {goal for goal in state.goals if goal not in HARD_GOALS and goal != self.goal}
+        if any(kind == "leader" for kind, _ in items):
+            goals &= {LEADER_COUNT, TOPIC_LEADERS}
+        rows = [item for kind, item in items if kind != "leader"]
+        if rows:
+            same = {REPLICA_COUNT, TOPIC_REPLICAS}
+            if all(model.leader[model.rep_part[r]] == s for r in rows):  # a leader goal's delta each
+                same |= {LEADER_COUNT, TOPIC_LEADERS}
+            goals &= same
+        tests = []
+        for goal in sorted(goals):
+            values, lo, hi = state.count_band(goal, t)
+            q_source = float(values[s]) if state.eligible_mask[s] else None
+            key = (goal, t if goal in TOPIC_GOALS else -1, q_source)
+            least = self._least.get(key)
+            if least is None:
+                holds = partial(_turned_down, q_source, lo, hi, state.threshold(goal))
+                least = self._least[key] = _first_int(holds, lo, hi)
+            if least < math.inf:
+                tests.append((values, least))
+        return tests
 
     def _helps(self, first: tuple[str, int], s: int, d: int) -> bool:
         """Whether a move from s to d makes the goal better (for goals where every item's delta is the
@@ -446,7 +581,7 @@ class _Search:
                     continue
                 if not checked:
                     if not self._helps((kind, item), s, d):
-                        break  # no item of s would help
+                        return 0  # no item of s would help, nor of the givers after it (they have less)
                     checked = True
                 if (self._move if self.same_delta else self._try)(kind, item, s, d):
                     return 1
@@ -463,9 +598,9 @@ def improve(
     state.current = goal
     if state.violation(goal) in (None, 0.0):
         return
-    search = _Search(goal, state, balancer, leader_moves, replicas)
+    search = Search(goal, state, balancer, leader_moves, replicas)
     if search.same_delta:
-        _follow_flow(search, leader_moves, replicas)
+        follow_flow(search, leader_moves, replicas)
     search.run()
 
 
@@ -485,7 +620,7 @@ def lower_bound(goal: str, state: GoalState, balancer: Balancer, leader_moves: b
     only when the units above can hand their items straight to the units below: a flow from each unit
     above (its items above the band) through the items it could give (each once, however many units below
     could take it) to each unit below (its items missing) covers the smaller side; the search makes that
-    flow's hand-offs first (:func:`_follow_flow`), so the bound is one it reaches. Otherwise a plan may
+    flow's hand-offs first (:func:`follow_flow`), so the bound is one it reaches. Otherwise a plan may
     need more moves than the count (a unit above must give to a unit in the band, which gives on: two
     moves for one pair), and no bound at once valid and tight is known (the plan's moves can change what
     may go where: a replica moved off a rack lets its partition's other copy move), so it is None and
@@ -516,7 +651,7 @@ def goal_bound(
         return _disk_bound(state, balancer), None
     if goal not in (REPLICA_COUNT, LEADER_COUNT, *TOPIC_GOALS):
         return None, None
-    pairing = _Pairing(goal, state, balancer, leader_moves, replicas)
+    pairing = Pairing(goal, state, balancer, leader_moves, replicas)
     total = 0
     for t in range(len(state.topic_names) if goal in TOPIC_GOALS else 1):
         above, below = pairing.outside(t)
@@ -539,318 +674,3 @@ def _disk_bound(state: GoalState, balancer: Balancer) -> int | None:
             excess = state.used[b] - state.disk_limit[b]
             total += min(int(np.searchsorted(cumulative, excess * (1 - 1e-9))) + 1, len(cumulative))
     return total
-
-
-_PAIR_SCAN = 256
-"""Items of a unit above looked at beyond the ones it must give (then the flow counts as short: cautious)."""
-
-
-class _Pairing:
-    """Which units above a count goal's band could hand an item straight to which units below it. The
-    items a unit may give are indexed by unit once (a topic's rows on a broker are its few rows), or taken
-    from the goal's search (``groups``: the same index; the items gone since are skipped)."""
-
-    def __init__(
-        self,
-        goal: str,
-        state: GoalState,
-        balancer: Balancer,
-        leader_moves: bool,
-        replicas: bool,
-        groups: _Groups | None = None,
-    ) -> None:
-        self.goal, self.state, self.balancer = goal, state, balancer
-        self.replicas = replicas
-        self.model = model = balancer.model
-        self.leaders = goal in LEADER_GOALS
-        self.leader_moves = leader_moves
-        self.topic = goal in TOPIC_GOALS
-        self.n_all = n_all = len(model.broker_ids)
-        n_keys = n_all * (len(state.topic_names) if self.topic else 1)
-        movable = np.frombuffer(balancer.movable, dtype=np.uint8).astype(bool)
-        if groups is not None:
-            self.groups = groups
-        elif self.leaders:
-            leader = np.asarray(model.leader, dtype=np.int64)
-            parts = np.nonzero(movable & (leader >= 0))[0]
-            keys = leader[parts] + (state.part_topic[parts] * n_all if self.topic else 0)
-            self.groups = _Groups(keys, parts, n_keys)
-        else:
-            rep_part = np.asarray(model.rep_part, dtype=np.int64)
-            moved = np.frombuffer(balancer.moved, dtype=np.uint8).astype(bool)
-            rows = np.nonzero(movable[rep_part] & ~moved)[0]
-            keys = np.asarray(model.rep_broker, dtype=np.int64)[rows]
-            if self.topic:
-                keys += state.part_topic[rep_part[rows]] * n_all
-            self.groups = _Groups(keys, rows, n_keys)
-        if self.topic:
-            table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
-            assert table is not None
-            self.table: IntArray = table
-        else:
-            q = state.rep_count if goal == REPLICA_COUNT else state.lead_count
-            self.table = q[None, :]
-        self.eligible = np.asarray(state.eligible, dtype=np.int64)
-        self.non_targets = frozenset(b for b in range(n_all) if b not in balancer.target_set)
-        self._rules: dict[int, tuple[frozenset[int], bool, tuple[int, ...], frozenset[int]]] = {}
-        """Per item, what :meth:`can_give` checks (kept for one flow: :meth:`forget`)."""
-
-    def n_units(self) -> int:
-        """How many unit groups (topics for the topic goals; else one)."""
-        return len(self.state.topic_names) if self.topic else 1
-
-    def outside(self, t: int) -> tuple[dict[int, int], dict[int, int]]:
-        """Items above the band per unit, and items missing below it (eligible brokers)."""
-        if self.topic:
-            avg = float(self.state.topic_avg[self.goal][t])
-            lo, hi = avg - 1.0, avg + 1.0
-        else:
-            lo, hi = self.state.bands[self.goal]
-        brokers = self.eligible
-        q = self.table[t, brokers].astype(np.float64)
-        up, down = q - hi > 1e-9, lo - q > 1e-9
-        above = dict(
-            zip(brokers[up].tolist(), np.ceil(q[up] - hi - 1e-9).astype(np.int64).tolist(), strict=True)
-        )
-        below = dict(
-            zip(brokers[down].tolist(), np.ceil(lo - q[down] - 1e-9).astype(np.int64).tolist(), strict=True)
-        )
-        return above, below
-
-    def items(self, t: int, s: int, limit: int) -> list[int]:
-        """Up to ``limit`` replica rows of unit (t, s) that may still move (the leaders' rows for the leader
-        goals)."""
-        model, balancer = self.model, self.balancer
-        if not self.state.source_ok[s]:
-            return []
-        groups = self.groups
-        key = t * self.n_all + s if self.topic else s
-        found: list[int] = []
-        for item in groups.items[groups.first[key] : groups.end[key]]:
-            if self.leaders:
-                if model.leader[item] != s:
-                    continue
-                r = model.rep_of[item][model.members[item].index(s)]
-            elif balancer.moved[item] or model.rep_broker[item] != s:
-                continue
-            else:
-                r = item
-            found.append(r)
-            if len(found) >= limit:
-                break
-        return found
-
-    def can_give(self, r: int, d: int, replicas: bool = True) -> bool:
-        """Replica row r (or, for the leader goals, its leadership) could go to broker d now
-        (``replicas=False``: by a leader move)."""
-        rules = self._rules.get(r)
-        if rules is None:
-            rules = self._rules[r] = self._rules_of(r)
-        leads, replica, blocked, racks = rules
-        if d in leads:
-            return True
-        if not (replicas and replica) or d in blocked or d in self.non_targets:
-            return False
-        return self.model.rack[d] not in racks
-
-    def forget(self) -> None:
-        """Drop the items' rules (one flow's items are not the next one's)."""
-        self._rules.clear()
-
-    def _rules_of(self, r: int) -> tuple[frozenset[int], bool, tuple[int, ...], frozenset[int]]:
-        """(brokers its leadership may go to, whether its replica may move, brokers it may not go to besides
-        the brokers outside the plan, racks it may not go to)."""
-        model, balancer = self.model, self.balancer
-        p = model.rep_part[r]
-        members = model.members[p]
-        leads: frozenset[int] = frozenset()
-        if self.leaders and self.leader_moves and not balancer.leader_used[p]:
-            info = model.infos[p]
-            leads = frozenset(
-                d
-                for d in members
-                if d in balancer.target_set
-                and (model.broker_ids[d] in info.isr or model.broker_ids[d] not in info.assignment.replicas)
-            )
-        if not self.replicas or balancer.moved[r]:
-            return leads, False, (), frozenset()
-        blocked = (*members, *(model.rep_origin[q] for q in model.rep_of[p]))
-        rack, source = model.rack, model.rep_broker[r]
-        others = frozenset(rack[b] for b in members if b != source)
-        return leads, True, blocked, others if rack[source] not in others else frozenset()
-
-    def flow(self, t: int, above: dict[int, int], below: dict[int, int]) -> int:
-        """The most items the units above could give straight to the units below (:class:`_Flow`)."""
-        if not above or not below:
-            return 0
-        target = min(sum(above.values()), sum(below.values()))
-        return _Flow(self, t, above, below).run(target)
-
-
-class _Flow:
-    """A max flow from the units above a count goal's band (each at most its items above), through the
-    items they may give (each item once; a partition at most once onto a broker), to the units below (each
-    at most its items missing): augmenting paths found breadth first over edges checked as they are first
-    needed, an item straight to a unit below with room first (the common case costs a check or two). A
-    unit looks at its first items it must give plus :data:`_PAIR_SCAN` more; a unit above that finds no
-    augmenting path is not tried again in a pass (it would find none later: the paths only shrink). For
-    the leader goals a first pass uses leader moves only, so that leaderships move without their replica
-    wherever the flow allows; the second adds the replica moves."""
-
-    def __init__(self, pairing: _Pairing, t: int, above: dict[int, int], below: dict[int, int]) -> None:
-        self.pairing = pairing
-        pairing.forget()
-        self.left = dict(above)
-        self.room = dict(below)
-        self.order = sorted(below, key=lambda d: (-below[d], d))
-        self.units = sorted(above, key=lambda s: (-above[s], s))
-        self.items = {s: pairing.items(t, s, above[s] + _PAIR_SCAN) for s in above}
-        self.cursor = dict.fromkeys(above, 0)
-        self.unit_of = {r: s for s, rows in self.items.items() for r in rows}
-        self.where: dict[int, int] = {}
-        """Item -> the unit below it goes to."""
-        self.at: dict[int, list[int]] = {d: [] for d in below}
-        self.parts_at: dict[tuple[int, int], int] = {}
-        """(partition, unit below) -> the item of that partition going there."""
-        self.rep_part = pairing.model.rep_part
-        self.replicas = True
-        """Whether this pass's edges include replica moves."""
-
-    def run(self, target: int) -> int:
-        """Augment until ``target`` items flow or no unit above finds a path; the items flowing."""
-        total = 0
-        passes = (False, True) if self.pairing.leaders and self.pairing.leader_moves else (True,)
-        for replicas in passes:
-            self.replicas = replicas
-            self.cursor = dict.fromkeys(self.cursor, 0)
-            for s in self.units:
-                while total < target and self.left[s] > 0 and self._augment(s):
-                    total += 1
-                if total >= target:
-                    return total
-        return total
-
-    def hand_offs(self) -> list[tuple[int, int, int]]:
-        """(unit above, item, unit below) of every item flowing."""
-        return [(self.unit_of[r], r, d) for r, d in self.where.items()]
-
-    def _can(self, r: int, d: int) -> bool:
-        holder = self.parts_at.get((self.rep_part[r], d))
-        return (holder is None or holder == r) and self.pairing.can_give(r, d, self.replicas)
-
-    def _assign(self, r: int, d: int) -> None:
-        self.where[r] = d
-        self.at[d].append(r)
-        self.parts_at[self.rep_part[r], d] = r
-
-    def _unassign(self, r: int) -> int:
-        d = self.where.pop(r)
-        self.at[d].remove(r)
-        del self.parts_at[self.rep_part[r], d]
-        return d
-
-    def _direct(self, s: int) -> bool:
-        """Give one item of s straight to a unit below with room. An item none of them takes now never
-        will (rooms only shrink), so the cursor passes it."""
-        opened = [d for d in self.order if self.room[d] > 0]
-        items, i = self.items[s], self.cursor[s]
-        while i < len(items):
-            r = items[i]
-            i += 1
-            if r in self.where:
-                continue
-            for d in opened:
-                if self._can(r, d):
-                    self.cursor[s] = i
-                    self._assign(r, d)
-                    self.room[d] -= 1
-                    self.left[s] -= 1
-                    return True
-        self.cursor[s] = i
-        return False
-
-    def _augment(self, s0: int) -> bool:
-        if self._direct(s0):
-            return True
-        # breadth first over the residual graph: a unit above gives an item it does not give yet; a full
-        # unit below passes one of its items on to another unit below, or back to that item's unit, which
-        # gives another instead
-        parent_d: dict[int, tuple[bool, int, int]] = {}
-        """Unit below -> (reached from a unit above?, that unit or the unit below before, the item)."""
-        parent_u: dict[int, tuple[int, int] | None] = {s0: None}
-        """Unit above -> (the unit below it takes its item back from, the item), None for s0."""
-        seen: set[int] = set()
-        queue: list[tuple[bool, int]] = [(True, s0)]
-        for is_unit, x in queue:
-            candidates = [r for r in self.items[x] if r not in self.where] if is_unit else list(self.at[x])
-            for r in candidates:
-                if r in seen:
-                    continue
-                seen.add(r)
-                for d in self.order:
-                    if d in parent_d or not self._can(r, d):
-                        continue
-                    parent_d[d] = (is_unit, x, r)
-                    if self.room[d] > 0:
-                        self._apply(d, parent_d, parent_u)
-                        return True
-                    queue.append((False, d))
-                if not is_unit:
-                    s = self.unit_of[r]
-                    if s not in parent_u:
-                        parent_u[s] = (x, r)
-                        queue.append((True, s))
-        return False
-
-    def _apply(
-        self,
-        end: int,
-        parent_d: dict[int, tuple[bool, int, int]],
-        parent_u: dict[int, tuple[int, int] | None],
-    ) -> None:
-        self.room[end] -= 1
-        d = end
-        while True:
-            is_unit, x, r = parent_d[d]
-            if not is_unit:  # r passes from unit below x to d; x's slot is filled one step back
-                self._unassign(r)
-                self._assign(r, d)
-                d = x
-                continue
-            self._assign(r, d)
-            back = parent_u[x]
-            if back is None:
-                self.left[x] -= 1
-                return
-            d, r = back  # unit x takes r back from d (and gave its other item instead)
-            self._unassign(r)
-
-
-def _follow_flow(search: _Search, leader_moves: bool, replicas: bool) -> None:
-    """A count goal's first phase: per unit group (topic), the hand-offs of a max flow from the units above
-    the band to the units below (:class:`_Flow`), made before the greedy, so a unit whose items may go
-    anywhere does not fill the only receiver another unit's items could use. Only the units outside the band
-    take part (small graphs). A hand-off the guard or the partition's rules refuse now (two items of one
-    partition) is left to the greedy."""
-    goal, state, balancer, model = search.goal, search.state, search.balancer, search.model
-    for _ in range(3):  # a refused hand-off can leave a path the next flow finds
-        pairing = _Pairing(goal, state, balancer, leader_moves, replicas, search.groups)
-        made = refused = 0
-        for t in range(pairing.n_units()):
-            above, below = pairing.outside(t)
-            if not above or not below:
-                continue
-            flow = _Flow(pairing, t, above, below)
-            flow.run(min(sum(above.values()), sum(below.values())))
-            for s, r, d in flow.hand_offs():
-                p = model.rep_part[r]
-                if model.rep_broker[r] != s or (pairing.leaders and model.leader[p] != s):
-                    refused += 1
-                    continue
-                leads = pairing.leaders and leader_moves and d in model.members[p]
-                if search._move("leader", p, s, d) if leads else search._move("replica", r, s, d):
-                    made += 1
-                else:
-                    refused += 1
-        if not made or not refused:
-            return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -25,6 +26,7 @@ from app.actions.rebalance import (
     RebalancePlan,
     plan_drain,
     plan_rebalance,
+    search,
 )
 from app.actions.rebalance.balancer import Balancer
 from app.actions.rebalance.goals import HARD_GOALS, GoalState
@@ -662,3 +664,66 @@ def best_placement(
         )
         best = value if best is None else min(best, value)
     return best
+
+
+def skewed_topics(seed: int) -> tuple[ClusterSnapshot, DiskInput]:
+    """12 brokers on 3 racks, 30 topics of 8 partitions (RF 2-3) drawn mostly onto brokers 1-4."""
+    rng = random.Random(seed)
+    brokers = list(range(1, 13))
+    weights = [4.0 if b <= 4 else 1.0 for b in brokers]
+    partitions = []
+    for t in range(30):
+        for i in range(8):
+            replicas: list[int] = []
+            while len(replicas) < rng.choice((2, 3, 3)):
+                b = rng.choices(brokers, weights)[0]
+                if b not in replicas:
+                    replicas.append(b)
+            partitions.append(partition(f"topic-{t:02d}", i, replicas))
+    snapshot = snapshots.cluster(*partitions, brokers=brokers, racks={b: f"r{b % 3}" for b in brokers})
+    sizes = {tp: rng.randint(1, 10) * GIB for tp in snapshot.partitions}
+    capacity = dict.fromkeys(brokers, 2000.0 * GIB)
+    return snapshot, disks_of(snapshot, sizes, capacity, {})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    "goals",
+    [list(GOALS), ["rack", "replica_count", "leader_count", "topic_leaders", "topic_replicas", "load"]],
+)
+def test_the_topic_goals_receivers_turned_down_in_bulk_count_as_one_by_one(
+    monkeypatch: pytest.MonkeyPatch, seed: int, goals: list[str]
+) -> None:
+    """A topic goal's receivers that a listed count goal turns down are counted in bulk: the plan, each
+    goal's figures and why_not, and every block counted per goal, reason and broker are those of trying
+    every item there through the guard."""
+    snapshot, disks = skewed_topics(seed)
+    states: list[GoalState] = []
+    bulk: Counter[str] = Counter()
+    init, add_blocks = GoalState.__init__, GoalState.add_blocks
+
+    def keep(self: GoalState, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        states.append(self)
+
+    def counted(self: GoalState, reason: str, at: Counter[int]) -> None:
+        bulk[self.current] += 1
+        add_blocks(self, reason, at)
+
+    monkeypatch.setattr(GoalState, "__init__", keep)
+    monkeypatch.setattr(GoalState, "add_blocks", counted)
+
+    def run() -> tuple[RebalancePlan, dict[tuple[str, str], Counter[int]]]:
+        plan = plan_rebalance(snapshot, goals=goals, disks=disks)
+        return plan, dict(states[-1]._blocked_at)
+
+    plan, blocked = run()
+    assert bulk["topic_replicas"]  # the bulk counting was used
+    assert bulk["topic_leaders"]
+    monkeypatch.setattr(search.Search, "_shut_tests", lambda self, t, items, s: [])
+    one_by_one, blocked_one_by_one = run()
+    assert plan.reassignment() == one_by_one.reassignment()
+    assert plan.leader_moves == one_by_one.leader_moves
+    assert plan.goals == one_by_one.goals
+    assert list(blocked) == list(blocked_one_by_one)  # the reasons first met in the same order
+    assert blocked == blocked_one_by_one
