@@ -40,8 +40,9 @@ which beats the bound when leader moves are off.
 
 from __future__ import annotations
 
+import math
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
 from itertools import repeat
@@ -63,7 +64,7 @@ class _Pool:
     """Items sorted by weight; :meth:`best` finds the heaviest live item at most a cap. Taken items are
     unlinked with a union-find "nearest live index to the left", so scans never walk over them twice."""
 
-    __slots__ = ("items", "keys", "parent")
+    __slots__ = ("floor", "items", "keys", "parent")
 
     def __init__(self, entries: list[tuple[float, int]]) -> None:
         entries.sort()
@@ -71,6 +72,8 @@ class _Pool:
         self.keys = array("d", [k for k, _ in entries])
         self.items = array("q", [i for _, i in entries])
         self.parent = array("q", range(len(entries)))
+        self.floor = -math.inf
+        """No live item weighs this much or less (items only die): a search up to it can stop at once."""
 
     @classmethod
     def presorted(cls, keys: FloatArray, items: IntArray) -> _Pool:
@@ -80,6 +83,7 @@ class _Pool:
         pool.keys.frombytes(np.ascontiguousarray(keys, dtype=np.float64).tobytes())
         pool.items.frombytes(np.ascontiguousarray(items, dtype=np.int64).tobytes())
         pool.parent = array("q", range(len(pool.keys)))
+        pool.floor = -math.inf
         return pool
 
     def __len__(self) -> int:
@@ -129,11 +133,15 @@ class _Pool:
     ) -> int:
         """Index of the heaviest live item with weight <= cap that ``accept`` takes, or -1. Items found
         ``dead`` are unlinked; at most ``_SCAN_LIMIT`` live items are rejected before giving up."""
+        if cap <= self.floor:
+            return -1
         i = bisect_right(self.keys, cap) - 1
         rejected = 0
         while True:
             i = self._find(i)
             if i < 0:
+                if not rejected:  # every item up to cap is dead, and stays so
+                    self.floor = cap
                 return -1
             item = self.items[i]
             if dead(item):
@@ -172,7 +180,15 @@ class Balancer:
         self.leader_used = bytearray(len(model.tps))
         self.moved = bytearray(len(model.rep_part))
         self.leader_pools: dict[tuple[int, int], _Pool] = {}
+        self._pools_from: list[list[_Pool | None]] = []
+        """The leader pools by donor, then receiver (the same pools as ``leader_pools``)."""
+        self._pools_to: list[list[_Pool | None]] = []
+        """The leader pools by receiver, then donor."""
         self.replica_pools: list[_Pool] = []
+        self._dbv: FloatArray = np.array(self.db, dtype=np.float64)
+        """``db`` as an array (kept equal by the moves): the sweeps pick brokers and partners with numpy."""
+        self._active_arr = np.asarray(self.active, dtype=np.int64)
+        self._targets_arr = np.asarray(self.targets, dtype=np.int64)
         self.touched: set[int] = set()
         """Partitions a move changed (the plan's moves are among them)."""
         self.guard: GoalState | None = None
@@ -217,6 +233,7 @@ class Balancer:
         ]
         if not rows:
             self.leader_pools = {}
+            self._index_leader_pools()
             return
         chosen = np.asarray(rows, dtype=np.int64)
         parts, pair = rep_part[chosen], leader[chosen] * len(ids) + rep_broker[chosen]
@@ -230,6 +247,15 @@ class Balancer:
             divmod(pairs[a], len(ids)): _Pool.presorted(keys[a:z], parts[a:z])
             for a, z in zip(starts, ends, strict=True)
         }
+        self._index_leader_pools()
+
+    def _index_leader_pools(self) -> None:
+        n_all = len(self.model.broker_ids)
+        self._pools_from = [[None] * n_all for _ in range(n_all)]
+        self._pools_to = [[None] * n_all for _ in range(n_all)]
+        for (donor, receiver), pool in self.leader_pools.items():
+            self._pools_from[donor][receiver] = pool
+            self._pools_to[receiver][donor] = pool
 
     def build_replica_pools(self) -> None:
         """Per broker, its movable replicas not moved yet with a positive weight, by (weight, row): built
@@ -265,13 +291,13 @@ class Balancer:
     def _worst(self, stuck: set[int]) -> int:
         """The active broker farthest from the average among those outside the band and not stuck (the
         first such on a tie); -1 when none."""
-        values = np.fromiter(map(self.db.__getitem__, self.active), dtype=np.float64, count=len(self.active))
+        values = self._dbv[self._active_arr]
         deviation = np.abs(values - self.avg)
         deviation[(values <= self.hi) & (values >= self.lo)] = 0.0
         if stuck:
             position = self._position
             deviation[[position[i] for i in stuck if i in position]] = 0.0
-        k = int(np.argmax(deviation))
+        k = int(deviation.argmax())
         return self.active[k] if deviation[k] > 0.0 else -1
 
     def _cap(self, donor: int, receiver: int, in_band: bool) -> float:
@@ -286,24 +312,35 @@ class Balancer:
             return 0.0
         return (db[donor] - db[receiver]) / 2.0
 
+    def _partners(self, x: int) -> list[int]:
+        """Broker x's partners, the most promising first: above the average, the targets lighter than x,
+        the lightest first; below it (and a target), the active brokers heavier than x, the heaviest first
+        (the stable sorts of the brokers by Db, cut where the partner stops being lighter or heavier)."""
+        dbv, dx = self._dbv, self.db[x]
+        if dx > self.avg:
+            brokers = self._targets_arr
+            values = dbv[brokers]
+        elif x in self.target_set:
+            brokers = self._active_arr
+            values = -dbv[brokers]
+            dx = -dx
+        else:
+            return []
+        order = values.argsort(kind="stable")
+        cut = int(values[order].searchsorted(dx, side="left"))
+        partners: list[int] = brokers[order[:cut]].tolist()
+        return partners
+
     def _pairs(self, x: int) -> list[tuple[int, int]]:
         """(donor, receiver) pairs for broker x, the most promising partner first."""
-        db = self.db
-        key = db.__getitem__
-        # sorted in C, then cut where the partner stops being lighter (heavier): the same list as filtering
-        # first (the sorts are stable), without a Python loop over the brokers at every step
-        if db[x] > self.avg:
-            receivers = sorted(self.targets, key=key)
-            cut = bisect_left(list(map(key, receivers)), db[x])
-            return list(zip(repeat(x), receivers[:cut], strict=False))
-        if x not in self.target_set:
-            return []
-        donors = sorted(self.active, key=key, reverse=True)
-        cut = bisect_left([-v for v in map(key, donors)], -db[x])
-        return list(zip(donors[:cut], repeat(x), strict=False))
+        partners = self._partners(x)
+        if self.db[x] > self.avg:
+            return list(zip(repeat(x), partners, strict=False))
+        return list(zip(partners, repeat(x), strict=False))
 
     def sweeps(self, step: Callable[[int], bool]) -> int:
         """Repeat: fix the worst broker not yet found stuck, until all are stuck; again while that moved."""
+        self._dbv[:] = self.db
         total = 0
         while True:
             stuck: set[int] = set()
@@ -323,20 +360,40 @@ class Balancer:
         return bool(self.leader_used[p])
 
     def leader_step(self, x: int) -> bool:
-        pairs = self._pairs(x)
+        """One leader move for broker x: the first (donor, receiver) pair of :meth:`_pairs` whose pool has
+        a partition under the pair's cap (:meth:`_cap`: inside the band first, then the half gap)."""
+        db, avg = self.db, self.avg
+        over = db[x] > avg
+        if not self.leader_pools:
+            return False
+        partners = self._partners(x)
+        if not partners:
+            return False
+        pools = self._pools_from[x] if over else self._pools_to[x]
+        guard = self.guard
+        guarded = guard is not None and guard.guarded
+        dead = self._leader_dead
+        hi, lo = self.hi, self.lo
         for in_band in (True, False):
-            for donor, receiver in pairs:
-                pool = self.leader_pools.get((donor, receiver))
-                cap = self._cap(donor, receiver, in_band)
-                if pool is None or cap <= 0:
+            for y in partners:
+                pool = pools[y]
+                if pool is None:
                     continue
-                guard = self.guard
+                donor, receiver = (x, y) if over else (y, x)
+                # _cap, inline (this runs millions of times at Cruise Control's size)
+                if in_band:
+                    room, spare = hi - db[receiver], db[donor] - lo
+                    cap = room if room < spare else spare
+                elif db[receiver] >= avg or db[donor] <= avg:
+                    continue
+                else:
+                    cap = (db[donor] - db[receiver]) / 2.0
+                if cap <= 0.0 or cap <= pool.floor:
+                    continue
                 accept = (
-                    None
-                    if guard is None or not guard.guarded
-                    else partial(_leader_accept, guard, donor, receiver)
+                    partial(_leader_accept, guard, donor, receiver) if guard is not None and guarded else None
                 )
-                i = pool.best(cap, self._leader_dead, accept)
+                i = pool.best(cap, dead, accept)
                 if i >= 0:
                     pool.kill(i)
                     self.move_leader(pool.items[i], donor, receiver)
@@ -348,8 +405,10 @@ class Balancer:
         self.model.leader[p] = receiver
         self.leader_used[p] = 1
         self.touched.add(p)
-        self.db[donor] -= surplus
-        self.db[receiver] += surplus
+        db, dbv = self.db, self._dbv
+        db[donor] -= surplus
+        db[receiver] += surplus
+        dbv[donor], dbv[receiver] = db[donor], db[receiver]
         if self.guard is not None:
             self.guard.on_leader(p, donor, receiver)
 
@@ -455,8 +514,10 @@ class Balancer:
             model.leader[p] = receiver
         self.moved[r] = 1
         self.touched.add(p)
-        self.db[source] -= w
-        self.db[receiver] += w
+        db, dbv = self.db, self._dbv
+        db[source] -= w
+        db[receiver] += w
+        dbv[source], dbv[receiver] = db[source], db[receiver]
         if self.guard is not None:
             self.guard.on_replica(r, source, receiver, leader_moved)
 
