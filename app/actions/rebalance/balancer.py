@@ -205,9 +205,11 @@ class Balancer:
 
     # -- setup
 
-    def set_movable(self, partitions: Iterable[int]) -> None:
-        for p in partitions:
-            self.movable[p] = 1
+    def set_movable(self, partitions: Iterable[int] | IntArray) -> None:
+        chosen = (
+            np.fromiter(partitions, dtype=np.int64) if not isinstance(partitions, np.ndarray) else partitions
+        )
+        np.frombuffer(self.movable, dtype=np.uint8)[chosen] = 1
 
     def build_leader_pools(self) -> None:
         """Per (leader, follower) pair, the movable partitions whose leadership could go to that follower (in
