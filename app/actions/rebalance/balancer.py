@@ -537,25 +537,30 @@ class Balancer:
         weights = all_weights[rows]
         share_of = np.asarray(model.sf, dtype=np.float64)[rows] if leader_moves else weights
         rows_broker = rep_broker[rows]
-        # leader surplus that could leave each broker, by leader move or with its replica
+        # leader surplus that could leave each broker, by leader move or with its replica (summed in
+        # partition order, as a loop over the partitions would)
         shed = [0.0] * n
         if leader_moves:
-            for p, h in enumerate(model.leader):
-                if 0 <= h < n and self.movable[p]:
-                    shed[h] += model.sd[p]
+            leader = np.asarray(model.leader, dtype=np.int64)
+            led = (leader >= 0) & (leader < n) & movable
+            sums = np.bincount(leader[led], weights=np.asarray(model.sd, dtype=np.float64)[led], minlength=n)
+            shed = sums[:n].tolist()
         gain = [0.0] * n  # leader surplus each broker could take over by leader moves
         escapes: set[int] = (
             set()
         )  # partitions led by an overloaded broker with an eligible follower elsewhere
+        sd = model.sd
         for (h, b), pool in self.leader_pools.items():
-            gain[b] += sum(model.sd[p] for p in pool.items)
+            gain[b] += sum(map(sd.__getitem__, pool.items))
             if over[h] and not over[b]:
                 escapes.update(pool.items)
         heaviest_first = _descending_cumsum(weights)
         out = in_ = 0
+        by_broker = np.argsort(rows_broker, kind="stable")
+        starts = np.searchsorted(rows_broker[by_broker], np.arange(n + 1)).tolist()
         for i in range(n):
             if over[i]:
-                shares = share_of[rows_broker == i]
+                shares = share_of[by_broker[starts[i] : starts[i + 1]]]
                 out += _moves_needed(_descending_cumsum(shares), db[i] - self.hi - shed[i])
             elif db[i] < self.lo and i in self.target_set:
                 in_ += _moves_needed(heaviest_first, self.lo - db[i] - gain[i])
@@ -565,20 +570,33 @@ class Balancer:
         """All overloaded brokers together: their total excess must leave the group, as the surplus of
         partitions whose leadership can go to a broker outside it, or with replicas moved out (carrying their
         surplus when no follower outside could have taken it)."""
-        db, model = self.db, self.model
-        excess = sum(db[i] - self.hi for i in range(self.n) if over[i])
+        db, model, n = self.db, self.model, self.n
+        excess = sum(db[i] - self.hi for i in range(n) if over[i])
         if excess <= 0:
             return 0
-        free = sum(model.sd[p] for p in escapes)
-        weights: list[float] = []
-        for p, rows in enumerate(model.rep_of):
-            if not self.movable[p]:
-                continue
-            shares = sorted((model.sf[r] for r in rows if over[model.rep_broker[r]]), reverse=True)
-            if shares and p not in escapes and 0 <= model.leader[p] < self.n and over[model.leader[p]]:
-                shares[0] += model.sd[p]  # whichever replica leaves with the leadership, at most this
-            weights.extend(shares)
-        return _moves_needed(_descending_cumsum(weights), excess - free)
+        free = sum(map(model.sd.__getitem__, escapes))
+        # every movable partition's replicas on overloaded brokers, each with its follower share; the
+        # heaviest of a partition's also carries its surplus when its leader is overloaded and no follower
+        # outside the group could take the leadership (the same weights as a loop over the partitions)
+        n_all = len(model.broker_ids)
+        over_all = np.zeros(n_all, dtype=bool)
+        over_all[:n] = over
+        rep_part = np.asarray(model.rep_part, dtype=np.int64)
+        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
+        movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
+        rows = np.flatnonzero(movable[rep_part] & over_all[rep_broker])
+        shares = np.asarray(model.sf, dtype=np.float64)[rows]
+        parts = rep_part[rows]
+        leader = np.asarray(model.leader, dtype=np.int64)
+        carries = (leader >= 0) & (leader < n)
+        carries[carries] = over_all[leader[carries]]
+        if escapes:
+            carries[np.fromiter(escapes, dtype=np.int64, count=len(escapes))] = False
+        order = np.lexsort((-shares, parts))  # per partition, the heaviest share first
+        first = order[np.r_[True, parts[order][1:] != parts[order][:-1]]] if len(order) else order
+        first = first[carries[parts[first]]]
+        shares[first] += np.asarray(model.sd, dtype=np.float64)[parts[first]]
+        return _moves_needed(_descending_cumsum(shares), excess - free)
 
 
 def _leader_accept(guard: GoalState, donor: int, receiver: int, p: int) -> bool:
