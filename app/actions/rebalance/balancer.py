@@ -46,6 +46,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
 from itertools import repeat
+from operator import attrgetter, eq
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,6 +56,9 @@ from app.actions.rebalance.model import FloatArray, IntArray, Model
 
 if TYPE_CHECKING:
     from app.actions.rebalance.goals import GoalState
+
+_ISR = attrgetter("state.isr")
+_REPLICAS = attrgetter("assignment.replicas")
 
 _SCAN_LIMIT = 48
 """Candidates rejected for one receiver (partition already there, rack) before trying the next receiver."""
@@ -82,6 +86,17 @@ class _Pool:
         pool.keys, pool.items = array("d"), array("q")
         pool.keys.frombytes(np.ascontiguousarray(keys, dtype=np.float64).tobytes())
         pool.items.frombytes(np.ascontiguousarray(items, dtype=np.int64).tobytes())
+        pool.parent = array("q", range(len(pool.keys)))
+        pool.floor = -math.inf
+        return pool
+
+    @classmethod
+    def from_bytes(cls, keys: memoryview, items: memoryview) -> _Pool:
+        """A pool of items already sorted by (key, item), as the bytes of float64 keys and int64 items."""
+        pool = cls.__new__(cls)
+        pool.keys, pool.items = array("d"), array("q")
+        pool.keys.frombytes(keys)
+        pool.items.frombytes(items)
         pool.parent = array("q", range(len(pool.keys)))
         pool.floor = -math.inf
         return pool
@@ -226,30 +241,51 @@ class Balancer:
         target[self.targets] = True
         candidates = (leader >= 0) & movable[rep_part] & (sd[rep_part] > 0) & (rep_broker != leader)
         candidates &= target[rep_broker]
-        infos = model.infos
-        rows = [
-            r
-            for r in np.nonzero(candidates)[0].tolist()
-            if (b := ids[model.rep_broker[r]]) in (info := infos[model.rep_part[r]]).isr
-            or b not in info.assignment.replicas
-        ]
-        if not rows:
+        chosen = self._in_sync(np.flatnonzero(candidates), rep_part, rep_broker)
+        if not len(chosen):
             self.leader_pools = {}
             self._index_leader_pools()
             return
-        chosen = np.asarray(rows, dtype=np.int64)
         parts, pair = rep_part[chosen], leader[chosen] * len(ids) + rep_broker[chosen]
         _, first, group = np.unique(pair, return_index=True, return_inverse=True)
         order = np.lexsort((parts, sd[parts], first[group]))
         parts, pair = parts[order], pair[order]
         cuts = np.flatnonzero(np.diff(pair)) + 1
         starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(pair)]
-        keys, pairs = sd[parts], pair.tolist()
+        keys = memoryview(np.ascontiguousarray(sd[parts]).tobytes())
+        items = memoryview(np.ascontiguousarray(parts).tobytes())
+        pairs = pair.tolist()
         self.leader_pools = {
-            divmod(pairs[a], len(ids)): _Pool.presorted(keys[a:z], parts[a:z])
+            divmod(pairs[a], len(ids)): _Pool.from_bytes(keys[8 * a : 8 * z], items[8 * a : 8 * z])
             for a, z in zip(starts, ends, strict=True)
         }
         self._index_leader_pools()
+
+    def _in_sync(self, rows: IntArray, rep_part: IntArray, rep_broker: IntArray) -> IntArray:
+        """The replica rows among ``rows`` whose broker is in the partition's ISR or was added by this
+        plan (in sync by the time the reassignment completes). A row still on its first broker, of a
+        partition whose ISR is its replicas, is in sync; the others (few) are looked up one by one."""
+        model = self.model
+        ids, infos = model.broker_ids, model.infos
+        parts = rep_part[rows]  # rows ascending, so partitions too
+        parts = parts[np.r_[True, parts[1:] != parts[:-1]]] if len(parts) else parts
+        chosen = [infos[p] for p in parts.tolist()]  # rows of partitions with a leader: each has a state
+        full = np.zeros(len(infos), dtype=bool)
+        full[parts] = np.fromiter(
+            map(eq, map(_ISR, chosen), map(_REPLICAS, chosen)), dtype=bool, count=len(chosen)
+        )
+        origin = np.asarray(model.rep_origin, dtype=np.int64)[rows]
+        sure = full[rep_part[rows]] & (rep_broker[rows] == origin)
+        others = [
+            r
+            for r in rows[~sure].tolist()
+            if (b := ids[model.rep_broker[r]]) in (info := infos[model.rep_part[r]]).isr
+            or b not in info.assignment.replicas
+        ]
+        kept = sure
+        kept[~sure] = np.isin(rows[~sure], np.asarray(others, dtype=np.int64))
+        in_sync: IntArray = rows[kept]
+        return in_sync
 
     def _index_leader_pools(self) -> None:
         n_all = len(self.model.broker_ids)
@@ -545,13 +581,15 @@ class Balancer:
             led = (leader >= 0) & (leader < n) & movable
             sums = np.bincount(leader[led], weights=np.asarray(model.sd, dtype=np.float64)[led], minlength=n)
             shed = sums[:n].tolist()
-        gain = [0.0] * n  # leader surplus each broker could take over by leader moves
-        escapes: set[int] = (
-            set()
-        )  # partitions led by an overloaded broker with an eligible follower elsewhere
+        # leader surplus each broker could take over by leader moves (only the underloaded brokers' is read)
+        gain = [0.0] * n
+        under = [db[i] < self.lo for i in range(n)]
+        # partitions led by an overloaded broker with an eligible follower elsewhere
+        escapes: set[int] = set()
         sd = model.sd
         for (h, b), pool in self.leader_pools.items():
-            gain[b] += sum(map(sd.__getitem__, pool.items))
+            if b < n and under[b]:
+                gain[b] += sum(map(sd.__getitem__, pool.items))
             if over[h] and not over[b]:
                 escapes.update(pool.items)
         heaviest_first = _descending_cumsum(weights)
