@@ -203,6 +203,13 @@ class Balancer:
         self._dbv: FloatArray = np.array(self.db, dtype=np.float64)
         """``db`` as an array (kept equal by the moves): the sweeps pick brokers and partners with numpy."""
         self._active_arr = np.asarray(self.active, dtype=np.int64)
+        # the model's per-replica and per-partition figures as arrays, for the numpy passes (pools, bound):
+        # converted once, not at every pass; the moves keep the two that change equal to the model's lists
+        self._rep_part_v: IntArray = np.asarray(model.rep_part, dtype=np.int64)
+        self._sf_v: FloatArray = np.asarray(model.sf, dtype=np.float64)
+        self._sd_v: FloatArray = np.asarray(model.sd, dtype=np.float64)
+        self._rep_broker_v: IntArray = np.array(model.rep_broker, dtype=np.int64)
+        self._leader_v: IntArray = np.array(model.leader, dtype=np.int64)
         self._targets_arr = np.asarray(self.targets, dtype=np.int64)
         self.touched: set[int] = set()
         """Partitions a move changed (the plan's moves are among them)."""
@@ -232,10 +239,8 @@ class Balancer:
         partition); the pairs in the order the partitions first name them."""
         model = self.model
         ids = model.broker_ids
-        rep_part = np.asarray(model.rep_part, dtype=np.int64)
-        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
-        sd = np.asarray(model.sd, dtype=np.float64)
-        leader = np.asarray(model.leader, dtype=np.int64)[rep_part]
+        rep_part, rep_broker, sd = self._rep_part_v, self._rep_broker_v, self._sd_v
+        leader = self._leader_v[rep_part]
         movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
         target = np.zeros(len(ids), dtype=bool)
         target[self.targets] = True
@@ -274,8 +279,8 @@ class Balancer:
         full[parts] = np.fromiter(
             map(eq, map(_ISR, chosen), map(_REPLICAS, chosen)), dtype=bool, count=len(chosen)
         )
-        origin = np.asarray(model.rep_origin, dtype=np.int64)[rows]
-        sure = full[rep_part[rows]] & (rep_broker[rows] == origin)
+        unmoved = np.frombuffer(self.moved, dtype=np.uint8)[rows] == 0  # so on its first broker
+        sure = full[rep_part[rows]] & unmoved
         others = [
             r
             for r in rows[~sure].tolist()
@@ -303,7 +308,11 @@ class Balancer:
         movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
         moved = np.frombuffer(self.moved, dtype=np.uint8).astype(bool)
         rows = np.nonzero(movable[rep_part] & (rep_broker < n) & ~moved & (weights > 0))[0]
-        rows = rows[np.lexsort((rows, weights[rows], rep_broker[rows]))]
+        # by (broker, weight, row): rows ascending, a stable sort by weight, then a stable one by broker
+        # (a radix sort on 16 bits when the brokers fit; lexsort's three sorts cost far more)
+        rows = rows[np.argsort(weights[rows], kind="stable")]
+        brokers = rep_broker[rows]
+        rows = rows[np.argsort(brokers.astype(np.int16) if n < 32768 else brokers, kind="stable")]
         starts = np.searchsorted(rep_broker[rows], np.arange(n + 1)).tolist()
         keys = weights[rows]
         self.replica_pools = [
@@ -313,12 +322,9 @@ class Balancer:
 
     def _replica_weights(self) -> tuple[IntArray, IntArray, FloatArray]:
         """Every replica row's partition, broker and weight (:meth:`Model.weight`, the same sums)."""
-        model = self.model
-        rep_part = np.asarray(model.rep_part, dtype=np.int64)
-        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
-        sd = np.asarray(model.sd, dtype=np.float64)
-        leads = np.asarray(model.leader, dtype=np.int64)[rep_part] == rep_broker
-        weights: FloatArray = np.asarray(model.sf, dtype=np.float64) + np.where(leads, sd[rep_part], 0.0)
+        rep_part, rep_broker, sd = self._rep_part_v, self._rep_broker_v, self._sd_v
+        leads = self._leader_v[rep_part] == rep_broker
+        weights: FloatArray = self._sf_v + np.where(leads, sd[rep_part], 0.0)
         return rep_part, rep_broker, weights
 
     # -- state
@@ -441,6 +447,7 @@ class Balancer:
     def move_leader(self, p: int, donor: int, receiver: int) -> None:
         surplus = self.model.sd[p]
         self.model.leader[p] = receiver
+        self._leader_v[p] = receiver
         self.leader_used[p] = 1
         self.touched.add(p)
         db, dbv = self.db, self._dbv
@@ -547,9 +554,11 @@ class Balancer:
         members = model.members[p]
         members[members.index(source)] = receiver
         model.rep_broker[r] = receiver
+        self._rep_broker_v[r] = receiver
         leader_moved = model.leader[p] == source
         if leader_moved:
             model.leader[p] = receiver
+            self._leader_v[p] = receiver
         self.moved[r] = 1
         self.touched.add(p)
         db, dbv = self.db, self._dbv
@@ -571,15 +580,15 @@ class Balancer:
         movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
         rows = np.nonzero((rep_broker < n) & movable[rep_part])[0]
         weights = all_weights[rows]
-        share_of = np.asarray(model.sf, dtype=np.float64)[rows] if leader_moves else weights
+        share_of = self._sf_v[rows] if leader_moves else weights
         rows_broker = rep_broker[rows]
         # leader surplus that could leave each broker, by leader move or with its replica (summed in
         # partition order, as a loop over the partitions would)
         shed = [0.0] * n
         if leader_moves:
-            leader = np.asarray(model.leader, dtype=np.int64)
+            leader = self._leader_v
             led = (leader >= 0) & (leader < n) & movable
-            sums = np.bincount(leader[led], weights=np.asarray(model.sd, dtype=np.float64)[led], minlength=n)
+            sums = np.bincount(leader[led], weights=self._sd_v[led], minlength=n)
             shed = sums[:n].tolist()
         # leader surplus each broker could take over by leader moves (only the underloaded brokers' is read)
         gain = [0.0] * n
@@ -594,7 +603,7 @@ class Balancer:
                 escapes.update(pool.items)
         heaviest_first = _descending_cumsum(weights)
         out = in_ = 0
-        by_broker = np.argsort(rows_broker, kind="stable")
+        by_broker = np.argsort(rows_broker.astype(np.int16) if n < 32768 else rows_broker, kind="stable")
         starts = np.searchsorted(rows_broker[by_broker], np.arange(n + 1)).tolist()
         for i in range(n):
             if over[i]:
@@ -619,13 +628,12 @@ class Balancer:
         n_all = len(model.broker_ids)
         over_all = np.zeros(n_all, dtype=bool)
         over_all[:n] = over
-        rep_part = np.asarray(model.rep_part, dtype=np.int64)
-        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
+        rep_part, rep_broker = self._rep_part_v, self._rep_broker_v
         movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
         rows = np.flatnonzero(movable[rep_part] & over_all[rep_broker])
-        shares = np.asarray(model.sf, dtype=np.float64)[rows]
+        shares = self._sf_v[rows]
         parts = rep_part[rows]
-        leader = np.asarray(model.leader, dtype=np.int64)
+        leader = self._leader_v
         carries = (leader >= 0) & (leader < n)
         carries[carries] = over_all[leader[carries]]
         if escapes:
@@ -633,7 +641,7 @@ class Balancer:
         order = np.lexsort((-shares, parts))  # per partition, the heaviest share first
         first = order[np.r_[True, parts[order][1:] != parts[order][:-1]]] if len(order) else order
         first = first[carries[parts[first]]]
-        shares[first] += np.asarray(model.sd, dtype=np.float64)[parts[first]]
+        shares[first] += self._sd_v[parts[first]]
         return _moves_needed(_descending_cumsum(shares), excess - free)
 
 
