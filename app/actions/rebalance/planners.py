@@ -221,7 +221,9 @@ def plan_rebalance(
             else:
                 search.improve(goal, state, balancer, leader_moves)
     topics = sorted(set(map(_TOPIC, model.tps)).difference(excluded))
-    generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
+    generate = kafka_generate_moves(
+        snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed, replicas=_origin_replicas(model)
+    )
     reports = _goal_reports(state, before, bounds, notes)
     return _finish(
         "rebalance",
@@ -235,6 +237,16 @@ def plan_rebalance(
         after_brokers=None,
         goals=reports,
     )
+
+
+def _origin_replicas(
+    model: Model,
+) -> tuple[Sequence[TopicPartition], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The snapshot's partitions, their replicas (broker ids, in a row) and replica counts, from the model."""
+    ids = np.asarray(model.broker_ids, dtype=np.int64)
+    origin = ids[np.asarray(model.rep_origin, dtype=np.int64)]
+    sizes = np.bincount(np.asarray(model.rep_part, dtype=np.int64), minlength=len(model.tps))
+    return model.tps, origin, sizes
 
 
 def _balance_load(balancer: Balancer, leader_moves: bool) -> int:
