@@ -203,6 +203,7 @@ class Balancer:
         self._dbv: FloatArray = np.array(self.db, dtype=np.float64)
         """``db`` as an array (kept equal by the moves): the sweeps pick brokers and partners with numpy."""
         self._active_arr = np.asarray(self.active, dtype=np.int64)
+        self._all_active = self.active == list(range(self.n))
         # the model's per-replica and per-partition figures as arrays, for the numpy passes (pools, bound):
         # converted once, not at every pass; the moves keep the two that change equal to the model's lists
         self._rep_part_v: IntArray = np.asarray(model.rep_part, dtype=np.int64)
@@ -336,9 +337,8 @@ class Balancer:
     def _worst(self, stuck: set[int]) -> int:
         """The active broker farthest from the average among those outside the band and not stuck (the
         first such on a tie); -1 when none."""
-        values = self._dbv[self._active_arr]
-        deviation = np.abs(values - self.avg)
-        deviation[(values <= self.hi) & (values >= self.lo)] = 0.0
+        values = self._dbv[: self.n] if self._all_active else self._dbv[self._active_arr]
+        deviation = np.abs(values - self.avg) * ((values > self.hi) | (values < self.lo))
         if stuck:
             position = self._position
             deviation[[position[i] for i in stuck if i in position]] = 0.0
