@@ -120,6 +120,11 @@ def _rack_ids(snapshot: ClusterSnapshot, broker_ids: Sequence[int]) -> list[int]
 def _broker_indices(broker_ids: Sequence[int], ids: IntArray) -> IntArray:
     """The index in ``broker_ids`` of each of ``ids`` (every one of which must be there)."""
     table = np.asarray(broker_ids, dtype=np.int64)
+    if len(table) and int(table.min()) >= 0 and int(table.max()) < 1 << 20:  # small ids: a lookup table
+        lookup = np.zeros(int(table.max()) + 1, dtype=np.int64)
+        lookup[table] = np.arange(len(table), dtype=np.int64)
+        indices: IntArray = lookup[ids]
+        return indices
     order = np.argsort(table, kind="stable")
     found: IntArray = order[np.searchsorted(table[order], ids)] if len(table) else np.zeros(0, np.int64)
     return found
@@ -138,7 +143,15 @@ def build_model(
         raise ValueError("no broker is registered: there is nothing to balance")
     # Per partition, in partition order: built with numpy and C-level maps (932,000 partitions and 2.8M
     # replicas at Cruise Control's size), not a Python loop per partition or per replica.
-    infos = list(map(snapshot.partitions.__getitem__, sorted(snapshot.partitions)))
+    listed = list(snapshot.partitions)
+    ordered = sorted(listed)
+    # in partition order (the snapshot's own order when it is sorted already: no lookups then)
+    infos = (
+        list(snapshot.partitions.values())
+        if ordered == listed
+        else list(map(snapshot.partitions.__getitem__, ordered))
+    )
+    del listed, ordered
     replicas = list(map(_REPLICAS, infos))
     sizes = np.fromiter(map(len, replicas), dtype=np.int64, count=len(replicas))
     flat_ids = np.fromiter(chain.from_iterable(replicas), dtype=np.int64, count=int(sizes.sum()))
