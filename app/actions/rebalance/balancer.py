@@ -50,9 +50,12 @@ from operator import attrgetter, eq
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from analytics.load_model import BOUND_TOLERANCE
 from app.actions.rebalance.model import FloatArray, IntArray, Model
+
+Int32Array = npt.NDArray[np.int32]
 
 if TYPE_CHECKING:
     from app.actions.rebalance.goals import GoalState
@@ -92,7 +95,7 @@ class _Pool:
 
     @classmethod
     def from_bytes(cls, keys: memoryview, items: memoryview) -> _Pool:
-        """A pool of items already sorted by (key, item), as the bytes of float64 keys and int64 items."""
+        """A pool of items already sorted by (key, item), from buffers of float64 keys and int64 items."""
         pool = cls.__new__(cls)
         pool.keys, pool.items = array("d"), array("q")
         pool.keys.frombytes(keys)
@@ -209,8 +212,8 @@ class Balancer:
         self._rep_part_v: IntArray = np.asarray(model.rep_part, dtype=np.int64)
         self._sf_v: FloatArray = np.asarray(model.sf, dtype=np.float64)
         self._sd_v: FloatArray = np.asarray(model.sd, dtype=np.float64)
-        self._rep_broker_v: IntArray = np.array(model.rep_broker, dtype=np.int64)
-        self._leader_v: IntArray = np.array(model.leader, dtype=np.int64)
+        self._rep_broker_v: Int32Array = np.array(model.rep_broker, dtype=np.int32)  # 32 bits: memory
+        self._leader_v: Int32Array = np.array(model.leader, dtype=np.int32)
         self._targets_arr = np.asarray(self.targets, dtype=np.int64)
         self.touched: set[int] = set()
         """Partitions a move changed (the plan's moves are among them)."""
@@ -247,19 +250,23 @@ class Balancer:
         target[self.targets] = True
         candidates = (leader >= 0) & movable[rep_part] & (sd[rep_part] > 0) & (rep_broker != leader)
         candidates &= target[rep_broker]
-        chosen = self._in_sync(np.flatnonzero(candidates), rep_part, rep_broker)
+        chosen = self._in_sync(np.flatnonzero(candidates), rep_part)
+        del candidates
         if not len(chosen):
             self.leader_pools = {}
             self._index_leader_pools()
             return
-        parts, pair = rep_part[chosen], leader[chosen] * len(ids) + rep_broker[chosen]
+        parts = rep_part[chosen]
+        pair = leader[chosen].astype(np.int64) * len(ids) + rep_broker[chosen]
+        del leader, chosen
         _, first, group = np.unique(pair, return_index=True, return_inverse=True)
         order = np.lexsort((parts, sd[parts], first[group]))
         parts, pair = parts[order], pair[order]
         cuts = np.flatnonzero(np.diff(pair)) + 1
         starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(pair)]
-        keys = memoryview(np.ascontiguousarray(sd[parts]).tobytes())
-        items = memoryview(np.ascontiguousarray(parts).tobytes())
+        # byte views of the keys and items (not copies): each pool copies its slice
+        keys = np.ascontiguousarray(sd[parts]).data.cast("B")
+        items = np.ascontiguousarray(parts, dtype=np.int64).data.cast("B")
         pairs = pair.tolist()
         self.leader_pools = {
             divmod(pairs[a], len(ids)): _Pool.from_bytes(keys[8 * a : 8 * z], items[8 * a : 8 * z])
@@ -267,7 +274,7 @@ class Balancer:
         }
         self._index_leader_pools()
 
-    def _in_sync(self, rows: IntArray, rep_part: IntArray, rep_broker: IntArray) -> IntArray:
+    def _in_sync(self, rows: IntArray, rep_part: IntArray) -> IntArray:
         """The replica rows among ``rows`` whose broker is in the partition's ISR or was added by this
         plan (in sync by the time the reassignment completes). A row still on its first broker, of a
         partition whose ISR is its replicas, is in sync; the others (few) are looked up one by one."""
@@ -292,6 +299,12 @@ class Balancer:
         kept[~sure] = np.isin(rows[~sure], np.asarray(others, dtype=np.int64))
         in_sync: IntArray = rows[kept]
         return in_sync
+
+    def release_pools(self) -> None:
+        """Drop the pools (millions of entries at Cruise Control's size) once no step will use them."""
+        self.leader_pools = {}
+        self._pools_from, self._pools_to = [], []
+        self.replica_pools = []
 
     def _index_leader_pools(self) -> None:
         n_all = len(self.model.broker_ids)
@@ -322,7 +335,7 @@ class Balancer:
             pools.append(_Pool.presorted(keys[order], mine[order]))
         self.replica_pools = pools
 
-    def _replica_weights(self) -> tuple[IntArray, IntArray, FloatArray]:
+    def _replica_weights(self) -> tuple[IntArray, Int32Array, FloatArray]:
         """Every replica row's partition, broker and weight (:meth:`Model.weight`, the same sums)."""
         rep_part, rep_broker, sd = self._rep_part_v, self._rep_broker_v, self._sd_v
         leads = self._leader_v[rep_part] == rep_broker
@@ -581,8 +594,10 @@ class Balancer:
         movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
         rows = np.nonzero((rep_broker < n) & movable[rep_part])[0]
         weights = all_weights[rows]
+        del all_weights
         share_of = self._sf_v[rows] if leader_moves else weights
         rows_broker = rep_broker[rows]
+        del rows
         # leader surplus that could leave each broker, by leader move or with its replica (summed in
         # partition order, as a loop over the partitions would)
         shed = [0.0] * n

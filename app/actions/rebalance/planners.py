@@ -220,6 +220,7 @@ def plan_rebalance(
                     search.fix_hard(goal, state, balancer)
             else:
                 search.improve(goal, state, balancer, leader_moves)
+    balancer.release_pools()  # the plan is made: the rest needs memory more than the pools
     topics = sorted(set(map(_TOPIC, model.tps)).difference(excluded))
     generate = kafka_generate_moves(
         snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed, replicas=_origin_replicas(model)
@@ -244,7 +245,7 @@ def _origin_replicas(
 ) -> tuple[Sequence[TopicPartition], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The snapshot's partitions, their replicas (broker ids, in a row) and replica counts, from the model."""
     ids = np.asarray(model.broker_ids, dtype=np.int64)
-    origin = ids[np.asarray(model.rep_origin, dtype=np.int64)]
+    origin = ids[np.asarray(model.rep_origin, dtype=np.int32)]  # 32-bit indices: less memory
     sizes = np.bincount(np.asarray(model.rep_part, dtype=np.int64), minlength=len(model.tps))
     return model.tps, origin, sizes
 
