@@ -198,9 +198,9 @@ class Balancer:
         self.leader_used = bytearray(len(model.tps))
         self.moved = bytearray(len(model.rep_part))
         self.leader_pools: dict[tuple[int, int], _Pool] = {}
-        self._pools_from: list[list[_Pool | None]] = []
+        self._pools_from: list[dict[int, _Pool]] = []
         """The leader pools by donor, then receiver (the same pools as ``leader_pools``)."""
-        self._pools_to: list[list[_Pool | None]] = []
+        self._pools_to: list[dict[int, _Pool]] = []
         """The leader pools by receiver, then donor."""
         self.replica_pools: list[_Pool] = []
         self._dbv: FloatArray = np.array(self.db, dtype=np.float64)
@@ -308,8 +308,8 @@ class Balancer:
 
     def _index_leader_pools(self) -> None:
         n_all = len(self.model.broker_ids)
-        self._pools_from = [[None] * n_all for _ in range(n_all)]
-        self._pools_to = [[None] * n_all for _ in range(n_all)]
+        self._pools_from = [{} for _ in range(n_all)]  # dicts: as many entries as pools, not brokers²
+        self._pools_to = [{} for _ in range(n_all)]
         for (donor, receiver), pool in self.leader_pools.items():
             self._pools_from[donor][receiver] = pool
             self._pools_to[receiver][donor] = pool
@@ -434,7 +434,7 @@ class Balancer:
         hi, lo = self.hi, self.lo
         for in_band in (True, False):
             for y in partners:
-                pool = pools[y]
+                pool = pools.get(y)
                 if pool is None:
                     continue
                 donor, receiver = (x, y) if over else (y, x)
