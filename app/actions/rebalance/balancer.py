@@ -40,20 +40,28 @@ which beats the bound when leader moves are off.
 
 from __future__ import annotations
 
+import math
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
 from itertools import repeat
+from operator import attrgetter, eq
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from analytics.load_model import BOUND_TOLERANCE
 from app.actions.rebalance.model import FloatArray, IntArray, Model
 
+Int32Array = npt.NDArray[np.int32]
+
 if TYPE_CHECKING:
     from app.actions.rebalance.goals import GoalState
+
+_ISR = attrgetter("state.isr")
+_REPLICAS = attrgetter("assignment.replicas")
 
 _SCAN_LIMIT = 48
 """Candidates rejected for one receiver (partition already there, rack) before trying the next receiver."""
@@ -63,7 +71,7 @@ class _Pool:
     """Items sorted by weight; :meth:`best` finds the heaviest live item at most a cap. Taken items are
     unlinked with a union-find "nearest live index to the left", so scans never walk over them twice."""
 
-    __slots__ = ("items", "keys", "parent")
+    __slots__ = ("floor", "items", "keys", "parent")
 
     def __init__(self, entries: list[tuple[float, int]]) -> None:
         entries.sort()
@@ -71,6 +79,8 @@ class _Pool:
         self.keys = array("d", [k for k, _ in entries])
         self.items = array("q", [i for _, i in entries])
         self.parent = array("q", range(len(entries)))
+        self.floor = -math.inf
+        """No live item weighs this much or less (items only die): a search up to it can stop at once."""
 
     @classmethod
     def presorted(cls, keys: FloatArray, items: IntArray) -> _Pool:
@@ -80,6 +90,18 @@ class _Pool:
         pool.keys.frombytes(np.ascontiguousarray(keys, dtype=np.float64).tobytes())
         pool.items.frombytes(np.ascontiguousarray(items, dtype=np.int64).tobytes())
         pool.parent = array("q", range(len(pool.keys)))
+        pool.floor = -math.inf
+        return pool
+
+    @classmethod
+    def from_bytes(cls, keys: memoryview, items: memoryview) -> _Pool:
+        """A pool of items already sorted by (key, item), from buffers of float64 keys and int64 items."""
+        pool = cls.__new__(cls)
+        pool.keys, pool.items = array("d"), array("q")
+        pool.keys.frombytes(keys)
+        pool.items.frombytes(items)
+        pool.parent = array("q", range(len(pool.keys)))
+        pool.floor = -math.inf
         return pool
 
     def __len__(self) -> int:
@@ -129,11 +151,15 @@ class _Pool:
     ) -> int:
         """Index of the heaviest live item with weight <= cap that ``accept`` takes, or -1. Items found
         ``dead`` are unlinked; at most ``_SCAN_LIMIT`` live items are rejected before giving up."""
+        if cap <= self.floor:
+            return -1
         i = bisect_right(self.keys, cap) - 1
         rejected = 0
         while True:
             i = self._find(i)
             if i < 0:
+                if not rejected:  # every item up to cap is dead, and stays so
+                    self.floor = cap
                 return -1
             item = self.items[i]
             if dead(item):
@@ -172,7 +198,23 @@ class Balancer:
         self.leader_used = bytearray(len(model.tps))
         self.moved = bytearray(len(model.rep_part))
         self.leader_pools: dict[tuple[int, int], _Pool] = {}
+        self._pools_from: list[dict[int, _Pool]] = []
+        """The leader pools by donor, then receiver (the same pools as ``leader_pools``)."""
+        self._pools_to: list[dict[int, _Pool]] = []
+        """The leader pools by receiver, then donor."""
         self.replica_pools: list[_Pool] = []
+        self._dbv: FloatArray = np.array(self.db, dtype=np.float64)
+        """``db`` as an array (kept equal by the moves): the sweeps pick brokers and partners with numpy."""
+        self._active_arr = np.asarray(self.active, dtype=np.int64)
+        self._all_active = self.active == list(range(self.n))
+        # the model's per-replica and per-partition figures as arrays, for the numpy passes (pools, bound):
+        # converted once, not at every pass; the moves keep the two that change equal to the model's lists
+        self._rep_part_v: IntArray = np.asarray(model.rep_part, dtype=np.int64)
+        self._sf_v: FloatArray = np.asarray(model.sf, dtype=np.float64)
+        self._sd_v: FloatArray = np.asarray(model.sd, dtype=np.float64)
+        self._rep_broker_v: Int32Array = np.array(model.rep_broker, dtype=np.int32)  # 32 bits: memory
+        self._leader_v: Int32Array = np.array(model.leader, dtype=np.int32)
+        self._targets_arr = np.asarray(self.targets, dtype=np.int64)
         self.touched: set[int] = set()
         """Partitions a move changed (the plan's moves are among them)."""
         self.guard: GoalState | None = None
@@ -189,9 +231,11 @@ class Balancer:
 
     # -- setup
 
-    def set_movable(self, partitions: Iterable[int]) -> None:
-        for p in partitions:
-            self.movable[p] = 1
+    def set_movable(self, partitions: Iterable[int] | IntArray) -> None:
+        chosen = (
+            np.fromiter(partitions, dtype=np.int64) if not isinstance(partitions, np.ndarray) else partitions
+        )
+        np.frombuffer(self.movable, dtype=np.uint8)[chosen] = 1
 
     def build_leader_pools(self) -> None:
         """Per (leader, follower) pair, the movable partitions whose leadership could go to that follower (in
@@ -199,37 +243,76 @@ class Balancer:
         partition); the pairs in the order the partitions first name them."""
         model = self.model
         ids = model.broker_ids
-        rep_part = np.asarray(model.rep_part, dtype=np.int64)
-        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
-        sd = np.asarray(model.sd, dtype=np.float64)
-        leader = np.asarray(model.leader, dtype=np.int64)[rep_part]
+        rep_part, rep_broker, sd = self._rep_part_v, self._rep_broker_v, self._sd_v
+        leader = self._leader_v[rep_part]
         movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
         target = np.zeros(len(ids), dtype=bool)
         target[self.targets] = True
         candidates = (leader >= 0) & movable[rep_part] & (sd[rep_part] > 0) & (rep_broker != leader)
         candidates &= target[rep_broker]
-        infos = model.infos
-        rows = [
-            r
-            for r in np.nonzero(candidates)[0].tolist()
-            if (b := ids[model.rep_broker[r]]) in (info := infos[model.rep_part[r]]).isr
-            or b not in info.assignment.replicas
-        ]
-        if not rows:
+        chosen = self._in_sync(np.flatnonzero(candidates), rep_part)
+        del candidates
+        if not len(chosen):
             self.leader_pools = {}
+            self._index_leader_pools()
             return
-        chosen = np.asarray(rows, dtype=np.int64)
-        parts, pair = rep_part[chosen], leader[chosen] * len(ids) + rep_broker[chosen]
+        parts = rep_part[chosen]
+        pair = leader[chosen].astype(np.int64) * len(ids) + rep_broker[chosen]
+        del leader, chosen
         _, first, group = np.unique(pair, return_index=True, return_inverse=True)
         order = np.lexsort((parts, sd[parts], first[group]))
         parts, pair = parts[order], pair[order]
         cuts = np.flatnonzero(np.diff(pair)) + 1
         starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(pair)]
-        keys, pairs = sd[parts], pair.tolist()
+        # byte views of the keys and items (not copies): each pool copies its slice
+        keys = np.ascontiguousarray(sd[parts]).data.cast("B")
+        items = np.ascontiguousarray(parts, dtype=np.int64).data.cast("B")
+        pairs = pair.tolist()
         self.leader_pools = {
-            divmod(pairs[a], len(ids)): _Pool.presorted(keys[a:z], parts[a:z])
+            divmod(pairs[a], len(ids)): _Pool.from_bytes(keys[8 * a : 8 * z], items[8 * a : 8 * z])
             for a, z in zip(starts, ends, strict=True)
         }
+        self._index_leader_pools()
+
+    def _in_sync(self, rows: IntArray, rep_part: IntArray) -> IntArray:
+        """The replica rows among ``rows`` whose broker is in the partition's ISR or was added by this
+        plan (in sync by the time the reassignment completes). A row still on its first broker, of a
+        partition whose ISR is its replicas, is in sync; the others (few) are looked up one by one."""
+        model = self.model
+        ids, infos = model.broker_ids, model.infos
+        parts = rep_part[rows]  # rows ascending, so partitions too
+        parts = parts[np.r_[True, parts[1:] != parts[:-1]]] if len(parts) else parts
+        chosen = [infos[p] for p in parts.tolist()]  # rows of partitions with a leader: each has a state
+        full = np.zeros(len(infos), dtype=bool)
+        full[parts] = np.fromiter(
+            map(eq, map(_ISR, chosen), map(_REPLICAS, chosen)), dtype=bool, count=len(chosen)
+        )
+        unmoved = np.frombuffer(self.moved, dtype=np.uint8)[rows] == 0  # so on its first broker
+        sure = full[rep_part[rows]] & unmoved
+        others = [
+            r
+            for r in rows[~sure].tolist()
+            if (b := ids[model.rep_broker[r]]) in (info := infos[model.rep_part[r]]).isr
+            or b not in info.assignment.replicas
+        ]
+        kept = sure
+        kept[~sure] = np.isin(rows[~sure], np.asarray(others, dtype=np.int64))
+        in_sync: IntArray = rows[kept]
+        return in_sync
+
+    def release_pools(self) -> None:
+        """Drop the pools (millions of entries at Cruise Control's size) once no step will use them."""
+        self.leader_pools = {}
+        self._pools_from, self._pools_to = [], []
+        self.replica_pools = []
+
+    def _index_leader_pools(self) -> None:
+        n_all = len(self.model.broker_ids)
+        self._pools_from = [{} for _ in range(n_all)]  # dicts: as many entries as pools, not brokers²
+        self._pools_to = [{} for _ in range(n_all)]
+        for (donor, receiver), pool in self.leader_pools.items():
+            self._pools_from[donor][receiver] = pool
+            self._pools_to[receiver][donor] = pool
 
     def build_replica_pools(self) -> None:
         """Per broker, its movable replicas not moved yet with a positive weight, by (weight, row): built
@@ -239,22 +322,24 @@ class Balancer:
         movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
         moved = np.frombuffer(self.moved, dtype=np.uint8).astype(bool)
         rows = np.nonzero(movable[rep_part] & (rep_broker < n) & ~moved & (weights > 0))[0]
-        rows = rows[np.lexsort((rows, weights[rows], rep_broker[rows]))]
+        # by (broker, weight, row): the rows (ascending) by broker in a stable sort (a radix sort on 16 bits
+        # when the brokers fit), then each broker's by weight in a stable sort: a fraction of lexsort's time
+        brokers = rep_broker[rows]
+        rows = rows[np.argsort(brokers.astype(np.int16) if n < 32768 else brokers, kind="stable")]
         starts = np.searchsorted(rep_broker[rows], np.arange(n + 1)).tolist()
-        keys = weights[rows]
-        self.replica_pools = [
-            _Pool.presorted(keys[starts[i] : starts[i + 1]], rows[starts[i] : starts[i + 1]])
-            for i in range(n)
-        ]
+        pools = []
+        for i in range(n):
+            mine = rows[starts[i] : starts[i + 1]]
+            keys = weights[mine]
+            order = np.argsort(keys, kind="stable")
+            pools.append(_Pool.presorted(keys[order], mine[order]))
+        self.replica_pools = pools
 
-    def _replica_weights(self) -> tuple[IntArray, IntArray, FloatArray]:
+    def _replica_weights(self) -> tuple[IntArray, Int32Array, FloatArray]:
         """Every replica row's partition, broker and weight (:meth:`Model.weight`, the same sums)."""
-        model = self.model
-        rep_part = np.asarray(model.rep_part, dtype=np.int64)
-        rep_broker = np.asarray(model.rep_broker, dtype=np.int64)
-        sd = np.asarray(model.sd, dtype=np.float64)
-        leads = np.asarray(model.leader, dtype=np.int64)[rep_part] == rep_broker
-        weights: FloatArray = np.asarray(model.sf, dtype=np.float64) + np.where(leads, sd[rep_part], 0.0)
+        rep_part, rep_broker, sd = self._rep_part_v, self._rep_broker_v, self._sd_v
+        leads = self._leader_v[rep_part] == rep_broker
+        weights: FloatArray = self._sf_v + np.where(leads, sd[rep_part], 0.0)
         return rep_part, rep_broker, weights
 
     # -- state
@@ -265,13 +350,12 @@ class Balancer:
     def _worst(self, stuck: set[int]) -> int:
         """The active broker farthest from the average among those outside the band and not stuck (the
         first such on a tie); -1 when none."""
-        values = np.fromiter(map(self.db.__getitem__, self.active), dtype=np.float64, count=len(self.active))
-        deviation = np.abs(values - self.avg)
-        deviation[(values <= self.hi) & (values >= self.lo)] = 0.0
+        values = self._dbv[: self.n] if self._all_active else self._dbv[self._active_arr]
+        deviation = np.abs(values - self.avg) * ((values > self.hi) | (values < self.lo))
         if stuck:
             position = self._position
             deviation[[position[i] for i in stuck if i in position]] = 0.0
-        k = int(np.argmax(deviation))
+        k = int(deviation.argmax())
         return self.active[k] if deviation[k] > 0.0 else -1
 
     def _cap(self, donor: int, receiver: int, in_band: bool) -> float:
@@ -286,24 +370,35 @@ class Balancer:
             return 0.0
         return (db[donor] - db[receiver]) / 2.0
 
+    def _partners(self, x: int) -> list[int]:
+        """Broker x's partners, the most promising first: above the average, the targets lighter than x,
+        the lightest first; below it (and a target), the active brokers heavier than x, the heaviest first
+        (the stable sorts of the brokers by Db, cut where the partner stops being lighter or heavier)."""
+        dbv, dx = self._dbv, self.db[x]
+        if dx > self.avg:
+            brokers = self._targets_arr
+            values = dbv[brokers]
+        elif x in self.target_set:
+            brokers = self._active_arr
+            values = -dbv[brokers]
+            dx = -dx
+        else:
+            return []
+        order = values.argsort(kind="stable")
+        cut = int(values[order].searchsorted(dx, side="left"))
+        partners: list[int] = brokers[order[:cut]].tolist()
+        return partners
+
     def _pairs(self, x: int) -> list[tuple[int, int]]:
         """(donor, receiver) pairs for broker x, the most promising partner first."""
-        db = self.db
-        key = db.__getitem__
-        # sorted in C, then cut where the partner stops being lighter (heavier): the same list as filtering
-        # first (the sorts are stable), without a Python loop over the brokers at every step
-        if db[x] > self.avg:
-            receivers = sorted(self.targets, key=key)
-            cut = bisect_left(list(map(key, receivers)), db[x])
-            return list(zip(repeat(x), receivers[:cut], strict=False))
-        if x not in self.target_set:
-            return []
-        donors = sorted(self.active, key=key, reverse=True)
-        cut = bisect_left([-v for v in map(key, donors)], -db[x])
-        return list(zip(donors[:cut], repeat(x), strict=False))
+        partners = self._partners(x)
+        if self.db[x] > self.avg:
+            return list(zip(repeat(x), partners, strict=False))
+        return list(zip(partners, repeat(x), strict=False))
 
     def sweeps(self, step: Callable[[int], bool]) -> int:
         """Repeat: fix the worst broker not yet found stuck, until all are stuck; again while that moved."""
+        self._dbv[:] = self.db
         total = 0
         while True:
             stuck: set[int] = set()
@@ -323,20 +418,40 @@ class Balancer:
         return bool(self.leader_used[p])
 
     def leader_step(self, x: int) -> bool:
-        pairs = self._pairs(x)
+        """One leader move for broker x: the first (donor, receiver) pair of :meth:`_pairs` whose pool has
+        a partition under the pair's cap (:meth:`_cap`: inside the band first, then the half gap)."""
+        db, avg = self.db, self.avg
+        over = db[x] > avg
+        if not self.leader_pools:
+            return False
+        partners = self._partners(x)
+        if not partners:
+            return False
+        pools = self._pools_from[x] if over else self._pools_to[x]
+        guard = self.guard
+        guarded = guard is not None and guard.guarded
+        dead = self._leader_dead
+        hi, lo = self.hi, self.lo
         for in_band in (True, False):
-            for donor, receiver in pairs:
-                pool = self.leader_pools.get((donor, receiver))
-                cap = self._cap(donor, receiver, in_band)
-                if pool is None or cap <= 0:
+            for y in partners:
+                pool = pools.get(y)
+                if pool is None:
                     continue
-                guard = self.guard
+                donor, receiver = (x, y) if over else (y, x)
+                # _cap, inline (this runs millions of times at Cruise Control's size)
+                if in_band:
+                    room, spare = hi - db[receiver], db[donor] - lo
+                    cap = room if room < spare else spare
+                elif db[receiver] >= avg or db[donor] <= avg:
+                    continue
+                else:
+                    cap = (db[donor] - db[receiver]) / 2.0
+                if cap <= 0.0 or cap <= pool.floor:
+                    continue
                 accept = (
-                    None
-                    if guard is None or not guard.guarded
-                    else partial(_leader_accept, guard, donor, receiver)
+                    partial(_leader_accept, guard, donor, receiver) if guard is not None and guarded else None
                 )
-                i = pool.best(cap, self._leader_dead, accept)
+                i = pool.best(cap, dead, accept)
                 if i >= 0:
                     pool.kill(i)
                     self.move_leader(pool.items[i], donor, receiver)
@@ -346,10 +461,13 @@ class Balancer:
     def move_leader(self, p: int, donor: int, receiver: int) -> None:
         surplus = self.model.sd[p]
         self.model.leader[p] = receiver
+        self._leader_v[p] = receiver
         self.leader_used[p] = 1
         self.touched.add(p)
-        self.db[donor] -= surplus
-        self.db[receiver] += surplus
+        db, dbv = self.db, self._dbv
+        db[donor] -= surplus
+        db[receiver] += surplus
+        dbv[donor], dbv[receiver] = db[donor], db[receiver]
         if self.guard is not None:
             self.guard.on_leader(p, donor, receiver)
 
@@ -450,13 +568,17 @@ class Balancer:
         members = model.members[p]
         members[members.index(source)] = receiver
         model.rep_broker[r] = receiver
+        self._rep_broker_v[r] = receiver
         leader_moved = model.leader[p] == source
         if leader_moved:
             model.leader[p] = receiver
+            self._leader_v[p] = receiver
         self.moved[r] = 1
         self.touched.add(p)
-        self.db[source] -= w
-        self.db[receiver] += w
+        db, dbv = self.db, self._dbv
+        db[source] -= w
+        db[receiver] += w
+        dbv[source], dbv[receiver] = db[source], db[receiver]
         if self.guard is not None:
             self.guard.on_replica(r, source, receiver, leader_moved)
 
@@ -472,27 +594,36 @@ class Balancer:
         movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
         rows = np.nonzero((rep_broker < n) & movable[rep_part])[0]
         weights = all_weights[rows]
-        share_of = np.asarray(model.sf, dtype=np.float64)[rows] if leader_moves else weights
+        del all_weights
+        share_of = self._sf_v[rows] if leader_moves else weights
         rows_broker = rep_broker[rows]
-        # leader surplus that could leave each broker, by leader move or with its replica
+        del rows
+        # leader surplus that could leave each broker, by leader move or with its replica (summed in
+        # partition order, as a loop over the partitions would)
         shed = [0.0] * n
         if leader_moves:
-            for p, h in enumerate(model.leader):
-                if 0 <= h < n and self.movable[p]:
-                    shed[h] += model.sd[p]
-        gain = [0.0] * n  # leader surplus each broker could take over by leader moves
-        escapes: set[int] = (
-            set()
-        )  # partitions led by an overloaded broker with an eligible follower elsewhere
+            leader = self._leader_v
+            led = (leader >= 0) & (leader < n) & movable
+            sums = np.bincount(leader[led], weights=self._sd_v[led], minlength=n)
+            shed = sums[:n].tolist()
+        # leader surplus each broker could take over by leader moves (only the underloaded brokers' is read)
+        gain = [0.0] * n
+        under = [db[i] < self.lo for i in range(n)]
+        # partitions led by an overloaded broker with an eligible follower elsewhere
+        escapes: set[int] = set()
+        sd = model.sd
         for (h, b), pool in self.leader_pools.items():
-            gain[b] += sum(model.sd[p] for p in pool.items)
+            if b < n and under[b]:
+                gain[b] += sum(map(sd.__getitem__, pool.items))
             if over[h] and not over[b]:
                 escapes.update(pool.items)
         heaviest_first = _descending_cumsum(weights)
         out = in_ = 0
+        by_broker = np.argsort(rows_broker.astype(np.int16) if n < 32768 else rows_broker, kind="stable")
+        starts = np.searchsorted(rows_broker[by_broker], np.arange(n + 1)).tolist()
         for i in range(n):
             if over[i]:
-                shares = share_of[rows_broker == i]
+                shares = share_of[by_broker[starts[i] : starts[i + 1]]]
                 out += _moves_needed(_descending_cumsum(shares), db[i] - self.hi - shed[i])
             elif db[i] < self.lo and i in self.target_set:
                 in_ += _moves_needed(heaviest_first, self.lo - db[i] - gain[i])
@@ -502,20 +633,32 @@ class Balancer:
         """All overloaded brokers together: their total excess must leave the group, as the surplus of
         partitions whose leadership can go to a broker outside it, or with replicas moved out (carrying their
         surplus when no follower outside could have taken it)."""
-        db, model = self.db, self.model
-        excess = sum(db[i] - self.hi for i in range(self.n) if over[i])
+        db, model, n = self.db, self.model, self.n
+        excess = sum(db[i] - self.hi for i in range(n) if over[i])
         if excess <= 0:
             return 0
-        free = sum(model.sd[p] for p in escapes)
-        weights: list[float] = []
-        for p, rows in enumerate(model.rep_of):
-            if not self.movable[p]:
-                continue
-            shares = sorted((model.sf[r] for r in rows if over[model.rep_broker[r]]), reverse=True)
-            if shares and p not in escapes and 0 <= model.leader[p] < self.n and over[model.leader[p]]:
-                shares[0] += model.sd[p]  # whichever replica leaves with the leadership, at most this
-            weights.extend(shares)
-        return _moves_needed(_descending_cumsum(weights), excess - free)
+        free = sum(map(model.sd.__getitem__, escapes))
+        # every movable partition's replicas on overloaded brokers, each with its follower share; the
+        # heaviest of a partition's also carries its surplus when its leader is overloaded and no follower
+        # outside the group could take the leadership (the same weights as a loop over the partitions)
+        n_all = len(model.broker_ids)
+        over_all = np.zeros(n_all, dtype=bool)
+        over_all[:n] = over
+        rep_part, rep_broker = self._rep_part_v, self._rep_broker_v
+        movable = np.frombuffer(self.movable, dtype=np.uint8).astype(bool)
+        rows = np.flatnonzero(movable[rep_part] & over_all[rep_broker])
+        shares = self._sf_v[rows]
+        parts = rep_part[rows]
+        leader = self._leader_v
+        carries = (leader >= 0) & (leader < n)
+        carries[carries] = over_all[leader[carries]]
+        if escapes:
+            carries[np.fromiter(escapes, dtype=np.int64, count=len(escapes))] = False
+        order = np.lexsort((-shares, parts))  # per partition, the heaviest share first
+        first = order[np.r_[True, parts[order][1:] != parts[order][:-1]]] if len(order) else order
+        first = first[carries[parts[first]]]
+        shares[first] += self._sd_v[parts[first]]
+        return _moves_needed(_descending_cumsum(shares), excess - free)
 
 
 def _leader_accept(guard: GoalState, donor: int, receiver: int, p: int) -> bool:

@@ -19,27 +19,44 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from collectors.kafka.model import ClusterSnapshot
+from collectors.kafka.model import ClusterSnapshot, TopicPartition
 from collectors.kafka.placement import rack_alternated_brokers
 
 IntArray = npt.NDArray[np.int64]
 
 
 def kafka_generate_moves(
-    snapshot: ClusterSnapshot, topics: Iterable[str], brokers: Sequence[int], *, seed: int = 0
+    snapshot: ClusterSnapshot,
+    topics: Iterable[str],
+    brokers: Sequence[int],
+    *,
+    seed: int = 0,
+    replicas: tuple[Sequence[TopicPartition], IntArray, IntArray] | None = None,
 ) -> int | None:
     """Replicas added if ``kafka-reassign-partitions --generate`` laid ``topics`` out from scratch over
     ``brokers`` (``calculateAssignment``: per topic, ``assignReplicasToBrokers`` with the partition count
     and the replication factor of one of its partitions), rack-aware when every broker has a rack (as
-    with ``--disable-rack-aware`` otherwise). None when Kafka would refuse (more replicas than brokers)."""
+    with ``--disable-rack-aware`` otherwise). None when Kafka would refuse (more replicas than brokers).
+
+    ``replicas``: the snapshot's partitions, their replicas (broker ids, all in a row) and their replica
+    counts, in any partition order, when the caller has them already (the planners' model does): the
+    count is the same, without walking the snapshot's partitions again."""
     wanted = set(topics)
-    tps = list(snapshot.partitions)
-    infos = list(snapshot.partitions.values())
+    if replicas is None:
+        tps = list(snapshot.partitions)
+        current = list(map(attrgetter("assignment.replicas"), snapshot.partitions.values()))
+        lengths = np.fromiter(map(len, current), dtype=np.int64, count=len(current))
+        flat = np.fromiter(chain.from_iterable(current), dtype=np.int64, count=int(lengths.sum()))
+        del current
+    else:
+        tps, flat, lengths = list(replicas[0]), replicas[1], replicas[2]
     names = list(map(attrgetter("topic"), tps))
     keep = list(map(wanted.__contains__, names))
     if not all(keep):
+        kept = np.fromiter(keep, dtype=bool, count=len(keep))
+        flat = flat[np.repeat(kept, lengths)]
+        lengths = lengths[kept]
         tps = list(compress(tps, keep))
-        infos = list(compress(infos, keep))
         names = list(compress(names, keep))
     if not tps:
         return 0
@@ -54,9 +71,7 @@ def kafka_generate_moves(
     code = {name: i for i, name in enumerate(ordered)}
     topic_of = np.fromiter(map(code.__getitem__, names), dtype=np.int64, count=len(names))
     pid = np.fromiter(map(attrgetter("partition"), tps), dtype=np.int64, count=len(tps))
-    current = list(map(attrgetter("assignment.replicas"), infos))
-    del tps, infos, names
-    lengths = np.fromiter(map(len, current), dtype=np.int64, count=len(current))
+    del tps, names
     n_topics = len(ordered)
     n_partitions = np.bincount(topic_of, minlength=n_topics)
     # The replication factor of a topic is that of its lowest partition id.
@@ -69,13 +84,15 @@ def kafka_generate_moves(
     draws = np.array([(rng.randrange(n), rng.randrange(n)) for _ in range(n_topics)], dtype=np.int64)
 
     width = int(lengths.max())
-    held = np.full((len(current), width), -1, dtype=np.int64)
     if int(lengths.min()) == width:
-        flat = np.fromiter(chain.from_iterable(current), dtype=np.int64, count=len(current) * width)
-        held[:] = flat.reshape(len(current), width)
+        held = flat.reshape(len(lengths), width)
     else:
-        for row, replicas in enumerate(current):
-            held[row, : len(replicas)] = replicas
+        held = np.full((len(lengths), width), -1, dtype=np.int64)
+        ends = np.cumsum(lengths)
+        held[
+            np.repeat(np.arange(len(lengths)), lengths),
+            np.arange(len(flat)) - np.repeat(ends - lengths, lengths),
+        ] = flat
 
     placed = pid < n_partitions[topic_of]  # partitions --generate lays out; the others are all new
     rows = np.flatnonzero(placed)
@@ -86,8 +103,9 @@ def kafka_generate_moves(
     proposed = _layouts(arranged, racks if rack_aware else None, first, shift, int(rf.max()))
     overlap = np.zeros(len(rows), dtype=np.int64)
     replica_rf = rf[t]
+    placed_held = held if len(rows) == len(held) else held[rows]  # rows are every row, or a copy once
     for j in range(proposed.shape[1]):
-        hit = (held[rows] == proposed[:, j : j + 1]).any(axis=1)
+        hit = (placed_held == proposed[:, j : j + 1]).any(axis=1)
         overlap += hit & (j < replica_rf)
     return int((n_partitions * rf).sum() - overlap.sum())
 

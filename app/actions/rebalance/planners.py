@@ -9,7 +9,11 @@ from __future__ import annotations
 import functools
 import gc
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Literal, ParamSpec, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from analytics.load_model import LoadReport
 from app.actions.rebalance import search
@@ -45,6 +49,9 @@ from app.actions.rebalance.plan import (
 from collectors.kafka.model import NO_LEADER, ClusterSnapshot, PartitionInfo, TopicPartition
 
 DEFAULT_RATED_DEVIATION = 0.10
+_TOPIC = attrgetter("topic")
+_ADDING = attrgetter("assignment.adding_replicas")
+_REMOVING = attrgetter("assignment.removing_replicas")
 
 
 # --- movability --------------------------------------------------------------------------------------
@@ -92,6 +99,46 @@ def _fixed_reason(snapshot: ClusterSnapshot, info: PartitionInfo, deleting: Coll
     if info.leader == NO_LEADER or info.leader not in snapshot.brokers:
         return SKIP_OFFLINE
     return None
+
+
+def _movable(
+    snapshot: ClusterSnapshot, model: Model, deleting: Collection[str], excluded: Collection[str]
+) -> tuple[npt.NDArray[np.bool_], list[tuple[int, str]]]:
+    """Which partitions the plan may move, and why each other one (outside ``excluded`` topics, which
+    are neither) must stay: :func:`_fixed_reason`, whose conditions are checked for every partition at once
+    (932,000 at Cruise Control's size), the reason itself looked up for the few they flag."""
+    infos, tps = model.infos, model.tps
+    n = len(infos)
+    left_out = np.zeros(n, dtype=bool)
+    flagged = np.zeros(n, dtype=bool)
+    if excluded or deleting:
+        topics = list(map(_TOPIC, tps))
+        if excluded:
+            left_out = np.fromiter(map(excluded.__contains__, topics), dtype=bool, count=n)
+        if deleting:
+            flagged |= np.fromiter(map(deleting.__contains__, topics), dtype=bool, count=n)
+    pending = snapshot.pending.reassignments
+    if pending:
+        flagged |= np.fromiter(map(pending.__contains__, tps), dtype=bool, count=n)
+    for field in (_ADDING, _REMOVING):
+        values = list(map(field, infos))
+        if any(values):
+            flagged |= np.fromiter(map(bool, values), dtype=bool, count=n)
+    # no state or no leader (NO_LEADER), or a leader that is not registered
+    registered = np.asarray(model.broker_ids[: model.n_model], dtype=np.int64)
+    flagged |= ~np.isin(model.leader_ids, registered)
+    # a replica on an unregistered broker (the model's brokers from n_model on)
+    rep_part = np.asarray(model.rep_part, dtype=np.int64)
+    flagged[rep_part[np.asarray(model.rep_origin, dtype=np.int64) >= model.n_model]] = True
+    movable = ~flagged & ~left_out
+    fixed: list[tuple[int, str]] = []
+    for p in np.flatnonzero(flagged & ~left_out).tolist():
+        reason = _fixed_reason(snapshot, infos[p], deleting)
+        if reason is None:
+            movable[p] = True
+        else:
+            fixed.append((p, reason))
+    return movable, fixed
 
 
 # --- plans -------------------------------------------------------------------------------------------
@@ -147,22 +194,14 @@ def plan_rebalance(
     excluded = frozenset(exclude_topics)
     model, report, warnings = build_model(snapshot, load, weights, rated_deviation, partition_weights)
     targets = _target_indices(snapshot, model, brokers)
-    unknown_topics = sorted(excluded.difference(tp.topic for tp in model.tps))
+    unknown_topics = sorted(excluded.difference(map(_TOPIC, model.tps)))
     if unknown_topics:
         warnings.append(f"excluded topic(s) {', '.join(unknown_topics[:MAX_LISTED])} do not exist")
     deleting = _deleting(snapshot)
-    skipped: list[tuple[TopicPartition, str]] = []
-    movable: list[int] = []
-    for p, info in enumerate(model.infos):
-        if info.tp.topic in excluded:
-            continue
-        reason = _fixed_reason(snapshot, info, deleting)
-        if reason is None:
-            movable.append(p)
-        else:
-            skipped.append((info.tp, reason))
+    movable, fixed = _movable(snapshot, model, deleting, excluded)
+    skipped = [(model.tps[p], reason) for p, reason in fixed]
     balancer = Balancer(model, targets, report.rated_deviation)
-    balancer.set_movable(movable)
+    balancer.set_movable(np.flatnonzero(movable))
     state = _goal_state(model, balancer, goal_list, options, disks, None if brokers is None else targets)
     state.fixes_hard = goals is not None
     before = {g: state.violation(g) for g in goal_list}
@@ -181,8 +220,11 @@ def plan_rebalance(
                     search.fix_hard(goal, state, balancer)
             else:
                 search.improve(goal, state, balancer, leader_moves)
-    topics = sorted({tp.topic for tp in model.tps if tp.topic not in excluded})
-    generate = kafka_generate_moves(snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed)
+    balancer.release_pools()  # the plan is made: the rest needs memory more than the pools
+    topics = sorted(set(map(_TOPIC, model.tps)).difference(excluded))
+    generate = kafka_generate_moves(
+        snapshot, topics, [model.broker_ids[i] for i in targets], seed=seed, replicas=_origin_replicas(model)
+    )
     reports = _goal_reports(state, before, bounds, notes)
     return _finish(
         "rebalance",
@@ -196,6 +238,16 @@ def plan_rebalance(
         after_brokers=None,
         goals=reports,
     )
+
+
+def _origin_replicas(
+    model: Model,
+) -> tuple[Sequence[TopicPartition], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The snapshot's partitions, their replicas (broker ids, in a row) and replica counts, from the model."""
+    ids = np.asarray(model.broker_ids, dtype=np.int64)
+    origin = ids[np.asarray(model.rep_origin, dtype=np.int32)]  # 32-bit indices: less memory
+    sizes = np.bincount(np.asarray(model.rep_part, dtype=np.int64), minlength=len(model.tps))
+    return model.tps, origin, sizes
 
 
 def _balance_load(balancer: Balancer, leader_moves: bool) -> int:
@@ -328,11 +380,12 @@ def plan_drain(
     forced = _drain_moves(model, balancer, state, rows, targets, choosers, broker_id)
     balancer.set_band()
     drained_parts = {model.rep_part[r] for r in rows}
+    movable, fixed = _movable(snapshot, model, deleting, ())
+    balancer.set_movable(np.flatnonzero(movable))
     balancer.set_movable(
         p
-        for p, info in enumerate(model.infos)
-        if (reason := _fixed_reason(snapshot, info, deleting)) is None
-        or (reason == SKIP_DEAD_REPLICA and p in drained_parts and max(model.members[p]) < model.n_model)
+        for p, reason in fixed
+        if reason == SKIP_DEAD_REPLICA and p in drained_parts and max(model.members[p]) < model.n_model
     )
     bounds: dict[str, int | None] = {}
     notes: dict[str, str | None] = {}
