@@ -668,7 +668,9 @@ class GoalState:
             return True  # a hard goal's fixing move only answers to the other hard goals (checked above)
         checks = self._other_goals()
         for i, (goal, replica_delta, _) in enumerate(checks):
-            if replica_delta(r, s, d) > _EPS * self._scale(goal):
+            delta = replica_delta(r, s, d)
+            # the threshold is positive: only a positive delta needs it
+            if delta > 0.0 and delta > _EPS * self._scale(goal):
                 if i:  # the goal that blocked is checked first next time (the answer is the same)
                     checks.insert(0, checks.pop(i))
                 return self._block(BLOCK_HIGHER, d)
@@ -680,8 +682,9 @@ class GoalState:
         if not self._source_ok[s]:
             return self._block(BLOCK_EXCLUDED, s)
         for goal, _, leader_delta in self._other_goals():
-            if leader_delta is not None and leader_delta(p, s, d) > _EPS * self._scale(goal):
-                return self._block(BLOCK_HIGHER, d)
+            if leader_delta is not None and (delta := leader_delta(p, s, d)) > 0.0:
+                if delta > _EPS * self._scale(goal):  # a positive threshold: only a positive delta needs it
+                    return self._block(BLOCK_HIGHER, d)
         return True
 
     def leader_gate(self, s: int, d: int) -> Callable[[int], bool]:
