@@ -682,9 +682,12 @@ class GoalState:
         if not self._source_ok[s]:
             return self._block(BLOCK_EXCLUDED, s)
         for goal, _, leader_delta in self._other_goals():
-            if leader_delta is not None and (delta := leader_delta(p, s, d)) > 0.0:
-                if delta > _EPS * self._scale(goal):  # a positive threshold: only a positive delta needs it
-                    return self._block(BLOCK_HIGHER, d)
+            if (
+                leader_delta is not None
+                and (delta := leader_delta(p, s, d)) > 0.0
+                and delta > _EPS * self._scale(goal)  # a positive threshold: only a positive delta needs it
+            ):
+                return self._block(BLOCK_HIGHER, d)
         return True
 
     def leader_gate(self, s: int, d: int) -> Callable[[int], bool]:

@@ -58,6 +58,11 @@ from app.actions.rebalance.model import FloatArray, IntArray
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
 
+_Given = tuple[bool, set[int], set[int], list[tuple[list[int], float]], int]
+"""Per item a topic goal's unit gives: (leader move?, the receivers it may go to / the brokers it may not,
+the racks it may not go to, the count tests that turn it down, its partition if leader_bytes_in may turn it
+down else -1)."""
+
 
 def _turned_down(q_source: float | None, lo: float, hi: float, limit: float, q: float) -> bool:
     return one_count_delta(q_source, q, lo, hi) > limit
@@ -483,11 +488,41 @@ class Search:
         stop = self._least.get(key)
         if stop is None:
             stop = self._least[key] = _first_int(partial(_no_help, q_source, lo, hi, self.tolerance), lo, hi)
-        model, target_set, rack = self.model, self.balancer.target_set, self.model.rack
-        given: list[
-            tuple[bool, set[int], set[int], list[tuple[list[int], float]], int]
-        ] = []  # per item: (leader?, the receivers it may go to / the brokers it may not, clash racks,
-        # the count tests that turn it down, its partition if leader_bytes_in may turn it down else -1)
+        given, size = self._given(items, s, shuts)
+        lbi_shut: dict[int, list[bool]] = {}
+        higher: Counter[int] = Counter()
+        racked: Counter[int] = Counter()
+        found: bool | None = False
+        may_refuse = state.may_refuse_capacity
+        for d in partners:
+            if values[d] >= stop:
+                break  # no item helps here, nor further on
+            counts = self._turned_down_all(given, s, d, lbi_shut)
+            if counts is not None and not may_refuse(d, size):
+                n_higher, n_rack = counts
+                if not n_rack or state.has_blocked(BLOCK_RACK):
+                    if n_higher:
+                        higher[d] += n_higher
+                    if n_rack:
+                        racked[d] += n_rack
+                    continue
+            found = self._shed_to(items, s, d)
+            if found is not False:
+                break
+        if higher:
+            state.add_blocks(BLOCK_HIGHER, higher)
+        if racked:
+            state.add_blocks(BLOCK_RACK, racked)
+        return int(found is True)
+
+    def _given(
+        self, items: list[tuple[str, int]], s: int, shuts: list[tuple[list[tuple[list[int], float]], int]]
+    ) -> tuple[list[_Given], float]:
+        """Per item of a unit on broker s, what :meth:`_turned_down_all` checks; and the largest partition's
+        size."""
+        model, state = self.model, self.state
+        target_set, rack = self.balancer.target_set, model.rack
+        given: list[_Given] = []
         size = 0.0
         for (kind, item), (tests, lbi_part) in zip(items, shuts, strict=True):
             if kind == "leader":
@@ -505,50 +540,36 @@ class Search:
             others = {rack[b] for b in members if b != s}
             given.append((False, taken, set() if rack[s] in others else others, tests, lbi_part))
             size = max(size, float(state.size[p]))
-        lbi_shut: dict[int, list[bool]] = {}
-        higher: Counter[int] = Counter()
-        racked: Counter[int] = Counter()
-        found: bool | None = False
-        may_refuse = state.may_refuse_capacity
-        for d in partners:
-            if values[d] >= stop:
-                break  # no item helps here, nor further on
-            n_higher = n_rack = 0
-            for leads, brokers, clash, tests, lbi_part in given:
-                if leads:
-                    if d not in brokers:
-                        continue
-                elif d not in target_set or d in brokers:
+        return given, size
+
+    def _turned_down_all(
+        self, given: list[_Given], s: int, d: int, lbi_shut: dict[int, list[bool]]
+    ) -> tuple[int, int] | None:
+        """Whether every item of ``given`` is turned down at receiver d (the capacities aside): then the
+        blocks the guard and can_host would count there, (another listed goal, rack spread); else None."""
+        target_set, rack = self.balancer.target_set, self.model.rack
+        n_higher = n_rack = 0
+        for leads, brokers, clash, tests, lbi_part in given:
+            if leads:
+                if d not in brokers:
                     continue
-                elif rack[d] in clash:
-                    n_rack += 1
-                    continue
-                if any(q[d] >= v for q, v in tests):
+            elif d not in target_set or d in brokers:
+                continue
+            elif rack[d] in clash:
+                n_rack += 1
+                continue
+            if any(q[d] >= v for q, v in tests):
+                n_higher += 1
+                continue
+            if lbi_part >= 0:
+                shut = lbi_shut.get(lbi_part)
+                if shut is None:
+                    shut = lbi_shut[lbi_part] = self._lbi_shut(lbi_part, s)
+                if shut[d]:
                     n_higher += 1
                     continue
-                if lbi_part >= 0:
-                    shut = lbi_shut.get(lbi_part)
-                    if shut is None:
-                        shut = lbi_shut[lbi_part] = self._lbi_shut(lbi_part, s)
-                    if shut[d]:
-                        n_higher += 1
-                        continue
-                break
-            else:
-                if (not n_rack or state.has_blocked(BLOCK_RACK)) and not may_refuse(d, size):
-                    if n_higher:
-                        higher[d] += n_higher
-                    if n_rack:
-                        racked[d] += n_rack
-                    continue
-            found = self._shed_to(items, s, d)
-            if found is not False:
-                break
-        if higher:
-            state.add_blocks(BLOCK_HIGHER, higher)
-        if racked:
-            state.add_blocks(BLOCK_RACK, racked)
-        return int(found is True)
+            return None
+        return n_higher, n_rack
 
     def _shut_tests(
         self, t: int, items: list[tuple[str, int]], s: int
