@@ -692,6 +692,7 @@ def leaders_bytes_in(snapshot: ClusterSnapshot, seed: int) -> dict[int, dict[str
     load = {b: {"nwBytesIn": 0.0, "ioWrite": 0.0} for b in snapshot.brokers}
     for info in snapshot.partitions.values():
         rate = rng.lognormvariate(0.0, 1.0)
+        assert info.state is not None
         load[info.state.leader]["nwBytesIn"] += rate
         for b in info.assignment.replicas:
             load[b]["ioWrite"] += rate
