@@ -448,9 +448,7 @@ class Balancer:
                     cap = (db[donor] - db[receiver]) / 2.0
                 if cap <= 0.0 or cap <= pool.floor:
                     continue
-                accept = (
-                    partial(_leader_accept, guard, donor, receiver) if guard is not None and guarded else None
-                )
+                accept = guard.leader_gate(donor, receiver) if guard is not None and guarded else None
                 i = pool.best(cap, dead, accept)
                 if i >= 0:
                     pool.kill(i)
@@ -659,10 +657,6 @@ class Balancer:
         first = first[carries[parts[first]]]
         shares[first] += self._sd_v[parts[first]]
         return _moves_needed(_descending_cumsum(shares), excess - free)
-
-
-def _leader_accept(guard: GoalState, donor: int, receiver: int, p: int) -> bool:
-    return guard.allow_leader(p, donor, receiver)
 
 
 def _descending_cumsum(values: Sequence[float] | FloatArray) -> FloatArray:

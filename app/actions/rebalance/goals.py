@@ -42,6 +42,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -212,6 +213,10 @@ def one_count_delta(q_source: float | None, q_receiver: float, lo: float, hi: fl
         total += _gap(q_source - 1.0, lo, hi) - _gap(q_source, lo, hi)
     total += _gap(q_receiver + 1.0, lo, hi) - _gap(q_receiver, lo, hi)
     return total
+
+
+def _always(p: int) -> bool:
+    return True
 
 
 def _gap(q: float, lo: float, hi: float) -> float:
@@ -663,7 +668,9 @@ class GoalState:
             return True  # a hard goal's fixing move only answers to the other hard goals (checked above)
         checks = self._other_goals()
         for i, (goal, replica_delta, _) in enumerate(checks):
-            if replica_delta(r, s, d) > _EPS * self._scale(goal):
+            delta = replica_delta(r, s, d)
+            # the threshold is positive: only a positive delta needs it
+            if delta > 0.0 and delta > _EPS * self._scale(goal):
                 if i:  # the goal that blocked is checked first next time (the answer is the same)
                     checks.insert(0, checks.pop(i))
                 return self._block(BLOCK_HIGHER, d)
@@ -675,7 +682,46 @@ class GoalState:
         if not self._source_ok[s]:
             return self._block(BLOCK_EXCLUDED, s)
         for goal, _, leader_delta in self._other_goals():
-            if leader_delta is not None and leader_delta(p, s, d) > _EPS * self._scale(goal):
+            if (
+                leader_delta is not None
+                and (delta := leader_delta(p, s, d)) > 0.0
+                and delta > _EPS * self._scale(goal)  # a positive threshold: only a positive delta needs it
+            ):
+                return self._block(BLOCK_HIGHER, d)
+        return True
+
+    def leader_gate(self, s: int, d: int) -> Callable[[int], bool]:
+        """:meth:`allow_leader` for leader moves from ``s`` to ``d`` while no move is made (a pool search):
+        the same answers and the same blocks counted. A listed ``leader_count`` (its delta is the same for
+        every partition) is judged once for the pair: where it turns the pair down every partition is
+        turned down for another listed goal without computing the others' deltas; else it is not checked
+        again (any goal that turns a move down counts the same block)."""
+        if not self.guarded:
+            return _always
+        if not self._source_ok[s]:
+            return partial(self._block_each, BLOCK_EXCLUDED, s)
+        deltas: list[tuple[Callable[[int, int, int], float], float]] = []
+        for goal, _, leader_delta in self._other_goals():
+            if leader_delta is None:
+                continue
+            limit = _EPS * self._scale(goal)
+            if goal == LEADER_COUNT:
+                if leader_delta(-1, s, d) > limit:
+                    return partial(self._block_each, BLOCK_HIGHER, d)
+                continue
+            deltas.append((leader_delta, limit))
+        if not deltas:
+            return _always
+        return partial(self._allow_leader_by, deltas, s, d)
+
+    def _block_each(self, reason: str, broker: int, p: int) -> bool:
+        return self._block(reason, broker)
+
+    def _allow_leader_by(
+        self, deltas: list[tuple[Callable[[int, int, int], float], float]], s: int, d: int, p: int
+    ) -> bool:
+        for leader_delta, limit in deltas:
+            if leader_delta(p, s, d) > limit:
                 return self._block(BLOCK_HIGHER, d)
         return True
 

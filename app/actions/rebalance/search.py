@@ -50,12 +50,18 @@ from app.actions.rebalance.goals import (
     TOPIC_LEADERS,
     TOPIC_REPLICAS,
     GoalState,
+    _gap,
     one_count_delta,
 )
 from app.actions.rebalance.model import FloatArray, IntArray
 
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
+
+_Given = tuple[bool, set[int], set[int], list[tuple[list[int], float]], int]
+"""Per item a topic goal's unit gives: (leader move?, the receivers it may go to / the brokers it may not,
+the racks it may not go to, the count tests that turn it down, its partition if leader_bytes_in may turn it
+down else -1)."""
 
 
 def _turned_down(q_source: float | None, lo: float, hi: float, limit: float, q: float) -> bool:
@@ -461,14 +467,16 @@ class Search:
         return False
 
     def _shed_topic(self, t: int, items: list[tuple[str, int]], s: int, partners: list[int]) -> int:
-        """:meth:`_shed` for a topic goal (a unit gives its 1-3 items; over 200 receivers). Where another
-        listed count goal (replica_count, leader_count, a topic's count: the same delta for every item)
-        turns every item down, the receiver is not tried item by item through the guard: its blocks are
-        counted as the guard would have (rack spread where can_host refuses, else another listed goal),
-        in bulk, once why_not has named both reasons for this goal (so it names them in the same order)."""
+        """:meth:`_shed` for a topic goal (a unit gives its 1-3 items; over 200 receivers). Where every
+        item is turned down at a receiver, by another listed count goal (replica_count, leader_count, a
+        topic's count: the same delta for every item), by ``leader_bytes_in`` (judged for all receivers at
+        once, the same operations), by its partition's brokers or by rack spread, the receiver is not tried
+        item by item through the guard: its blocks are counted as the guard would have (rack spread where
+        can_host refuses, else another listed goal), in bulk, once why_not has named both reasons for this
+        goal (so it names them in the same order)."""
         state = self.state
-        tests = self._shut_tests(t, items, s)
-        if not tests or not state.has_blocked(BLOCK_HIGHER):
+        shuts = self._shut_tests(t, items, s)
+        if not shuts or not state.has_blocked(BLOCK_HIGHER):
             for d in partners:
                 outcome = self._shed_to(items, s, d)
                 if outcome is not False:
@@ -480,43 +488,18 @@ class Search:
         stop = self._least.get(key)
         if stop is None:
             stop = self._least[key] = _first_int(partial(_no_help, q_source, lo, hi, self.tolerance), lo, hi)
-        model, target_set, rack = self.model, self.balancer.target_set, self.model.rack
-        given: list[
-            tuple[bool, set[int], set[int]]
-        ] = []  # per item: (leader?, the receivers it may go to / the brokers it may not, clash racks)
-        size = 0.0
-        for kind, item in items:
-            if kind == "leader":
-                info, ids = model.infos[item], model.broker_ids
-                able = {
-                    b
-                    for b in model.members[item]
-                    if b in target_set and (ids[b] in info.isr or ids[b] not in info.assignment.replicas)
-                }
-                given.append((True, able, set()))
-                continue
-            p = model.rep_part[item]
-            members = model.members[p]
-            taken = {*members, *(model.rep_origin[q] for q in model.rep_of[p])}
-            others = {rack[b] for b in members if b != s}
-            given.append((False, taken, set() if rack[s] in others else others))
-            size = max(size, float(state.size[p]))
+        given, size = self._given(items, s, shuts)
+        lbi_shut: dict[int, list[bool]] = {}
         higher: Counter[int] = Counter()
         racked: Counter[int] = Counter()
         found: bool | None = False
+        may_refuse = state.may_refuse_capacity
         for d in partners:
             if values[d] >= stop:
                 break  # no item helps here, nor further on
-            if any(q[d] >= v for q, v in tests) and not state.may_refuse_capacity(d, size):
-                n_higher = n_rack = 0
-                for leads, brokers, clash in given:
-                    if leads:
-                        n_higher += d in brokers
-                    elif d in target_set and d not in brokers:
-                        if rack[d] in clash:
-                            n_rack += 1
-                        else:
-                            n_higher += 1
+            counts = self._turned_down_all(given, s, d, lbi_shut)
+            if counts is not None and not may_refuse(d, size):
+                n_higher, n_rack = counts
                 if not n_rack or state.has_blocked(BLOCK_RACK):
                     if n_higher:
                         higher[d] += n_higher
@@ -532,10 +515,70 @@ class Search:
             state.add_blocks(BLOCK_RACK, racked)
         return int(found is True)
 
-    def _shut_tests(self, t: int, items: list[tuple[str, int]], s: int) -> list[tuple[list[int], float]]:
-        """The listed count goals (other than this one) whose delta is the same for every item of unit
-        (t, s), each with its figures per broker and the least figure at which the guard turns a move to
-        the broker down for it (the delta grows with the receiver's figure)."""
+    def _given(
+        self, items: list[tuple[str, int]], s: int, shuts: list[tuple[list[tuple[list[int], float]], int]]
+    ) -> tuple[list[_Given], float]:
+        """Per item of a unit on broker s, what :meth:`_turned_down_all` checks; and the largest partition's
+        size."""
+        model, state = self.model, self.state
+        target_set, rack = self.balancer.target_set, model.rack
+        given: list[_Given] = []
+        size = 0.0
+        for (kind, item), (tests, lbi_part) in zip(items, shuts, strict=True):
+            if kind == "leader":
+                info, ids = model.infos[item], model.broker_ids
+                able = {
+                    b
+                    for b in model.members[item]
+                    if b in target_set and (ids[b] in info.isr or ids[b] not in info.assignment.replicas)
+                }
+                given.append((True, able, set(), tests, lbi_part))
+                continue
+            p = model.rep_part[item]
+            members = model.members[p]
+            taken = {*members, *(model.rep_origin[q] for q in model.rep_of[p])}
+            others = {rack[b] for b in members if b != s}
+            given.append((False, taken, set() if rack[s] in others else others, tests, lbi_part))
+            size = max(size, float(state.size[p]))
+        return given, size
+
+    def _turned_down_all(
+        self, given: list[_Given], s: int, d: int, lbi_shut: dict[int, list[bool]]
+    ) -> tuple[int, int] | None:
+        """Whether every item of ``given`` is turned down at receiver d (the capacities aside): then the
+        blocks the guard and can_host would count there, (another listed goal, rack spread); else None."""
+        target_set, rack = self.balancer.target_set, self.model.rack
+        n_higher = n_rack = 0
+        for leads, brokers, clash, tests, lbi_part in given:
+            if leads:
+                if d not in brokers:
+                    continue
+            elif d not in target_set or d in brokers:
+                continue
+            elif rack[d] in clash:
+                n_rack += 1
+                continue
+            if any(q[d] >= v for q, v in tests):
+                n_higher += 1
+                continue
+            if lbi_part >= 0:
+                shut = lbi_shut.get(lbi_part)
+                if shut is None:
+                    shut = lbi_shut[lbi_part] = self._lbi_shut(lbi_part, s)
+                if shut[d]:
+                    n_higher += 1
+                    continue
+            return None
+        return n_higher, n_rack
+
+    def _shut_tests(
+        self, t: int, items: list[tuple[str, int]], s: int
+    ) -> list[tuple[list[tuple[list[int], float]], int]]:
+        """Per item of unit (t, s): the listed count goals (other than this one) whose delta is the same
+        for every such item, each with its figures per broker and the least figure at which the guard
+        turns a move to the broker down for it (the delta grows with the receiver's figure); and its
+        partition when a listed ``leader_bytes_in`` (not this goal) may turn it down (else -1). Empty when
+        the guard may turn a move down before the goals (the source, the budgets) or nothing is known."""
         state, model = self.state, self.model
         if (
             not items
@@ -546,26 +589,58 @@ class Search:
         ):
             return []
         goals = {goal for goal in state.goals if goal not in HARD_GOALS and goal != self.goal}
-        if any(kind == "leader" for kind, _ in items):
-            goals &= {LEADER_COUNT, TOPIC_LEADERS}
-        rows = [item for kind, item in items if kind != "leader"]
-        if rows:
-            same = {REPLICA_COUNT, TOPIC_REPLICAS}
-            if all(model.leader[model.rep_part[r]] == s for r in rows):  # a leader goal's delta each
-                same |= {LEADER_COUNT, TOPIC_LEADERS}
-            goals &= same
-        tests = []
-        for goal in sorted(goals):
-            values, lo, hi = state.count_band(goal, t)
-            q_source = float(values[s]) if state.eligible_mask[s] else None
-            key = (goal, t if goal in TOPIC_GOALS else -1, q_source)
-            least = self._least.get(key)
-            if least is None:
-                holds = partial(_turned_down, q_source, lo, hi, state.threshold(goal))
-                least = self._least[key] = _first_int(holds, lo, hi)
-            if least < math.inf:
-                tests.append((values, least))
-        return tests
+        by_lbi = LEADER_BYTES_IN in goals and state.has_lbi
+        lbi = state.lbi
+        shuts: list[tuple[list[tuple[list[int], float]], int]] = []
+        useful = False
+        for kind, item in items:
+            if kind == "leader":
+                chosen, p, leads = goals & {LEADER_COUNT, TOPIC_LEADERS}, item, True
+            else:
+                p = model.rep_part[item]
+                leads = model.leader[p] == s
+                same = {REPLICA_COUNT, TOPIC_REPLICAS}
+                if leads:  # a leader goal's delta each
+                    same |= {LEADER_COUNT, TOPIC_LEADERS}
+                chosen = goals & same
+            tests = [test for goal in sorted(chosen) if (test := self._count_test(goal, t, s))[1] < math.inf]
+            lbi_part = p if by_lbi and leads and lbi[p] != 0.0 else -1
+            useful = useful or bool(tests) or lbi_part >= 0
+            shuts.append((tests, lbi_part))
+        return shuts if useful else []
+
+    def _count_test(self, goal: str, t: int, s: int) -> tuple[list[int], float]:
+        """A count goal's figures per broker and the least figure at which the guard turns a move from s
+        to a broker down for it."""
+        state = self.state
+        values, lo, hi = state.count_band(goal, t)
+        q_source = float(values[s]) if state.eligible_mask[s] else None
+        key = (goal, t if goal in TOPIC_GOALS else -1, q_source)
+        least = self._least.get(key)
+        if least is None:
+            holds = partial(_turned_down, q_source, lo, hi, state.threshold(goal))
+            least = self._least[key] = _first_int(holds, lo, hi)
+        return values, least
+
+    def _lbi_shut(self, p: int, s: int) -> list[bool]:
+        """Per broker, whether ``leader_bytes_in`` turns down moving partition p's leadership from s there:
+        the guard's operations (:meth:`GoalState._count_delta`), on every broker at once."""
+        state = self.state
+        lo, hi = state.bands[LEADER_BYTES_IN]
+        figures = state._lbi
+        amount = float(state.lbi[p])
+        limit = state.threshold(LEADER_BYTES_IN)
+        total = 0.0
+        if state._eligible[s]:
+            v = float(figures[s])
+            total += _gap(v - amount, lo, hi) - _gap(v, lo, hi)
+        q = np.asarray(figures, dtype=np.float64)
+        x = q + amount
+        gained = np.where(x > hi, x - hi, np.where(x < lo, lo - x, 0.0)) - np.where(
+            q > hi, q - hi, np.where(q < lo, lo - q, 0.0)
+        )
+        shut: list[bool] = np.where(state.eligible_mask, total + gained > limit, total > limit).tolist()
+        return shut
 
     def _helps(self, first: tuple[str, int], s: int, d: int) -> bool:
         """Whether a move from s to d makes the goal better (for goals where every item's delta is the

@@ -686,18 +686,43 @@ def skewed_topics(seed: int) -> tuple[ClusterSnapshot, DiskInput]:
     return snapshot, disks_of(snapshot, sizes, capacity, {})
 
 
+def leaders_bytes_in(snapshot: ClusterSnapshot, seed: int) -> dict[int, dict[str, float]]:
+    """Per broker the bytes in its leaders take (a random rate per partition) and its replicas write."""
+    rng = random.Random(seed)
+    load = {b: {"nwBytesIn": 0.0, "ioWrite": 0.0} for b in snapshot.brokers}
+    for info in snapshot.partitions.values():
+        rate = rng.lognormvariate(0.0, 1.0)
+        assert info.state is not None
+        load[info.state.leader]["nwBytesIn"] += rate
+        for b in info.assignment.replicas:
+            load[b]["ioWrite"] += rate
+    return load
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize(
     "goals",
     [list(GOALS), ["rack", "replica_count", "leader_count", "topic_leaders", "topic_replicas", "load"]],
 )
+@pytest.mark.parametrize("loaded", [False, True])
 def test_the_topic_goals_receivers_turned_down_in_bulk_count_as_one_by_one(
-    monkeypatch: pytest.MonkeyPatch, seed: int, goals: list[str]
+    monkeypatch: pytest.MonkeyPatch, seed: int, goals: list[str], loaded: bool
 ) -> None:
-    """A topic goal's receivers that a listed count goal turns down are counted in bulk: the plan, each
-    goal's figures and why_not, and every block counted per goal, reason and broker are those of trying
-    every item there through the guard."""
+    """A topic goal's receivers where every item is turned down (by a listed count goal, by
+    leader_bytes_in judged on every broker at once, by the partition's brokers or racks) are counted in
+    bulk: the plan, each goal's figures and why_not, and every block counted per goal, reason and broker
+    are those of trying every item there through the guard. ``loaded``: with the leaders' bytes in."""
     snapshot, disks = skewed_topics(seed)
+    load = leaders_bytes_in(snapshot, seed) if loaded else None
+    judged = Counter[bool]()
+    lbi_shut = search.Search._lbi_shut
+
+    def judge(self: search.Search, p: int, s: int) -> list[bool]:
+        shut = lbi_shut(self, p, s)
+        judged[any(shut)] += 1
+        return shut
+
+    monkeypatch.setattr(search.Search, "_lbi_shut", judge)
     states: list[GoalState] = []
     bulk: Counter[str] = Counter()
     init, add_blocks = GoalState.__init__, GoalState.add_blocks
@@ -714,12 +739,14 @@ def test_the_topic_goals_receivers_turned_down_in_bulk_count_as_one_by_one(
     monkeypatch.setattr(GoalState, "add_blocks", counted)
 
     def run() -> tuple[RebalancePlan, dict[tuple[str, str], Counter[int]]]:
-        plan = plan_rebalance(snapshot, goals=goals, disks=disks)
+        plan = plan_rebalance(snapshot, load, goals=goals, disks=disks)
         return plan, dict(states[-1]._blocked_at)
 
     plan, blocked = run()
     assert bulk["topic_replicas"]  # the bulk counting was used
     assert bulk["topic_leaders"]
+    if loaded and "leader_bytes_in" in goals:
+        assert judged[True]  # leader_bytes_in turned some receivers down in bulk
     monkeypatch.setattr(search.Search, "_shut_tests", lambda self, t, items, s: [])
     one_by_one, blocked_one_by_one = run()
     assert plan.reassignment() == one_by_one.reassignment()
