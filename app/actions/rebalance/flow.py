@@ -12,6 +12,8 @@ import numpy as np
 
 from app.actions.rebalance.balancer import Balancer
 from app.actions.rebalance.goals import (
+    DISK_USAGE,
+    LEADER_BYTES_IN,
     LEADER_GOALS,
     REPLICA_COUNT,
     TOPIC_GOALS,
@@ -43,6 +45,30 @@ class Groups:
         self.end.frombytes(np.ascontiguousarray(starts[1:], dtype=np.int64).tobytes())
 
 
+def index_items(goal: str, state: GoalState, balancer: Balancer) -> Groups:
+    """The items a unit of ``goal`` (a broker, or a topic on a broker) may give, grouped by unit: for the
+    leader goals the movable partitions each broker leads, else the replicas not moved yet of the movable
+    partitions. Within a unit the largest first for ``leader_bytes_in`` (by the leader's bytes in) and
+    ``disk_usage`` (by size), else by item."""
+    model = balancer.model
+    topic = goal in TOPIC_GOALS
+    n_all = len(model.broker_ids)
+    n_keys = n_all * (len(state.topic_names) if topic else 1)
+    movable = np.frombuffer(balancer.movable, dtype=np.uint8).astype(bool)
+    if goal in LEADER_GOALS:
+        leader = np.asarray(model.leader, dtype=np.int64)
+        parts = np.nonzero(movable & (leader >= 0))[0]
+        keys = leader[parts] + (state.part_topic[parts] * n_all if topic else 0)
+        return Groups(keys, parts, n_keys, -state.lbi[parts] if goal == LEADER_BYTES_IN else None)
+    rep_part = np.asarray(model.rep_part, dtype=np.int64)
+    moved = np.frombuffer(balancer.moved, dtype=np.uint8).astype(bool)
+    rows = np.nonzero(movable[rep_part] & ~moved)[0]
+    keys = np.asarray(model.rep_broker, dtype=np.int64)[rows]
+    if topic:
+        keys += state.part_topic[rep_part[rows]] * n_all
+    return Groups(keys, rows, n_keys, -state.size[rep_part[rows]] if goal == DISK_USAGE else None)
+
+
 PAIR_SCAN = 256
 """Items of a unit above looked at beyond the ones it must give (then the flow counts as short: cautious)."""
 
@@ -68,23 +94,7 @@ class Pairing:
         self.leader_moves = leader_moves
         self.topic = goal in TOPIC_GOALS
         self.n_all = n_all = len(model.broker_ids)
-        n_keys = n_all * (len(state.topic_names) if self.topic else 1)
-        movable = np.frombuffer(balancer.movable, dtype=np.uint8).astype(bool)
-        if groups is not None:
-            self.groups = groups
-        elif self.leaders:
-            leader = np.asarray(model.leader, dtype=np.int64)
-            parts = np.nonzero(movable & (leader >= 0))[0]
-            keys = leader[parts] + (state.part_topic[parts] * n_all if self.topic else 0)
-            self.groups = Groups(keys, parts, n_keys)
-        else:
-            rep_part = np.asarray(model.rep_part, dtype=np.int64)
-            moved = np.frombuffer(balancer.moved, dtype=np.uint8).astype(bool)
-            rows = np.nonzero(movable[rep_part] & ~moved)[0]
-            keys = np.asarray(model.rep_broker, dtype=np.int64)[rows]
-            if self.topic:
-                keys += state.part_topic[rep_part[rows]] * n_all
-            self.groups = Groups(keys, rows, n_keys)
+        self.groups = groups if groups is not None else index_items(goal, state, balancer)
         if self.topic:
             table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
             assert table is not None

@@ -33,7 +33,7 @@ from itertools import islice
 import numpy as np
 
 from app.actions.rebalance.balancer import Balancer
-from app.actions.rebalance.flow import Groups, Pairing, follow_flow
+from app.actions.rebalance.flow import Pairing, follow_flow, index_items
 from app.actions.rebalance.goals import (
     BLOCK_HIGHER,
     BLOCK_RACK,
@@ -216,26 +216,10 @@ class Search:
         self.model = model = balancer.model
         self.leader_moves = leader_moves and goal in LEADER_GOALS
         self.topic = goal in TOPIC_GOALS
-        self.n_all = n_all = len(model.broker_ids)
-        n_keys = n_all * (len(state.topic_names) if self.topic else 1)
-        movable = np.frombuffer(balancer.movable, dtype=np.uint8).astype(bool)
-        if goal in LEADER_GOALS:
-            leader = np.asarray(model.leader, dtype=np.int64)
-            parts = np.nonzero(movable & (leader >= 0))[0]
-            keys = leader[parts] + (state.part_topic[parts] * n_all if self.topic else 0)
-            then = -state.lbi[parts] if goal == LEADER_BYTES_IN else None
-            self.groups = Groups(keys, parts, n_keys, then)
-            self.led_extra: dict[int, list[int]] = {}
-            """Partitions whose leadership a replica move of this search brought, per unit."""
-        else:
-            rep_part = np.asarray(model.rep_part, dtype=np.int64)
-            moved = np.frombuffer(balancer.moved, dtype=np.uint8).astype(bool)
-            rows = np.nonzero(movable[rep_part] & ~moved)[0]
-            keys = np.asarray(model.rep_broker, dtype=np.int64)[rows]
-            if self.topic:
-                keys += state.part_topic[rep_part[rows]] * n_all
-            then = -state.size[rep_part[rows]] if goal == DISK_USAGE else None
-            self.groups = Groups(keys, rows, n_keys, then)
+        self.n_all = len(model.broker_ids)
+        self.groups = index_items(goal, state, balancer)
+        self.led_extra: dict[int, list[int]] = {}
+        """Partitions whose leadership a replica move of this search brought, per unit (the leader goals)."""
         brokers = np.nonzero(state.eligible_mask)[0]
         if goal == DISK_USAGE:
             brokers = brokers[state.disk_known[brokers]]
