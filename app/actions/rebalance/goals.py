@@ -615,6 +615,21 @@ class GoalState:
         avg = float(self.topic_avg[goal][t])
         return table[t].tolist(), avg - 1.0, avg + 1.0
 
+    def leader_bytes_in_refusals(self, p: int, s: int) -> list[bool]:
+        """Per broker, whether the guard turns down moving partition p's leadership from s there for
+        ``leader_bytes_in``: :meth:`_count_delta`'s operations, on every broker at once."""
+        lo, hi = self.bands[LEADER_BYTES_IN]
+        amount = float(self.lbi[p])
+        total = 0.0
+        if self._eligible[s]:
+            v = float(self._lbi[s])
+            total += _gap(v - amount, lo, hi) - _gap(v, lo, hi)
+        q = np.asarray(self._lbi, dtype=np.float64)
+        gained = _band_distance(q + amount, lo, hi) - _band_distance(q, lo, hi)
+        limit = self.threshold(LEADER_BYTES_IN)
+        refused: list[bool] = np.where(self.eligible_mask, total + gained > limit, total > limit).tolist()
+        return refused
+
     def threshold(self, goal: str) -> float:
         """How much worse the guard lets a move make ``goal``."""
         return _EPS * self._scale(goal)

@@ -50,7 +50,6 @@ from app.actions.rebalance.goals import (
     TOPIC_LEADERS,
     TOPIC_REPLICAS,
     GoalState,
-    _gap,
     one_count_delta,
 )
 from app.actions.rebalance.model import FloatArray, IntArray
@@ -548,7 +547,7 @@ class Search:
             if lbi_part >= 0:
                 shut = lbi_shut.get(lbi_part)
                 if shut is None:
-                    shut = lbi_shut[lbi_part] = self._lbi_shut(lbi_part, s)
+                    shut = lbi_shut[lbi_part] = self.state.leader_bytes_in_refusals(lbi_part, s)
                 if shut[d]:
                     n_higher += 1
                     continue
@@ -605,26 +604,6 @@ class Search:
             holds = partial(_turned_down, q_source, lo, hi, state.threshold(goal))
             least = self._least[key] = _first_int(holds, lo, hi)
         return values, least
-
-    def _lbi_shut(self, p: int, s: int) -> list[bool]:
-        """Per broker, whether ``leader_bytes_in`` turns down moving partition p's leadership from s there:
-        the guard's operations (:meth:`GoalState._count_delta`), on every broker at once."""
-        state = self.state
-        lo, hi = state.bands[LEADER_BYTES_IN]
-        figures = state._lbi
-        amount = float(state.lbi[p])
-        limit = state.threshold(LEADER_BYTES_IN)
-        total = 0.0
-        if state._eligible[s]:
-            v = float(figures[s])
-            total += _gap(v - amount, lo, hi) - _gap(v, lo, hi)
-        q = np.asarray(figures, dtype=np.float64)
-        x = q + amount
-        gained = np.where(x > hi, x - hi, np.where(x < lo, lo - x, 0.0)) - np.where(
-            q > hi, q - hi, np.where(q < lo, lo - q, 0.0)
-        )
-        shut: list[bool] = np.where(state.eligible_mask, total + gained > limit, total > limit).tolist()
-        return shut
 
     def _helps(self, first: tuple[str, int], s: int, d: int) -> bool:
         """Whether a move from s to d makes the goal better (for goals where every item's delta is the

@@ -715,14 +715,14 @@ def test_the_topic_goals_receivers_turned_down_in_bulk_count_as_one_by_one(
     snapshot, disks = skewed_topics(seed)
     load = leaders_bytes_in(snapshot, seed) if loaded else None
     judged = Counter[bool]()
-    lbi_shut = search.Search._lbi_shut
+    refusals = GoalState.leader_bytes_in_refusals
 
-    def judge(self: search.Search, p: int, s: int) -> list[bool]:
-        shut = lbi_shut(self, p, s)
+    def judge(self: GoalState, p: int, s: int) -> list[bool]:
+        shut = refusals(self, p, s)
         judged[any(shut)] += 1
         return shut
 
-    monkeypatch.setattr(search.Search, "_lbi_shut", judge)
+    monkeypatch.setattr(GoalState, "leader_bytes_in_refusals", judge)
     states: list[GoalState] = []
     bulk: Counter[str] = Counter()
     init, add_blocks = GoalState.__init__, GoalState.add_blocks
