@@ -17,10 +17,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any, Self
 
+from app.embedded.http_server import QuietHTTPServer
 from app.webhooks.signing import IDEMPOTENCY_HEADER, SignatureError, verify
 
 __all__ = ["Answer", "ReceivedRequest", "Responder", "WebhookReceiver"]
@@ -70,7 +71,7 @@ class WebhookReceiver:
         self._lock = threading.Lock()
         self._requests: list[ReceivedRequest] = []
         self._accepted: dict[str, ReceivedRequest] = {}
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuietHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- running
@@ -78,8 +79,7 @@ class WebhookReceiver:
     def start(self) -> None:
         if self._server is not None:
             return
-        server = ThreadingHTTPServer((self.host, self.port), self._handler())
-        server.daemon_threads = True
+        server = QuietHTTPServer((self.host, self.port), self._handler())
         self.port = int(server.server_address[1])
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="webhook-receiver")

@@ -23,12 +23,13 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
 
 from pydantic import ValidationError
 
+from app.embedded.http_server import QuietHTTPServer
 from app.embedded.reference_cluster.admin import AdminError
 from app.embedded.reference_cluster.cluster import ClusterError, ReferenceCluster
 from app.embedded.reference_cluster.config import ConsumerGroupSpec, TopicSpec
@@ -191,8 +192,7 @@ class ControlServer:
     def __init__(self, cluster: ReferenceCluster, host: str = "127.0.0.1", port: int = 0) -> None:
         self.cluster = cluster
         self.api = ControlApi(cluster)
-        self._server = ThreadingHTTPServer((host, port), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = QuietHTTPServer((host, port), self._handler_class())
         self.host = host
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(

@@ -13,7 +13,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, cast
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from app.embedded.http_server import QuietHTTPServer
 from app.embedded.reference_cluster.broker import SimBroker
 from app.embedded.reference_cluster.dialects import Bean, Family, Kind, parse_bean, translate
 from app.embedded.reference_cluster.traffic import PRODUCE_QUANTILES, produce_latency_ms
@@ -517,7 +518,7 @@ class BrokerMetricsServer:
         self.port = port
         self.dialect = dialect
         self._snapshot = snapshot
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuietHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     def open(self) -> None:
@@ -546,7 +547,6 @@ class BrokerMetricsServer:
                 pass
 
         server = _bind(self.host, self.port, Handler)
-        server.daemon_threads = True
         self.port = server.server_address[1]
         self._server = server
         # serve_forever polls every 0.5 s by default, which every broker stopped paid in close().
@@ -565,15 +565,15 @@ class BrokerMetricsServer:
             self._thread = None
 
 
-def _bind(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+def _bind(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> QuietHTTPServer:
     """The server on ``port``; with 0, on a free port below the kernel's ephemeral range
     (:func:`~app.embedded.zookeeper.pick_free_port`), which a restarted broker binds again: an ephemeral
     port could meanwhile be some connection's local port."""
     if port:
-        return ThreadingHTTPServer((host, port), handler)
+        return QuietHTTPServer((host, port), handler)
     for _ in range(20):
         try:
-            return ThreadingHTTPServer((host, pick_free_port(host)), handler)
+            return QuietHTTPServer((host, pick_free_port(host)), handler)
         except OSError:
             continue  # taken between the pick and the bind
-    return ThreadingHTTPServer((host, 0), handler)
+    return QuietHTTPServer((host, 0), handler)
