@@ -37,4 +37,5 @@ pytest_plugins = [
     "tests.support.prometheus",
     "tests.support.alertmanager",
     "tests.support.tansu",
+    "tests.support.schedule",
 ]
