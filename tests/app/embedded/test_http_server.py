@@ -25,7 +25,6 @@ BODY = b"x" * (4 << 20)  # more than any socket buffer holds: the write meets th
 @pytest.fixture
 def server() -> Iterator[tuple[QuietHTTPServer, threading.Event]]:
     client_gone = threading.Event()
-    answered = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -36,10 +35,7 @@ def server() -> Iterator[tuple[QuietHTTPServer, threading.Event]]:
             self.send_response(200)
             self.send_header("Content-Length", str(len(BODY)))
             self.end_headers()
-            try:
-                self.wfile.write(BODY)
-            finally:
-                answered.set()
+            self.wfile.write(BODY)
 
         def log_message(self, format: str, *args: object) -> None:
             pass
