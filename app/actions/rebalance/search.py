@@ -53,6 +53,7 @@ from app.actions.rebalance.goals import (
     one_count_delta,
 )
 from app.actions.rebalance.model import FloatArray, IntArray
+from app.actions.rebalance.walk import Walk
 
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
@@ -228,6 +229,12 @@ class Search:
         """Every item a unit gives changes the goal by the same amount (a count of one)."""
         self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
         """A move must change the goal by less than this (it must make it better)."""
+        self.walk = (
+            Walk(goal, state, balancer, self.groups, self.tolerance)
+            if goal == DISK_USAGE and replicas
+            else None
+        )
+        """``disk_usage``'s sheds judged as arrays (only the move that will be accepted is tried)."""
         self._least: dict[tuple[str, int, float | None], float] = {}
         """The least figures found by :func:`_first_int` per (goal, topic, source's figure): the bands do
         not change during the search."""
@@ -418,6 +425,8 @@ class Search:
         first items it can take."""
         items = _Lazy(islice(self._items(t, s), 4 * _SCAN))
         partners = self._partners(t, s, above=True)
+        if self.walk is not None and self.walk.fits(s):
+            return self.walk.shed(s, partners, 4 * _SCAN, partial(self._try, "replica"))
         if self.topic:
             return self._shed_topic(t, list(items), s, partners)
         for d in partners:
