@@ -44,15 +44,15 @@ from app.actions.rebalance.model import FloatArray, IntArray
 
 BoolArray = np.ndarray[tuple[int], np.dtype[np.bool_]]
 
-_PASS, _SKIP, _RACK, _CAPACITY, _HIGHER = 0, 1, 2, 3, 4
-"""What a try of an item comes to: taken; refused without a block counted (no help to the goal, the
-partition is or was on the receiver); refused for rack spread, a capacity, another listed goal."""
-_REASONS = {_RACK: BLOCK_RACK, _CAPACITY: BLOCK_CAPACITY, _HIGHER: BLOCK_HIGHER}
+_REASONS = (BLOCK_RACK, BLOCK_CAPACITY, BLOCK_HIGHER)
+_TERMED = frozenset({DISK_USAGE, LOAD, LEADER_BYTES_IN, TOPIC_REPLICAS, TOPIC_LEADERS})
+"""The goals whose delta depends on the item (a term per broker); the count goals' is the same for all."""
 
 
 def _gaps(q: FloatArray, lo: FloatArray | float, hi: FloatArray | float) -> FloatArray:
-    """:func:`~app.actions.rebalance.goals._gap` on every element (the same operations)."""
-    result: FloatArray = np.where(q > hi, q - hi, np.where(q < lo, lo - q, 0.0))
+    """:func:`~app.actions.rebalance.goals._gap` on every element: the same value for finite figures (the
+    larger of ``q - hi``, ``lo - q`` and 0, as the guard's ``_band_distance``)."""
+    result: FloatArray = np.maximum(np.maximum(q - hi, lo - q), 0.0)
     return result
 
 
@@ -61,30 +61,60 @@ def _gap(q: float, lo: float, hi: float) -> float:
 
 
 class _Items:
-    """A source's items (replica rows) and what the checks read of them that no receiver changes."""
+    """A source's items (replica rows) and what the checks read of them that no receiver changes: the
+    brokers each one's partition is or was on, the racks of its other replicas, and each goal's term for
+    the source (the guard sums the source's term first, then the receiver's)."""
 
-    __slots__ = ("brokers", "kept", "leads", "origins", "other_racks", "parts", "rows", "sizes", "weights")
+    __slots__ = (
+        "clash",
+        "lbi",
+        "leads",
+        "loses_rack",
+        "parts",
+        "rows",
+        "sizes",
+        "source",
+        "taken",
+        "topic",
+        "weights",
+    )
 
     def __init__(self, walk: Walk, rows: IntArray, s: int) -> None:
-        balancer = walk.balancer
+        state, balancer = walk.state, walk.balancer
+        n = len(rows)
         self.rows = rows
         self.parts = parts = walk.rep_part[rows]
-        self.sizes: FloatArray = walk.state.size[parts]
+        self.sizes: FloatArray = state.size[parts]
         self.leads: BoolArray = balancer._leader_v[parts] == s
+        # the partition's rows (padded with the item's own: its broker is s, its origin is among them)
+        offsets = np.arange(walk.widest, dtype=np.int64)
+        matrix = walk.starts[parts][:, None] + offsets
+        if not walk.uniform:
+            matrix = np.where(offsets < walk.lengths[parts][:, None], matrix, rows[:, None])
+        brokers = balancer._rep_broker_v[matrix]
+        item = np.broadcast_to(np.arange(n)[:, None], matrix.shape)
+        self.taken = np.zeros((walk.n_all, n), dtype=bool)
+        """Per broker, the items whose partition is or was on it (can_host refuses, nothing counted)."""
+        self.taken[brokers, item] = True
+        self.taken[walk.origin[matrix], item] = True
+        racks = np.where(brokers != s, walk.rack_index[brokers], walk.n_racks)
+        self.clash = np.zeros((walk.n_racks + 1, n), dtype=bool)
+        """Per rack, the items with another replica on it."""
+        self.clash[racks, item] = True
+        self.loses_rack: BoolArray = ~self.clash[walk.rack_index[s]]
+        """The items whose partition has no other replica on s's rack (it loses s's rack if it moves)."""
         self.weights: FloatArray | None = None
         if LOAD in walk.checked:  # model.weight: the follower's share, plus the leader's surplus if it leads
             self.weights = walk.sf[rows] + np.where(self.leads, walk.sd[parts], 0.0)
-        # the partition's rows (padded with the item's own: its broker is s, its origin is among them)
-        lengths = walk.lengths[parts]
-        offsets = np.arange(walk.widest, dtype=np.int64)
-        matrix = walk.starts[parts][:, None] + offsets
-        matrix = np.where(offsets < lengths[:, None], matrix, rows[:, None])
-        self.brokers: IntArray = balancer._rep_broker_v[matrix]
-        self.origins: IntArray = walk.origin[matrix]
-        others = self.brokers != s
-        racks = walk.rack[self.brokers]
-        self.other_racks: IntArray = np.where(others, racks, walk.no_rack)
-        self.kept: BoolArray = (self.other_racks == walk.rack[s]).any(axis=1)
+        self.lbi: FloatArray | None = state.lbi[parts] if LEADER_BYTES_IN in walk.checked else None
+        self.topic: IntArray | None = state.part_topic[parts] if walk.topics else None
+        self.source: dict[str, FloatArray] = {}
+        for goal in (walk.goal, *walk.checked):
+            if goal not in _TERMED:
+                continue
+            term = walk.term(goal, self, s, source=True)
+            if term is not None:
+                self.source[goal] = term
 
 
 class Walk:
@@ -93,10 +123,12 @@ class Walk:
     def __init__(
         self, goal: str, state: GoalState, balancer: Balancer, groups: Groups, tolerance: float
     ) -> None:
+        assert goal == DISK_USAGE  # the goal's own delta is judged here as its term (Search._try's test)
         self.goal, self.state, self.balancer, self.groups = goal, state, balancer, groups
         self.tolerance = tolerance
         """A move must change the goal by less than this (``Search.tolerance``)."""
         model = balancer.model
+        self.n_all = len(model.broker_ids)
         self.rep_part: IntArray = balancer._rep_part_v
         self.sf: FloatArray = balancer._sf_v
         self.sd: FloatArray = balancer._sd_v
@@ -105,11 +137,12 @@ class Walk:
         self.lengths: IntArray = np.bincount(self.rep_part, minlength=len(model.rep_of))
         self.starts: IntArray = np.cumsum(self.lengths) - self.lengths
         self.widest = int(self.lengths.max()) if len(self.lengths) else 0
-        self.rack: IntArray = np.asarray(model.rack, dtype=np.int64)
-        self.no_rack = int(self.rack.min()) - 1 if len(self.rack) else -1
-        """A rack no broker is on (where a row is the item's own)."""
+        self.uniform = not len(self.lengths) or int(self.lengths.min()) == self.widest
+        racks, self.rack_index = np.unique(np.asarray(model.rack, dtype=np.int64), return_inverse=True)
+        self.n_racks = len(racks)
         self.checked: tuple[str, ...] = tuple(g for g in state.goals if g != goal and g not in HARD_GOALS)
         """The goals the guard checks a move of this search against."""
+        self.topics = bool({TOPIC_REPLICAS, TOPIC_LEADERS} & set(self.checked))
         self.items = np.frombuffer(groups.items, dtype=np.int64)
 
     def fits(self, s: int) -> bool:
@@ -132,15 +165,16 @@ class Walk:
         count, first_seen = 0, False
         while i < end and count < limit:
             window = items[i : min(end, i + 2 * limit)]
-            free = window[moved[window] == 0]
+            free_mask = moved[window] == 0
             if not first_seen:
-                if len(free):
-                    groups.first[s] = i + int(np.argmax(moved[window] == 0))
+                if free_mask.any():
+                    groups.first[s] = i + int(np.argmax(free_mask))
                     first_seen = True
                 else:
                     groups.first[s] = i + len(window)
-            found.append(free[: limit - count])
-            count += len(found[-1])
+            free = window[free_mask][: limit - count]
+            found.append(free)
+            count += len(free)
             i += len(window)
         if not found:
             return np.zeros(0, dtype=np.int64)
@@ -155,71 +189,62 @@ class Walk:
         if not len(rows):
             return 0
         items = _Items(self, rows, s)
-        row_list: list[int] = rows.tolist()
+        n = len(rows)
         for d in partners:
+            if d not in self.balancer.target_set:
+                continue  # every item refused, nothing counted
+            passing, refused = self._judge(items, s, d)
             start = 0
-            while start < len(rows):
-                codes = self._judge(items, s, d)
-                accepted = np.flatnonzero(codes[start:] == _PASS)
-                end = start + int(accepted[0]) if len(accepted) else len(rows)
-                self._count(codes[start:end], d)
-                if end == len(rows):
+            while True:
+                found = np.flatnonzero(passing[start:])
+                end = start + int(found[0]) if len(found) else n
+                self._count(refused, start, end, d)
+                if end == n:
                     break
-                if attempt(row_list[end], s, d):
+                if attempt(int(rows[end]), s, d):
                     return 1
                 start = end + 1  # not expected: the normal path refused (and counted) it; the walk goes on
         return 0
 
-    def _count(self, codes: IntArray, d: int) -> None:
-        """Count the refusals ``codes`` at receiver d, the reasons in the order they first come."""
-        refused = codes[codes >= _RACK]
-        if not len(refused):
-            return
-        kinds, first, counts = np.unique(refused, return_index=True, return_counts=True)
-        for i in np.argsort(first):
-            self.state.add_blocks(_REASONS[int(kinds[i])], Counter({d: int(counts[i])}))
+    def _count(self, refused: tuple[BoolArray, BoolArray, BoolArray], start: int, end: int, d: int) -> None:
+        """Count the refusals of items ``start:end`` at receiver d, per reason (rack spread, capacity,
+        another listed goal), the reasons in the order their first refusal comes."""
+        found = []
+        for reason, mask in zip(_REASONS, refused, strict=True):
+            part = mask[start:end]
+            count = int(np.count_nonzero(part))
+            if count:
+                found.append((int(np.argmax(part)), reason, count))
+        for _, reason, count in sorted(found):
+            self.state.add_blocks(reason, Counter({d: count}))
 
-    def _judge(self, items: _Items, s: int, d: int) -> IntArray:
-        """Per item, what its try from s to d comes to (:data:`_PASS` ...)."""
-        state, balancer = self.state, self.balancer
-        n = len(items.rows)
-        codes = np.full(n, _PASS, dtype=np.int64)
-        if d not in balancer.target_set:
-            codes[:] = _SKIP
-            return codes
-        refused = self._no_help(items, s, d)
-        refused |= ((items.brokers == d) | (items.origins == d)).any(axis=1)
-        codes[refused] = _SKIP
-        open_ = ~refused
-        rack = self.rack
-        if rack[d] != rack[s]:
-            racked = open_ & (items.other_racks == rack[d]).any(axis=1) & ~items.kept
-            codes[racked] = _RACK
-            open_ &= ~racked
-        capped = self._capped(items, d) & open_
-        codes[capped] = _CAPACITY
-        open_ &= ~capped
-        if open_.any():
-            higher = self._higher(items, s, d)
-            codes[open_ & higher] = _HIGHER
-        return codes
-
-    def _no_help(self, items: _Items, s: int, d: int) -> BoolArray:
-        """The items whose move would not make the goal better (``Search._try``'s test)."""
-        assert self.goal == DISK_USAGE
-        result: BoolArray = ~(self._ratio_delta(items, s, d) < self.tolerance)
-        return result
-
-    def _capped(self, items: _Items, d: int) -> BoolArray:
+    def _judge(
+        self, items: _Items, s: int, d: int
+    ) -> tuple[BoolArray, tuple[BoolArray, BoolArray, BoolArray]]:
+        """Per item, whether its try from s to d is taken, and whether it is refused for rack spread, a
+        capacity, another listed goal (the first that refuses it; an item refused without a block counted
+        is in none)."""
         state = self.state
-        n = len(items.rows)
-        capped = np.zeros(n, dtype=bool)
-        if state._disk_capped[d]:
-            capped |= state._used[d] + items.sizes > state._disk_limit[d]
+        # Search._try: the goal's delta; can_host: the partition is or was there, then rack spread
+        own = self._total(self.goal, items, s, d)
+        open_ = (own < self.tolerance) & ~items.taken[d]
+        rack_index = self.rack_index
+        if rack_index[d] != rack_index[s]:
+            racked = open_ & items.clash[rack_index[d]] & items.loses_rack
+            open_ &= ~racked
+        else:
+            racked = np.zeros(len(open_), dtype=bool)
+        # the guard: the receiver's capacities, then every other listed goal
         cap = state.options.max_replicas_per_broker
         if REPLICA_CAPACITY in state.listed and cap is not None and state._rc[d] + 1 > cap:
-            capped[:] = True
-        return capped
+            capped = open_.copy()
+        elif state._disk_capped[d]:
+            capped = open_ & (state._used[d] + items.sizes > state._disk_limit[d])
+        else:
+            capped = np.zeros(len(open_), dtype=bool)
+        open_ &= ~capped
+        higher = open_ & self._higher(items, s, d)
+        return open_ & ~higher, (racked, capped, higher)
 
     def _higher(self, items: _Items, s: int, d: int) -> BoolArray:
         """The items another listed goal turns down (a positive delta above its threshold)."""
@@ -227,110 +252,66 @@ class Walk:
         n = len(items.rows)
         higher = np.zeros(n, dtype=bool)
         for goal in self.checked:
-            delta = self._delta(goal, items, s, d)
             limit = state.threshold(goal)
-            if isinstance(delta, float):
-                if delta > 0.0 and delta > limit:
-                    return np.ones(n, dtype=bool)
+            if goal in (REPLICA_COUNT, LEADER_COUNT):  # the same delta for every item (that leads)
+                if goal == REPLICA_COUNT:
+                    each = float(state._replica_deltas[REPLICA_COUNT](int(items.rows[0]), s, d))
+                else:
+                    each = float(state._leader_deltas[LEADER_COUNT](-1, s, d))
+                if each > 0.0 and each > limit:
+                    if goal == REPLICA_COUNT:
+                        return np.ones(n, dtype=bool)
+                    higher |= items.leads
                 continue
-            higher |= (delta > 0.0) & (delta > limit)
+            delta = self._total(goal, items, s, d)
+            refused = (delta > 0.0) & (delta > limit)
+            if goal in (LEADER_BYTES_IN, TOPIC_LEADERS):  # a leader goal's delta is 0 for a follower
+                refused &= items.leads
+            higher |= refused
         return higher
 
-    def _delta(self, goal: str, items: _Items, s: int, d: int) -> FloatArray | float:
-        """A goal's delta of moving each item from s to d (the guard's ``_replica_deltas``); a float where
-        it is the same for every item."""
+    def _total(self, goal: str, items: _Items, s: int, d: int) -> FloatArray:
+        """A goal's delta of moving each item from s to d: the source's term, plus the receiver's."""
+        source = items.source.get(goal)
+        receiver = self.term(goal, items, d, source=False)
+        if source is None:
+            return receiver if receiver is not None else np.zeros(len(items.rows))
+        return source if receiver is None else source + receiver
+
+    def term(self, goal: str, items: _Items, b: int, source: bool) -> FloatArray | None:
+        """A goal's term for broker b as the source (an item leaves it) or the receiver (it comes): the
+        guard's operations (``GoalState._ratio_delta``, ``_load_delta``, ``_count_delta``,
+        ``_topic_delta``), for every item; None where the guard adds nothing for b."""
         state = self.state
-        if goal == LOAD:
-            assert items.weights is not None
-            band = state.band
-            return self._band_delta(band.db, band.lo, band.hi, band.active_set, s, d, items.weights)
         if goal == DISK_USAGE:
-            return self._ratio_delta(items, s, d)
-        if goal == REPLICA_COUNT:
-            return float(state._replica_deltas[REPLICA_COUNT](int(items.rows[0]), s, d))
-        if goal == LEADER_COUNT:
-            each = float(state._leader_deltas[LEADER_COUNT](-1, s, d))
-            result: FloatArray = np.where(items.leads, each, 0.0)
-            return result
+            if DISK_USAGE not in state.bands or not state._ratio_judged[b]:
+                return None
+            lo, hi = state.bands[DISK_USAGE]
+            used, cap = state._used[b], state._cap[b]
+            moved = used - items.sizes if source else used + items.sizes
+            return _gaps(moved / cap, lo, hi) - _gap(used / cap, lo, hi)
+        if goal == LOAD:
+            band = state.band
+            if b not in band.active_set:
+                return None
+            assert items.weights is not None
+            v, w = band.db[b], items.weights
+            return _gaps(v - w if source else v + w, band.lo, band.hi) - _gap(v, band.lo, band.hi)
         if goal == LEADER_BYTES_IN:
+            if not state._eligible[b]:
+                return None
+            assert items.lbi is not None
             lo, hi = state.bands[LEADER_BYTES_IN]
-            eligible = state._eligible
-            amounts: FloatArray = state.lbi[items.parts]
-            total = self._count_delta(state._lbi, lo, hi, eligible[s], eligible[d], s, d, amounts)
-            result = np.where(items.leads, total, 0.0)
-            return result
+            v = float(state._lbi[b])
+            return _gaps(v - items.lbi if source else v + items.lbi, lo, hi) - _gap(v, lo, hi)
         if goal in (TOPIC_REPLICAS, TOPIC_LEADERS):
-            return self._topic_delta(goal, items, s, d)
+            if not state._eligible[b]:
+                return None
+            table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
+            assert table is not None
+            assert items.topic is not None
+            avg = state.topic_avg[goal][items.topic]
+            lo, hi = avg - 1.0, avg + 1.0
+            v = table[items.topic, b].astype(np.float64)
+            return _gaps(v - 1.0 if source else v + 1.0, lo, hi) - _gaps(v, lo, hi)
         raise AssertionError(goal)
-
-    def _band_delta(
-        self, q: Sequence[float], lo: float, hi: float, active: frozenset[int], s: int, d: int, w: FloatArray
-    ) -> FloatArray:
-        """``GoalState._load_delta`` for every weight ``w``."""
-        total: FloatArray = np.zeros(len(w))
-        if s in active:
-            v = q[s]
-            total += _gaps(v - w, lo, hi) - _gap(v, lo, hi)
-        if d in active:
-            v = q[d]
-            total += _gaps(v + w, lo, hi) - _gap(v, lo, hi)
-        return total
-
-    def _ratio_delta(self, items: _Items, s: int, d: int) -> FloatArray:
-        """``GoalState._ratio_delta`` for every item's size."""
-        state = self.state
-        sizes = items.sizes
-        total: FloatArray = np.zeros(len(sizes))
-        if DISK_USAGE not in state.bands:
-            return total
-        lo, hi = state.bands[DISK_USAGE]
-        judged, used, caps = state._ratio_judged, state._used, state._cap
-        if judged[s]:
-            cap = caps[s]
-            total += _gaps((used[s] - sizes) / cap, lo, hi) - _gap(used[s] / cap, lo, hi)
-        if judged[d]:
-            cap = caps[d]
-            total += _gaps((used[d] + sizes) / cap, lo, hi) - _gap(used[d] / cap, lo, hi)
-        return total
-
-    @staticmethod
-    def _count_delta(
-        q: Sequence[float] | Sequence[int],
-        lo: float,
-        hi: float,
-        source_judged: bool,
-        receiver_judged: bool,
-        s: int,
-        d: int,
-        amounts: FloatArray,
-    ) -> FloatArray:
-        """``GoalState._count_delta`` for every amount."""
-        total: FloatArray = np.zeros(len(amounts))
-        if source_judged:
-            v = float(q[s])
-            total += _gaps(v - amounts, lo, hi) - _gap(v, lo, hi)
-        if receiver_judged:
-            v = float(q[d])
-            total += _gaps(v + amounts, lo, hi) - _gap(v, lo, hi)
-        return total
-
-    def _topic_delta(self, goal: str, items: _Items, s: int, d: int) -> FloatArray:
-        """``GoalState._topic_delta`` for every item (its topic's counts and band); a leader goal's only for
-        the items that lead."""
-        state = self.state
-        table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
-        assert table is not None
-        topics = state.part_topic[items.parts]
-        avg = state.topic_avg[goal][topics]
-        lo, hi = avg - 1.0, avg + 1.0
-        total: FloatArray = np.zeros(len(topics))
-        eligible = state._eligible
-        if eligible[s]:
-            v = table[topics, s].astype(np.float64)
-            total += _gaps(v - 1.0, lo, hi) - _gaps(v, lo, hi)
-        if eligible[d]:
-            v = table[topics, d].astype(np.float64)
-            total += _gaps(v + 1.0, lo, hi) - _gaps(v, lo, hi)
-        if goal == TOPIC_LEADERS:
-            total = np.where(items.leads, total, 0.0)
-        return total
