@@ -311,7 +311,7 @@ class Walk:
             assert table is not None
             assert items.topic is not None
             avg = state.topic_avg[goal][items.topic]
-            lo, hi = avg - 1.0, avg + 1.0
-            v = table[items.topic, b].astype(np.float64)
-            return _gaps(v - 1.0 if source else v + 1.0, lo, hi) - _gaps(v, lo, hi)
+            below, above = avg - 1.0, avg + 1.0
+            count: FloatArray = table[items.topic, b].astype(np.float64)
+            return _gaps(count - 1.0 if source else count + 1.0, below, above) - _gaps(count, below, above)
         raise AssertionError(goal)
