@@ -66,6 +66,7 @@ class _Items:
     the source (the guard sums the source's term first, then the receiver's)."""
 
     __slots__ = (
+        "bands",
         "clash",
         "lbi",
         "leads",
@@ -107,7 +108,15 @@ class _Items:
         if LOAD in walk.checked:  # model.weight: the follower's share, plus the leader's surplus if it leads
             self.weights = walk.sf[rows] + np.where(self.leads, walk.sd[parts], 0.0)
         self.lbi: FloatArray | None = state.lbi[parts] if LEADER_BYTES_IN in walk.checked else None
-        self.topic: IntArray | None = state.part_topic[parts] if walk.topics else None
+        self.topic: IntArray | None = None
+        self.bands: dict[str, tuple[FloatArray, FloatArray]] = {}
+        """Per topic goal, each item's topic's band (``GoalState._topic_delta``'s)."""
+        if walk.topics:
+            self.topic = state.part_topic[parts]
+            for goal in (TOPIC_REPLICAS, TOPIC_LEADERS):
+                if goal in walk.checked:
+                    avg = state.topic_avg[goal][self.topic]
+                    self.bands[goal] = (avg - 1.0, avg + 1.0)
         self.source: dict[str, FloatArray] = {}
         for goal in (walk.goal, *walk.checked):
             if goal not in _TERMED:
@@ -310,8 +319,7 @@ class Walk:
             table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
             assert table is not None
             assert items.topic is not None
-            avg = state.topic_avg[goal][items.topic]
-            below, above = avg - 1.0, avg + 1.0
+            below, above = items.bands[goal]
             count: FloatArray = table[items.topic, b].astype(np.float64)
             return _gaps(count - 1.0 if source else count + 1.0, below, above) - _gaps(count, below, above)
         raise AssertionError(goal)
