@@ -20,6 +20,9 @@ once, never back to a broker its partition was on, never to fewer racks) and the
   per topic, the hand-offs of a max flow from the units above the band through their items to the units
   below (:func:`follow_flow`, the flow their lower bound is published on), so that a unit whose items
   may go anywhere does not fill the only receiver another unit's items could use; the greedy finishes.
+- ``disk_usage``'s sheds are judged as arrays (:mod:`~app.actions.rebalance.walk`): at a receiver, which
+  of the broker's first items the goal, ``can_host`` and the guard let through, all at once; only that
+  move is tried, and the refusals before it are counted as one by one.
 """
 
 from __future__ import annotations
