@@ -20,6 +20,9 @@ once, never back to a broker its partition was on, never to fewer racks) and the
   per topic, the hand-offs of a max flow from the units above the band through their items to the units
   below (:func:`follow_flow`, the flow their lower bound is published on), so that a unit whose items
   may go anywhere does not fill the only receiver another unit's items could use; the greedy finishes.
+- ``disk_usage``'s sheds are judged as arrays (:mod:`~app.actions.rebalance.walk`): at a receiver, which
+  of the broker's first items the goal, ``can_host`` and the guard let through, all at once; only that
+  move is tried, and the refusals before it are counted as one by one.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from app.actions.rebalance.goals import (
     one_count_delta,
 )
 from app.actions.rebalance.model import FloatArray, IntArray
+from app.actions.rebalance.walk import Walk
 
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
@@ -228,6 +232,12 @@ class Search:
         """Every item a unit gives changes the goal by the same amount (a count of one)."""
         self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
         """A move must change the goal by less than this (it must make it better)."""
+        self.walk = (
+            Walk(goal, state, balancer, self.groups, self.tolerance)
+            if goal == DISK_USAGE and replicas
+            else None
+        )
+        """``disk_usage``'s sheds judged as arrays (only the move that will be accepted is tried)."""
         self._least: dict[tuple[str, int, float | None], float] = {}
         """The least figures found by :func:`_first_int` per (goal, topic, source's figure): the bands do
         not change during the search."""
@@ -418,6 +428,8 @@ class Search:
         first items it can take."""
         items = _Lazy(islice(self._items(t, s), 4 * _SCAN))
         partners = self._partners(t, s, above=True)
+        if self.walk is not None and self.walk.fits(s):
+            return self.walk.shed(s, partners, 4 * _SCAN, partial(self._try, "replica"))
         if self.topic:
             return self._shed_topic(t, list(items), s, partners)
         for d in partners:

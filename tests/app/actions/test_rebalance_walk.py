@@ -1,0 +1,102 @@
+"""disk_usage's sheds judged as arrays (app/actions/rebalance/walk.py) against its tries one by one."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from app.actions.rebalance import GOALS, DiskInput, GoalOptions, RebalancePlan, plan_rebalance
+from app.actions.rebalance.goals import GoalState
+from app.actions.rebalance.walk import Walk
+from collectors.kafka.model import ClusterSnapshot
+from tests.app.actions.test_rebalance_goals import GIB, disks_of, leaders_bytes_in
+from tests.support import snapshots
+from tests.support.snapshots import partition
+
+pytestmark = pytest.mark.unit
+
+SOFT = ["disk_usage", "topic_replicas", "leader_bytes_in", "topic_leaders", "load", "leader_count"]
+CAPPED = ["rack", "disk_capacity", "replica_capacity", "disk_usage", "replica_count", "load"]
+
+
+def crowded_disks(seed: int) -> tuple[ClusterSnapshot, DiskInput]:
+    """18 brokers on 3 racks, 40 topics of 8 partitions (RF 2-3) drawn mostly onto brokers 1-3; sizes
+    log-normal, every disk 1,000 GiB with up to 300 GiB of other files."""
+    rng = random.Random(seed)
+    brokers = list(range(1, 19))
+    weights = [6.0 if b <= 3 else 1.0 for b in brokers]
+    partitions = []
+    for t in range(40):
+        for i in range(8):
+            replicas: list[int] = []
+            while len(replicas) < rng.choice((2, 3, 3)):
+                b = rng.choices(brokers, weights)[0]
+                if b not in replicas:
+                    replicas.append(b)
+            partitions.append(partition(f"topic-{t:02d}", i, replicas))
+    snapshot = snapshots.cluster(*partitions, brokers=brokers, racks={b: f"r{b % 3}" for b in brokers})
+    sizes = {tp: int(rng.lognormvariate(0.0, 1.0) * 4 * GIB) for tp in snapshot.partitions}
+    capacity = dict.fromkeys(brokers, 1000.0 * GIB)
+    other = {b: rng.uniform(0, 300) * GIB for b in brokers}
+    return snapshot, disks_of(snapshot, sizes, capacity, other)
+
+
+@pytest.mark.parametrize(
+    ("seed", "goals", "loaded", "options"),
+    [
+        *((seed, SOFT, loaded, None) for seed in (0, 1, 2) for loaded in (False, True)),
+        (0, list(GOALS), True, None),
+        (1, list(GOALS), False, None),
+        (0, CAPPED, False, GoalOptions(disk_max_ratio=0.45, max_replicas_per_broker=70)),
+        (0, CAPPED, True, GoalOptions(disk_max_ratio=0.45, max_replicas_per_broker=70)),
+    ],
+)
+def test_disk_usage_sheds_judged_as_arrays_count_as_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+    seed: int,
+    goals: list[str],
+    loaded: bool,
+    options: GoalOptions | None,
+) -> None:
+    """Where disk_usage's shed judges a receiver's walk over the source's items as arrays and tries only
+    the move that will be accepted, the plan, each goal's figures and why_not, and every block counted per
+    goal, reason and broker are those of trying every item through can_host and the guard. ``loaded``:
+    with the leaders' bytes in (the load and leader_bytes_in goals judge each item); ``options``: with
+    capacities that refuse moves."""
+    snapshot, disks = crowded_disks(seed)
+    load = leaders_bytes_in(snapshot, seed) if loaded else None
+    states: list[GoalState] = []
+    bulk: Counter[str] = Counter()
+    init, add_blocks = GoalState.__init__, GoalState.add_blocks
+
+    def keep(self: GoalState, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        states.append(self)
+
+    def counted(self: GoalState, reason: str, at: Counter[int]) -> None:
+        bulk[f"{self.current}:{reason}"] += 1
+        add_blocks(self, reason, at)
+
+    monkeypatch.setattr(GoalState, "__init__", keep)
+    monkeypatch.setattr(GoalState, "add_blocks", counted)
+
+    def run() -> tuple[RebalancePlan, dict[tuple[str, str], Counter[int]]]:
+        plan = plan_rebalance(snapshot, load, goals=goals, disks=disks, options=options)
+        return plan, dict(states[-1]._blocked_at)
+
+    plan, blocked = run()
+    assert bulk["disk_usage:rack spread"]  # the walk counted refusals in bulk
+    if options is not None:
+        assert bulk["disk_usage:capacity"]
+    else:
+        assert bulk["disk_usage:another listed goal"]
+        assert plan.goals[goals.index("disk_usage")].moves
+    monkeypatch.setattr(Walk, "fits", lambda self, s: False)
+    one_by_one, blocked_one_by_one = run()
+    assert plan.reassignment() == one_by_one.reassignment()
+    assert plan.leader_moves == one_by_one.leader_moves
+    assert plan.goals == one_by_one.goals
+    assert list(blocked) == list(blocked_one_by_one)  # the reasons first met in the same order
+    assert blocked == blocked_one_by_one
