@@ -666,21 +666,28 @@ def best_placement(
     return best
 
 
-def skewed_topics(seed: int) -> tuple[ClusterSnapshot, DiskInput]:
-    """12 brokers on 3 racks, 30 topics of 8 partitions (RF 2-3) drawn mostly onto brokers 1-4."""
-    rng = random.Random(seed)
-    brokers = list(range(1, 13))
-    weights = [4.0 if b <= 4 else 1.0 for b in brokers]
+def skewed_cluster(rng: random.Random, brokers: int, hot: int, weight: float, topics: int) -> ClusterSnapshot:
+    """``brokers`` brokers on 3 racks, ``topics`` topics of 8 partitions (RF 2-3) drawn ``weight`` times
+    more often onto brokers 1 to ``hot``."""
+    ids = list(range(1, brokers + 1))
+    weights = [weight if b <= hot else 1.0 for b in ids]
     partitions = []
-    for t in range(30):
+    for t in range(topics):
         for i in range(8):
             replicas: list[int] = []
             while len(replicas) < rng.choice((2, 3, 3)):
-                b = rng.choices(brokers, weights)[0]
+                b = rng.choices(ids, weights)[0]
                 if b not in replicas:
                     replicas.append(b)
             partitions.append(partition(f"topic-{t:02d}", i, replicas))
-    snapshot = snapshots.cluster(*partitions, brokers=brokers, racks={b: f"r{b % 3}" for b in brokers})
+    return snapshots.cluster(*partitions, brokers=ids, racks={b: f"r{b % 3}" for b in ids})
+
+
+def skewed_topics(seed: int) -> tuple[ClusterSnapshot, DiskInput]:
+    """12 brokers on 3 racks, 30 topics of 8 partitions (RF 2-3) drawn mostly onto brokers 1-4."""
+    rng = random.Random(seed)
+    snapshot = skewed_cluster(rng, brokers=12, hot=4, weight=4.0, topics=30)
+    brokers = sorted(snapshot.brokers)
     sizes = {tp: rng.randint(1, 10) * GIB for tp in snapshot.partitions}
     capacity = dict.fromkeys(brokers, 2000.0 * GIB)
     return snapshot, disks_of(snapshot, sizes, capacity, {})

@@ -11,9 +11,7 @@ from app.actions.rebalance import GOALS, DiskInput, GoalOptions, RebalancePlan, 
 from app.actions.rebalance.goals import GoalState
 from app.actions.rebalance.walk import Walk
 from collectors.kafka.model import ClusterSnapshot
-from tests.app.actions.test_rebalance_goals import GIB, disks_of, leaders_bytes_in
-from tests.support import snapshots
-from tests.support.snapshots import partition
+from tests.app.actions.test_rebalance_goals import GIB, disks_of, leaders_bytes_in, skewed_cluster
 
 pytestmark = pytest.mark.unit
 
@@ -25,18 +23,8 @@ def crowded_disks(seed: int) -> tuple[ClusterSnapshot, DiskInput]:
     """18 brokers on 3 racks, 40 topics of 8 partitions (RF 2-3) drawn mostly onto brokers 1-3; sizes
     log-normal, every disk 1,000 GiB with up to 300 GiB of other files."""
     rng = random.Random(seed)
-    brokers = list(range(1, 19))
-    weights = [6.0 if b <= 3 else 1.0 for b in brokers]
-    partitions = []
-    for t in range(40):
-        for i in range(8):
-            replicas: list[int] = []
-            while len(replicas) < rng.choice((2, 3, 3)):
-                b = rng.choices(brokers, weights)[0]
-                if b not in replicas:
-                    replicas.append(b)
-            partitions.append(partition(f"topic-{t:02d}", i, replicas))
-    snapshot = snapshots.cluster(*partitions, brokers=brokers, racks={b: f"r{b % 3}" for b in brokers})
+    snapshot = skewed_cluster(rng, brokers=18, hot=3, weight=6.0, topics=40)
+    brokers = sorted(snapshot.brokers)
     sizes = {tp: int(rng.lognormvariate(0.0, 1.0) * 4 * GIB) for tp in snapshot.partitions}
     capacity = dict.fromkeys(brokers, 1000.0 * GIB)
     other = {b: rng.uniform(0, 300) * GIB for b in brokers}
