@@ -13,6 +13,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -706,6 +707,46 @@ def leaders_bytes_in(snapshot: ClusterSnapshot, seed: int) -> dict[int, dict[str
     return load
 
 
+class BlockRecorder:
+    """Patches :class:`GoalState` to keep the states planned with and count the blocks added in bulk
+    (:meth:`GoalState.add_blocks`) per goal and per goal and reason; compares two plans with their blocks."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.states: list[GoalState] = []
+        self.by_goal: Counter[str] = Counter()
+        self.by_reason: Counter[tuple[str, str]] = Counter()
+        init, add_blocks = GoalState.__init__, GoalState.add_blocks
+
+        def keep(state: GoalState, *args: object, **kwargs: object) -> None:
+            init(state, *args, **kwargs)  # type: ignore[arg-type]
+            self.states.append(state)
+
+        def counted(state: GoalState, reason: str, at: Counter[int]) -> None:
+            self.by_goal[state.current] += 1
+            self.by_reason[state.current, reason] += 1
+            add_blocks(state, reason, at)
+
+        monkeypatch.setattr(GoalState, "__init__", keep)
+        monkeypatch.setattr(GoalState, "add_blocks", counted)
+
+    def plan(self, *args: Any, **kwargs: Any) -> tuple[RebalancePlan, dict[tuple[str, str], Counter[int]]]:
+        """:func:`plan_rebalance`'s plan and every block its state counted, per goal and reason."""
+        plan = plan_rebalance(*args, **kwargs)
+        return plan, dict(self.states[-1]._blocked_at)
+
+    @staticmethod
+    def assert_same(
+        got: tuple[RebalancePlan, dict[tuple[str, str], Counter[int]]],
+        expected: tuple[RebalancePlan, dict[tuple[str, str], Counter[int]]],
+    ) -> None:
+        (plan, blocked), (other, other_blocked) = got, expected
+        assert plan.reassignment() == other.reassignment()
+        assert plan.leader_moves == other.leader_moves
+        assert plan.goals == other.goals
+        assert list(blocked) == list(other_blocked)  # the reasons first met in the same order
+        assert blocked == other_blocked
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize(
     "goals",
@@ -730,34 +771,11 @@ def test_the_topic_goals_receivers_turned_down_in_bulk_count_as_one_by_one(
         return shut
 
     monkeypatch.setattr(GoalState, "leader_bytes_in_refusals", judge)
-    states: list[GoalState] = []
-    bulk: Counter[str] = Counter()
-    init, add_blocks = GoalState.__init__, GoalState.add_blocks
-
-    def keep(self: GoalState, *args: object, **kwargs: object) -> None:
-        init(self, *args, **kwargs)  # type: ignore[arg-type]
-        states.append(self)
-
-    def counted(self: GoalState, reason: str, at: Counter[int]) -> None:
-        bulk[self.current] += 1
-        add_blocks(self, reason, at)
-
-    monkeypatch.setattr(GoalState, "__init__", keep)
-    monkeypatch.setattr(GoalState, "add_blocks", counted)
-
-    def run() -> tuple[RebalancePlan, dict[tuple[str, str], Counter[int]]]:
-        plan = plan_rebalance(snapshot, load, goals=goals, disks=disks)
-        return plan, dict(states[-1]._blocked_at)
-
-    plan, blocked = run()
-    assert bulk["topic_replicas"]  # the bulk counting was used
-    assert bulk["topic_leaders"]
+    blocks = BlockRecorder(monkeypatch)
+    plan = blocks.plan(snapshot, load, goals=goals, disks=disks)
+    assert blocks.by_goal["topic_replicas"]  # the bulk counting was used
+    assert blocks.by_goal["topic_leaders"]
     if loaded and "leader_bytes_in" in goals:
         assert judged[True]  # leader_bytes_in turned some receivers down in bulk
     monkeypatch.setattr(search.Search, "_shut_tests", lambda self, t, items, s: [])
-    one_by_one, blocked_one_by_one = run()
-    assert plan.reassignment() == one_by_one.reassignment()
-    assert plan.leader_moves == one_by_one.leader_moves
-    assert plan.goals == one_by_one.goals
-    assert list(blocked) == list(blocked_one_by_one)  # the reasons first met in the same order
-    assert blocked == blocked_one_by_one
+    blocks.assert_same(plan, blocks.plan(snapshot, load, goals=goals, disks=disks))

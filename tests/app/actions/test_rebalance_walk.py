@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import random
-from collections import Counter
 
 import pytest
 
-from app.actions.rebalance import GOALS, DiskInput, GoalOptions, RebalancePlan, plan_rebalance
-from app.actions.rebalance.goals import GoalState
+from app.actions.rebalance import GOALS, DiskInput, GoalOptions
 from app.actions.rebalance.walk import Walk
 from collectors.kafka.model import ClusterSnapshot
-from tests.app.actions.test_rebalance_goals import GIB, disks_of, leaders_bytes_in, skewed_cluster
+from tests.app.actions.test_rebalance_goals import (
+    GIB,
+    BlockRecorder,
+    disks_of,
+    leaders_bytes_in,
+    skewed_cluster,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -55,36 +59,13 @@ def test_disk_usage_sheds_judged_as_arrays_count_as_one_by_one(
     capacities that refuse moves."""
     snapshot, disks = crowded_disks(seed)
     load = leaders_bytes_in(snapshot, seed) if loaded else None
-    states: list[GoalState] = []
-    bulk: Counter[str] = Counter()
-    init, add_blocks = GoalState.__init__, GoalState.add_blocks
-
-    def keep(self: GoalState, *args: object, **kwargs: object) -> None:
-        init(self, *args, **kwargs)  # type: ignore[arg-type]
-        states.append(self)
-
-    def counted(self: GoalState, reason: str, at: Counter[int]) -> None:
-        bulk[f"{self.current}:{reason}"] += 1
-        add_blocks(self, reason, at)
-
-    monkeypatch.setattr(GoalState, "__init__", keep)
-    monkeypatch.setattr(GoalState, "add_blocks", counted)
-
-    def run() -> tuple[RebalancePlan, dict[tuple[str, str], Counter[int]]]:
-        plan = plan_rebalance(snapshot, load, goals=goals, disks=disks, options=options)
-        return plan, dict(states[-1]._blocked_at)
-
-    plan, blocked = run()
-    assert bulk["disk_usage:rack spread"]  # the walk counted refusals in bulk
+    blocks = BlockRecorder(monkeypatch)
+    judged = blocks.plan(snapshot, load, goals=goals, disks=disks, options=options)
+    assert blocks.by_reason["disk_usage", "rack spread"]  # the walk counted refusals in bulk
     if options is not None:
-        assert bulk["disk_usage:capacity"]
+        assert blocks.by_reason["disk_usage", "capacity"]
     else:
-        assert bulk["disk_usage:another listed goal"]
-        assert plan.goals[goals.index("disk_usage")].moves
+        assert blocks.by_reason["disk_usage", "another listed goal"]
+        assert judged[0].goals[goals.index("disk_usage")].moves
     monkeypatch.setattr(Walk, "fits", lambda self, s: False)
-    one_by_one, blocked_one_by_one = run()
-    assert plan.reassignment() == one_by_one.reassignment()
-    assert plan.leader_moves == one_by_one.leader_moves
-    assert plan.goals == one_by_one.goals
-    assert list(blocked) == list(blocked_one_by_one)  # the reasons first met in the same order
-    assert blocked == blocked_one_by_one
+    blocks.assert_same(judged, blocks.plan(snapshot, load, goals=goals, disks=disks, options=options))
