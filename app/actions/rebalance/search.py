@@ -31,6 +31,7 @@ from functools import partial
 from itertools import islice
 
 import numpy as np
+import numpy.typing as npt
 
 from app.actions.rebalance.balancer import Balancer
 from app.actions.rebalance.flow import Pairing, follow_flow, index_items
@@ -57,10 +58,14 @@ from app.actions.rebalance.model import FloatArray, IntArray
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
 
-_Given = tuple[bool, set[int], set[int], list[tuple[list[int], float]], int]
+_Given = tuple[bool, set[int], set[int], list[bool] | None, int]
 """Per item a topic goal's unit gives: (leader move?, the receivers it may go to / the brokers it may not,
-the racks it may not go to, the count tests that turn it down, its partition if leader_bytes_in may turn it
-down else -1)."""
+the racks it may not go to, per broker whether a count goal turns it down there (None: none may), its
+partition if leader_bytes_in may turn it down else -1)."""
+
+_Shut = tuple[list[bool] | None, int]
+"""Per item of a unit, what :meth:`Search._shut_tests` finds: per broker whether a listed count goal turns
+a move there down (None: none may), and its partition if ``leader_bytes_in`` may turn it down (else -1)."""
 
 
 def _turned_down(q_source: float | None, lo: float, hi: float, limit: float, q: float) -> bool:
@@ -228,6 +233,9 @@ class Search:
         """Every item a unit gives changes the goal by the same amount (a count of one)."""
         self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
         """A move must change the goal by less than this (it must make it better)."""
+        self._count_goals: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
+        """The count goals :meth:`_shut_tests` judges a leadership, a follower's and a leader's replica by."""
+        self._by_lbi = False
         self._least: dict[tuple[str, int, float | None], float] = {}
         """The least figures found by :func:`_first_int` per (goal, topic, source's figure): the bands do
         not change during the search."""
@@ -498,16 +506,14 @@ class Search:
             state.add_blocks(BLOCK_RACK, racked)
         return int(found is True)
 
-    def _given(
-        self, items: list[tuple[str, int]], s: int, shuts: list[tuple[list[tuple[list[int], float]], int]]
-    ) -> tuple[list[_Given], float]:
+    def _given(self, items: list[tuple[str, int]], s: int, shuts: list[_Shut]) -> tuple[list[_Given], float]:
         """Per item of a unit on broker s, what :meth:`_turned_down_all` checks; and the largest partition's
         size."""
         model, state = self.model, self.state
         target_set, rack = self.balancer.target_set, model.rack
         given: list[_Given] = []
         size = 0.0
-        for (kind, item), (tests, lbi_part) in zip(items, shuts, strict=True):
+        for (kind, item), (refused, lbi_part) in zip(items, shuts, strict=True):
             if kind == "leader":
                 info, ids = model.infos[item], model.broker_ids
                 able = {
@@ -515,13 +521,13 @@ class Search:
                     for b in model.members[item]
                     if b in target_set and (ids[b] in info.isr or ids[b] not in info.assignment.replicas)
                 }
-                given.append((True, able, set(), tests, lbi_part))
+                given.append((True, able, set(), refused, lbi_part))
                 continue
             p = model.rep_part[item]
             members = model.members[p]
             taken = {*members, *(model.rep_origin[q] for q in model.rep_of[p])}
             others = {rack[b] for b in members if b != s}
-            given.append((False, taken, set() if rack[s] in others else others, tests, lbi_part))
+            given.append((False, taken, set() if rack[s] in others else others, refused, lbi_part))
             size = max(size, float(state.size[p]))
         return given, size
 
@@ -532,7 +538,7 @@ class Search:
         blocks the guard and can_host would count there, (another listed goal, rack spread); else None."""
         target_set, rack = self.balancer.target_set, self.model.rack
         n_higher = n_rack = 0
-        for leads, brokers, clash, tests, lbi_part in given:
+        for leads, brokers, clash, refused, lbi_part in given:
             if leads:
                 if d not in brokers:
                     continue
@@ -541,7 +547,7 @@ class Search:
             elif rack[d] in clash:
                 n_rack += 1
                 continue
-            if any(q[d] >= v for q, v in tests):
+            if refused is not None and refused[d]:
                 n_higher += 1
                 continue
             if lbi_part >= 0:
@@ -554,14 +560,12 @@ class Search:
             return None
         return n_higher, n_rack
 
-    def _shut_tests(
-        self, t: int, items: list[tuple[str, int]], s: int
-    ) -> list[tuple[list[tuple[list[int], float]], int]]:
-        """Per item of unit (t, s): the listed count goals (other than this one) whose delta is the same
-        for every such item, each with its figures per broker and the least figure at which the guard
-        turns a move to the broker down for it (the delta grows with the receiver's figure); and its
-        partition when a listed ``leader_bytes_in`` (not this goal) may turn it down (else -1). Empty when
-        the guard may turn a move down before the goals (the source, the budgets) or nothing is known."""
+    def _shut_tests(self, t: int, items: list[tuple[str, int]], s: int) -> list[_Shut]:
+        """Per item of unit (t, s): whether the listed count goals (other than this one) whose delta is the
+        same for every such item turn a move to each broker down (each at the least figure from which the
+        guard does: the delta grows with the receiver's figure), and its partition when a listed
+        ``leader_bytes_in`` (not this goal) may turn it down (else -1). Empty when the guard may turn a move
+        down before the goals (the source, the budgets) or nothing is known."""
         state, model = self.state, self.model
         if (
             not items
@@ -571,36 +575,60 @@ class Search:
             or state.options.max_bytes is not None
         ):
             return []
-        goals = {goal for goal in state.goals if goal not in HARD_GOALS and goal != self.goal}
-        by_lbi = LEADER_BYTES_IN in goals and state.has_lbi
-        lbi = state.lbi
-        shuts: list[tuple[list[tuple[list[int], float]], int]] = []
+        if self._count_goals is None:
+            goals = {goal for goal in state.goals if goal not in HARD_GOALS and goal != self.goal}
+            self._by_lbi = LEADER_BYTES_IN in goals and state.has_lbi
+            self._count_goals = (
+                tuple(sorted(goals & {LEADER_COUNT, TOPIC_LEADERS})),  # a leadership
+                tuple(sorted(goals & {REPLICA_COUNT, TOPIC_REPLICAS})),  # a follower's replica
+                tuple(sorted(goals & {REPLICA_COUNT, TOPIC_REPLICAS, LEADER_COUNT, TOPIC_LEADERS})),
+            )
+        by_lbi, lbi = self._by_lbi, state.lbi
+        found: dict[tuple[str, ...], list[bool] | None] = {}
+        shuts: list[_Shut] = []
         useful = False
         for kind, item in items:
             if kind == "leader":
-                chosen, p, leads = goals & {LEADER_COUNT, TOPIC_LEADERS}, item, True
+                chosen, p, leads = self._count_goals[0], item, True
             else:
                 p = model.rep_part[item]
                 leads = model.leader[p] == s
-                same = {REPLICA_COUNT, TOPIC_REPLICAS}
-                if leads:  # a leader goal's delta each
-                    same |= {LEADER_COUNT, TOPIC_LEADERS}
-                chosen = goals & same
-            tests = [test for goal in sorted(chosen) if (test := self._count_test(goal, t, s))[1] < math.inf]
+                chosen = self._count_goals[2 if leads else 1]  # the leader's: a leader goal's delta each
+            if chosen in found:
+                refused = found[chosen]
+            else:
+                refused = found[chosen] = self._refused_by(chosen, t, s)
             lbi_part = p if by_lbi and leads and lbi[p] != 0.0 else -1
-            useful = useful or bool(tests) or lbi_part >= 0
-            shuts.append((tests, lbi_part))
+            useful = useful or refused is not None or lbi_part >= 0
+            shuts.append((refused, lbi_part))
         return shuts if useful else []
 
-    def _count_test(self, goal: str, t: int, s: int) -> tuple[list[int], float]:
+    def _refused_by(self, goals: tuple[str, ...], t: int, s: int) -> list[bool] | None:
+        """Per broker, whether one of the count ``goals`` turns a move from s there down (None: none may
+        anywhere)."""
+        refused: npt.NDArray[np.bool_] | None = None
+        for goal in goals:
+            values, least = self._count_test(goal, t, s)
+            if least < math.inf:
+                at = values >= least
+                refused = at if refused is None else refused | at
+        return None if refused is None else refused.tolist()
+
+    def _count_test(self, goal: str, t: int, s: int) -> tuple[IntArray, float]:
         """A count goal's figures per broker and the least figure at which the guard turns a move from s
         to a broker down for it."""
         state = self.state
-        values, lo, hi = state.count_band(goal, t)
+        if goal in TOPIC_GOALS:
+            table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
+            assert table is not None
+            values: IntArray = table[t]
+        else:
+            values = state.rep_count if goal == REPLICA_COUNT else state.lead_count
         q_source = float(values[s]) if state.eligible_mask[s] else None
         key = (goal, t if goal in TOPIC_GOALS else -1, q_source)
         least = self._least.get(key)
         if least is None:
+            _, lo, hi = state.count_band(goal, t)
             holds = partial(_turned_down, q_source, lo, hi, state.threshold(goal))
             least = self._least[key] = _first_int(holds, lo, hi)
         return values, least
