@@ -408,6 +408,8 @@ class Search:
 
     def _partners(self, t: int, b: int, above: bool) -> list[int]:
         lo, hi = self.band(t)
+        if self.same_delta:
+            return self._count_partners(t, b, above, lo, hi)
         candidates = self.brokers
         values = self._values(t)[candidates]
         # a count moves by one: partners it would push out of the band come last
@@ -421,6 +423,33 @@ class Search:
             c, v = candidates[keep], values[keep]
             order = np.lexsort((c, -v, v - step < lo - 1e-9))
         result: list[int] = c[order].tolist()
+        return result
+
+    def _count_partners(self, t: int, b: int, above: bool, lo: float, hi: float) -> list[int]:
+        """:meth:`_partners` for a count goal: the same order, sorted on one whole-number key (the partners
+        it would push out of the band, their count, the broker) as a count is whole."""
+        candidates, state = self.brokers, self.state
+        if self.goal == REPLICA_COUNT:
+            counts = state.rep_count
+        elif self.goal == LEADER_COUNT:
+            counts = state.lead_count
+        else:
+            counts = self._table()[t]
+        values = counts[candidates]
+        if above:
+            keep = (candidates != b) & (values < hi)
+            c, v = candidates[keep], values[keep]
+            late = v + 1.0 > hi + 1e-9
+        else:
+            keep = (candidates != b) & (values > lo)
+            c, v = candidates[keep], values[keep]
+            late = v - 1.0 < lo - 1e-9
+            v = -v
+        if not len(c):
+            return []
+        v = v - v.min()
+        key = (late * (int(v.max()) + 1) + v) * self.n_all + c
+        result: list[int] = c[np.argsort(key)].tolist()
         return result
 
     def _shed(self, t: int, s: int) -> int:
