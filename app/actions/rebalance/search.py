@@ -57,15 +57,12 @@ from app.actions.rebalance.model import FloatArray, IntArray
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
 
-_Refused = list[bool] | dict[int, bool]
-"""Per broker (or at one receiver), whether a move there is turned down."""
-
-_Given = tuple[bool, set[int], set[int], _Refused | None, int]
+_Given = tuple[bool, set[int], set[int], list[bool] | None, int]
 """Per item a topic goal's unit gives: (leader move?, the receivers it may go to / the brokers it may not,
 the racks it may not go to, per broker whether a count goal turns it down there (None: none may), its
 partition if leader_bytes_in may turn it down else -1)."""
 
-_Shut = tuple[_Refused | None, int]
+_Shut = tuple[list[bool] | None, int]
 """Per item of a unit, what :meth:`Search._shut_tests` finds: per broker whether a listed count goal turns
 a move there down (None: none may), and its partition if ``leader_bytes_in`` may turn it down (else -1)."""
 
@@ -511,7 +508,7 @@ class Search:
         if stop is None:
             stop = self._least[key] = _first_int(partial(_no_help, q_source, lo, hi, self.tolerance), lo, hi)
         given, size = self._given(items, s, shuts)
-        lbi_shut: dict[int, _Refused] = {}
+        lbi_shut: dict[int, list[bool]] = {}
         higher: dict[int, int] = {}  # each receiver once
         racked: dict[int, int] = {}
         found: bool | None = False
@@ -563,7 +560,7 @@ class Search:
         return given, size
 
     def _turned_down_all(
-        self, given: list[_Given], s: int, d: int, lbi_shut: dict[int, _Refused]
+        self, given: list[_Given], s: int, d: int, lbi_shut: dict[int, list[bool]]
     ) -> tuple[int, int] | None:
         """Whether every item of ``given`` is turned down at receiver d (the capacities aside): then the
         blocks the guard and can_host would count there, (another listed goal, rack spread); else None."""
@@ -591,13 +588,12 @@ class Search:
             return None
         return n_higher, n_rack
 
-    def _shut_tests(self, t: int, items: list[tuple[str, int]], s: int, at: int = -1) -> list[_Shut]:
+    def _shut_tests(self, t: int, items: list[tuple[str, int]], s: int) -> list[_Shut]:
         """Per item of unit (t, s): whether the listed count goals (other than this one) whose delta is the
         same for every such item turn a move to each broker down (each at the least figure from which the
         guard does: the delta grows with the receiver's figure), and its partition when a listed
         ``leader_bytes_in`` (not this goal) may turn it down (else -1). Empty when the guard may turn a move
-        down before the goals (the source, the budgets) or nothing is known. ``at``: judged at that receiver
-        only (a take's)."""
+        down before the goals (the source, the budgets) or nothing is known."""
         state, model = self.state, self.model
         if (
             not items
@@ -616,7 +612,7 @@ class Search:
                 tuple(sorted(goals & {REPLICA_COUNT, TOPIC_REPLICAS, LEADER_COUNT, TOPIC_LEADERS})),
             )
         by_lbi, lbi = self._by_lbi, state.lbi
-        found: dict[tuple[str, ...], _Refused | None] = {}
+        found: dict[tuple[str, ...], list[bool] | None] = {}
         shuts: list[_Shut] = []
         useful = False
         for kind, item in items:
@@ -629,22 +625,15 @@ class Search:
             if chosen in found:
                 refused = found[chosen]
             else:
-                refused = found[chosen] = self._refused_by(chosen, t, s, at)
+                refused = found[chosen] = self._refused_by(chosen, t, s)
             lbi_part = p if by_lbi and leads and lbi[p] != 0.0 else -1
             useful = useful or refused is not None or lbi_part >= 0
             shuts.append((refused, lbi_part))
         return shuts if useful else []
 
-    def _refused_by(self, goals: tuple[str, ...], t: int, s: int, at: int) -> _Refused | None:
-        """Per broker (only at ``at`` if that is one), whether one of the count ``goals`` turns a move from
-        s there down (None: none may anywhere)."""
-        if at >= 0:
-            here: bool | None = None
-            for goal in goals:
-                values, least = self._count_test(goal, t, s)
-                if least < math.inf:
-                    here = bool(here) or bool(values[at] >= least)
-            return None if here is None else {at: here}
+    def _refused_by(self, goals: tuple[str, ...], t: int, s: int) -> list[bool] | None:
+        """Per broker, whether one of the count ``goals`` turns a move from s there down (None: none may
+        anywhere)."""
         refused: npt.NDArray[np.bool_] | None = None
         for goal in goals:
             values, least = self._count_test(goal, t, s)
@@ -678,69 +667,22 @@ class Search:
         return self._delta(*first, s, d) < self.tolerance
 
     def _take(self, t: int, d: int) -> int:
-        """The givers with the most items first, any of their items d can take. For a topic goal, a giver
-        whose every item d turns down (as :meth:`_shed_topic` judges a receiver) is not tried item by item
-        through the guard: its blocks at d are counted in bulk."""
-        state = self.state
-        bulk = self.topic and state.has_blocked(BLOCK_HIGHER)
-        counted = [0, 0]  # blocks at d: another listed goal, rack spread
-        try:
-            for s in self._partners(t, d, above=False):
-                if bulk:
-                    found = self._take_in_bulk(t, s, d, counted)
-                    if found is not None:
-                        if found:
-                            continue
+        for s in self._partners(t, d, above=False):
+            tried = 0
+            checked = not self.same_delta
+            for kind, item in self._items(t, s):
+                if kind == "leader" and d not in self.model.members[item]:
+                    continue
+                if not checked:
+                    if not self._helps((kind, item), s, d):
                         return 0  # no item of s would help, nor of the givers after it (they have less)
-                tried = 0
-                checked = not self.same_delta
-                for kind, item in self._items(t, s):
-                    if kind == "leader" and d not in self.model.members[item]:
-                        continue
-                    if not checked:
-                        if not self._helps((kind, item), s, d):
-                            return 0  # no item of s would help, nor of the givers after it
-                        checked = True
-                    if (self._move if self.same_delta else self._try)(kind, item, s, d):
-                        return 1
-                    tried += 1
-                    if tried >= _SCAN:
-                        break
-            return 0
-        finally:
-            for reason, n in zip((BLOCK_HIGHER, BLOCK_RACK), counted, strict=True):
-                if n:
-                    state.add_blocks(reason, {d: n})
-
-    def _take_in_bulk(self, t: int, s: int, d: int, counted: list[int]) -> bool | None:
-        """A topic goal's take from giver s at d judged without the guard: True when every item of s is
-        turned down at d (its blocks added to ``counted``), False when no item of s would help; None: try
-        them one by one."""
-        items = list(islice(self._items(t, s), _SCAN + 1))
-        if len(items) > _SCAN:
-            return None
-        first = next((it for it in items if it[0] != "leader" or d in self.model.members[it[1]]), None)
-        if first is None:
-            return True  # nothing to try
-        if not self._helps(first, s, d):
-            return False
-        state = self.state
-        shuts = self._shut_tests(t, items, s, d)
-        if not shuts:
-            return None
-        given, size = self._given(items, s, shuts)
-        if state.may_refuse_capacity(d, size):
-            return None
-        threshold = state.threshold(LEADER_BYTES_IN) if self._by_lbi else math.inf
-        lbi_shut: dict[int, _Refused] = {
-            p: {d: state._leader_delta(LEADER_BYTES_IN, p, s, d) > threshold} for _, p in shuts if p >= 0
-        }
-        counts = self._turned_down_all(given, s, d, lbi_shut)
-        if counts is None or (counts[1] and not state.has_blocked(BLOCK_RACK)):
-            return None
-        counted[0] += counts[0]
-        counted[1] += counts[1]
-        return True
+                    checked = True
+                if (self._move if self.same_delta else self._try)(kind, item, s, d):
+                    return 1
+                tried += 1
+                if tried >= _SCAN:
+                    break
+        return 0
 
 
 def improve(

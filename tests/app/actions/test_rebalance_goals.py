@@ -747,7 +747,7 @@ def test_the_topic_goals_receivers_turned_down_in_bulk_count_as_one_by_one(
     assert bulk["topic_leaders"]
     if loaded and "leader_bytes_in" in goals:
         assert judged[True]  # leader_bytes_in turned some receivers down in bulk
-    monkeypatch.setattr(search.Search, "_shut_tests", lambda self, *args: [])
+    monkeypatch.setattr(search.Search, "_shut_tests", lambda self, t, items, s: [])
     one_by_one, blocked_one_by_one = run()
     assert plan.reassignment() == one_by_one.reassignment()
     assert plan.leader_moves == one_by_one.leader_moves
