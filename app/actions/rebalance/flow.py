@@ -215,6 +215,8 @@ class _Flow:
         self.left = dict(above)
         self.room = dict(below)
         self.order = sorted(below, key=lambda d: (-below[d], d))
+        self.opened = list(self.order)
+        """The units below with room, in :attr:`order` (rooms only shrink)."""
         self.units = sorted(above, key=lambda s: (-above[s], s))
         self.items = {s: pairing.items(t, s, above[s] + PAIR_SCAN) for s in above}
         self.cursor = dict.fromkeys(above, 0)
@@ -261,10 +263,16 @@ class _Flow:
         del self.parts_at[self.rep_part[r], d]
         return d
 
+    def _fill(self, d: int) -> None:
+        """One more item goes to unit below d."""
+        self.room[d] -= 1
+        if not self.room[d]:
+            self.opened = [x for x in self.opened if x != d]
+
     def _direct(self, s: int) -> bool:
         """Give one item of s straight to a unit below with room. An item none of them takes now never
         will (rooms only shrink), so the cursor passes it."""
-        opened = [d for d in self.order if self.room[d] > 0]
+        opened = self.opened
         items, i = self.items[s], self.cursor[s]
         while i < len(items):
             r = items[i]
@@ -275,7 +283,7 @@ class _Flow:
                 if self._can(r, d):
                     self.cursor[s] = i
                     self._assign(r, d)
-                    self.room[d] -= 1
+                    self._fill(d)
                     self.left[s] -= 1
                     return True
         self.cursor[s] = i
@@ -320,7 +328,7 @@ class _Flow:
         parent_d: dict[int, tuple[bool, int, int]],
         parent_u: dict[int, tuple[int, int] | None],
     ) -> None:
-        self.room[end] -= 1
+        self._fill(end)
         d = end
         while True:
             is_unit, x, r = parent_d[d]

@@ -316,6 +316,8 @@ class GoalState:
         self._tracks_lbi = self.has_lbi and LEADER_BYTES_IN in self.listed
         """Whether leader moves update the leaders' bytes in per broker: only its goal reads them (a leader
         move's bookkeeping is paid 150,000 times at Cruise Control's size)."""
+        self._lbi_held: tuple[float, float, FloatArray] | None = None
+        """(lo, hi, each broker's leaders' bytes in outside that band), kept until a leader moves."""
         # sources over the only_over threshold
         threshold = options.only_over_disk_used_ratio
         self.over_missing: list[int] = []
@@ -589,7 +591,7 @@ class GoalState:
         """Whether a move of the current goal was turned down for ``reason`` yet."""
         return (self.current, reason) in self._blocked_at
 
-    def add_blocks(self, reason: str, at: Counter[int]) -> None:
+    def add_blocks(self, reason: str, at: Mapping[int, int]) -> None:
         """Count blocks for ``reason`` in bulk (per broker), as :meth:`_block` one by one."""
         key = (self.current, reason)
         found = self._blocked_at.get(key)
@@ -624,8 +626,11 @@ class GoalState:
         if self._eligible[s]:
             v = float(self._lbi[s])
             total += _gap(v - amount, lo, hi) - _gap(v, lo, hi)
-        q = np.asarray(self._lbi, dtype=np.float64)
-        gained = _band_distance(q + amount, lo, hi) - _band_distance(q, lo, hi)
+        q: FloatArray = np.asarray(self.lbi_broker, dtype=np.float64)  # the list's figures (no copy)
+        held = self._lbi_held
+        if held is None or held[0] != lo or held[1] != hi:
+            held = self._lbi_held = (lo, hi, _band_distance(q, lo, hi))
+        gained = _band_distance(q + amount, lo, hi) - held[2]
         limit = self.threshold(LEADER_BYTES_IN)
         refused: list[bool] = np.where(self.eligible_mask, total + gained > limit, total > limit).tolist()
         return refused
@@ -800,6 +805,7 @@ class GoalState:
             self.lbi_broker[d] += lbi
             self._lbi[s] -= lbi
             self._lbi[d] += lbi
+            self._lbi_held = None
         if self.topic_lead is not None:
             t = int(self.part_topic[p])
             self.topic_lead[t, s] -= 1

@@ -28,12 +28,12 @@ once, never back to a broker its partition was on, never to fewer racks) and the
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from itertools import islice
 
 import numpy as np
+import numpy.typing as npt
 
 from app.actions.rebalance.balancer import Balancer
 from app.actions.rebalance.flow import Pairing, follow_flow, index_items
@@ -61,10 +61,14 @@ from app.actions.rebalance.walk import Walk
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
 
-_Given = tuple[bool, set[int], set[int], list[tuple[list[int], float]], int]
+_Given = tuple[bool, set[int], set[int], list[bool] | None, int]
 """Per item a topic goal's unit gives: (leader move?, the receivers it may go to / the brokers it may not,
-the racks it may not go to, the count tests that turn it down, its partition if leader_bytes_in may turn it
-down else -1)."""
+the racks it may not go to, per broker whether a count goal turns it down there (None: none may), its
+partition if leader_bytes_in may turn it down else -1)."""
+
+_Shut = tuple[list[bool] | None, int]
+"""Per item of a unit, what :meth:`Search._shut_tests` finds: per broker whether a listed count goal turns
+a move there down (None: none may), and its partition if ``leader_bytes_in`` may turn it down (else -1)."""
 
 
 def _turned_down(q_source: float | None, lo: float, hi: float, limit: float, q: float) -> bool:
@@ -238,6 +242,9 @@ class Search:
             else None
         )
         """``disk_usage``'s sheds judged as arrays (only the move that will be accepted is tried)."""
+        self._count_goals: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
+        """The count goals :meth:`_shut_tests` judges a leadership, a follower's and a leader's replica by."""
+        self._by_lbi = False
         self._least: dict[tuple[str, int, float | None], float] = {}
         """The least figures found by :func:`_first_int` per (goal, topic, source's figure): the bands do
         not change during the search."""
@@ -408,6 +415,8 @@ class Search:
 
     def _partners(self, t: int, b: int, above: bool) -> list[int]:
         lo, hi = self.band(t)
+        if self.same_delta:
+            return self._count_partners(t, b, above, lo, hi)
         candidates = self.brokers
         values = self._values(t)[candidates]
         # a count moves by one: partners it would push out of the band come last
@@ -421,6 +430,33 @@ class Search:
             c, v = candidates[keep], values[keep]
             order = np.lexsort((c, -v, v - step < lo - 1e-9))
         result: list[int] = c[order].tolist()
+        return result
+
+    def _count_partners(self, t: int, b: int, above: bool, lo: float, hi: float) -> list[int]:
+        """:meth:`_partners` for a count goal: the same order, sorted on one whole-number key (the partners
+        it would push out of the band, their count, the broker) as a count is whole."""
+        candidates, state = self.brokers, self.state
+        if self.goal == REPLICA_COUNT:
+            counts = state.rep_count
+        elif self.goal == LEADER_COUNT:
+            counts = state.lead_count
+        else:
+            counts = self._table()[t]
+        values = counts[candidates]
+        if above:
+            keep = (candidates != b) & (values < hi)
+            c, v = candidates[keep], values[keep]
+            late = v + 1.0 > hi + 1e-9
+        else:
+            keep = (candidates != b) & (values > lo)
+            c, v = candidates[keep], values[keep]
+            late = v - 1.0 < lo - 1e-9
+            v = -v
+        if not len(c):
+            return []
+        v = v - v.min()
+        key = (late * (int(v.max()) + 1) + v) * self.n_all + c
+        result: list[int] = c[np.argsort(key)].tolist()
         return result
 
     def _shed(self, t: int, s: int) -> int:
@@ -485,8 +521,8 @@ class Search:
             stop = self._least[key] = _first_int(partial(_no_help, q_source, lo, hi, self.tolerance), lo, hi)
         given, size = self._given(items, s, shuts)
         lbi_shut: dict[int, list[bool]] = {}
-        higher: Counter[int] = Counter()
-        racked: Counter[int] = Counter()
+        higher: dict[int, int] = {}  # each receiver once
+        racked: dict[int, int] = {}
         found: bool | None = False
         may_refuse = state.may_refuse_capacity
         for d in partners:
@@ -497,9 +533,9 @@ class Search:
                 n_higher, n_rack = counts
                 if not n_rack or state.has_blocked(BLOCK_RACK):
                     if n_higher:
-                        higher[d] += n_higher
+                        higher[d] = n_higher
                     if n_rack:
-                        racked[d] += n_rack
+                        racked[d] = n_rack
                     continue
             found = self._shed_to(items, s, d)
             if found is not False:
@@ -510,16 +546,14 @@ class Search:
             state.add_blocks(BLOCK_RACK, racked)
         return int(found is True)
 
-    def _given(
-        self, items: list[tuple[str, int]], s: int, shuts: list[tuple[list[tuple[list[int], float]], int]]
-    ) -> tuple[list[_Given], float]:
+    def _given(self, items: list[tuple[str, int]], s: int, shuts: list[_Shut]) -> tuple[list[_Given], float]:
         """Per item of a unit on broker s, what :meth:`_turned_down_all` checks; and the largest partition's
         size."""
         model, state = self.model, self.state
         target_set, rack = self.balancer.target_set, model.rack
         given: list[_Given] = []
         size = 0.0
-        for (kind, item), (tests, lbi_part) in zip(items, shuts, strict=True):
+        for (kind, item), (refused, lbi_part) in zip(items, shuts, strict=True):
             if kind == "leader":
                 info, ids = model.infos[item], model.broker_ids
                 able = {
@@ -527,13 +561,13 @@ class Search:
                     for b in model.members[item]
                     if b in target_set and (ids[b] in info.isr or ids[b] not in info.assignment.replicas)
                 }
-                given.append((True, able, set(), tests, lbi_part))
+                given.append((True, able, set(), refused, lbi_part))
                 continue
             p = model.rep_part[item]
             members = model.members[p]
             taken = {*members, *(model.rep_origin[q] for q in model.rep_of[p])}
             others = {rack[b] for b in members if b != s}
-            given.append((False, taken, set() if rack[s] in others else others, tests, lbi_part))
+            given.append((False, taken, set() if rack[s] in others else others, refused, lbi_part))
             size = max(size, float(state.size[p]))
         return given, size
 
@@ -544,7 +578,7 @@ class Search:
         blocks the guard and can_host would count there, (another listed goal, rack spread); else None."""
         target_set, rack = self.balancer.target_set, self.model.rack
         n_higher = n_rack = 0
-        for leads, brokers, clash, tests, lbi_part in given:
+        for leads, brokers, clash, refused, lbi_part in given:
             if leads:
                 if d not in brokers:
                     continue
@@ -553,7 +587,7 @@ class Search:
             elif rack[d] in clash:
                 n_rack += 1
                 continue
-            if any(q[d] >= v for q, v in tests):
+            if refused is not None and refused[d]:
                 n_higher += 1
                 continue
             if lbi_part >= 0:
@@ -566,14 +600,12 @@ class Search:
             return None
         return n_higher, n_rack
 
-    def _shut_tests(
-        self, t: int, items: list[tuple[str, int]], s: int
-    ) -> list[tuple[list[tuple[list[int], float]], int]]:
-        """Per item of unit (t, s): the listed count goals (other than this one) whose delta is the same
-        for every such item, each with its figures per broker and the least figure at which the guard
-        turns a move to the broker down for it (the delta grows with the receiver's figure); and its
-        partition when a listed ``leader_bytes_in`` (not this goal) may turn it down (else -1). Empty when
-        the guard may turn a move down before the goals (the source, the budgets) or nothing is known."""
+    def _shut_tests(self, t: int, items: list[tuple[str, int]], s: int) -> list[_Shut]:
+        """Per item of unit (t, s): whether the listed count goals (other than this one) whose delta is the
+        same for every such item turn a move to each broker down (each at the least figure from which the
+        guard does: the delta grows with the receiver's figure), and its partition when a listed
+        ``leader_bytes_in`` (not this goal) may turn it down (else -1). Empty when the guard may turn a move
+        down before the goals (the source, the budgets) or nothing is known."""
         state, model = self.state, self.model
         if (
             not items
@@ -583,36 +615,60 @@ class Search:
             or state.options.max_bytes is not None
         ):
             return []
-        goals = {goal for goal in state.goals if goal not in HARD_GOALS and goal != self.goal}
-        by_lbi = LEADER_BYTES_IN in goals and state.has_lbi
-        lbi = state.lbi
-        shuts: list[tuple[list[tuple[list[int], float]], int]] = []
+        if self._count_goals is None:
+            goals = {goal for goal in state.goals if goal not in HARD_GOALS and goal != self.goal}
+            self._by_lbi = LEADER_BYTES_IN in goals and state.has_lbi
+            self._count_goals = (
+                tuple(sorted(goals & {LEADER_COUNT, TOPIC_LEADERS})),  # a leadership
+                tuple(sorted(goals & {REPLICA_COUNT, TOPIC_REPLICAS})),  # a follower's replica
+                tuple(sorted(goals & {REPLICA_COUNT, TOPIC_REPLICAS, LEADER_COUNT, TOPIC_LEADERS})),
+            )
+        by_lbi, lbi = self._by_lbi, state.lbi
+        found: dict[tuple[str, ...], list[bool] | None] = {}
+        shuts: list[_Shut] = []
         useful = False
         for kind, item in items:
             if kind == "leader":
-                chosen, p, leads = goals & {LEADER_COUNT, TOPIC_LEADERS}, item, True
+                chosen, p, leads = self._count_goals[0], item, True
             else:
                 p = model.rep_part[item]
                 leads = model.leader[p] == s
-                same = {REPLICA_COUNT, TOPIC_REPLICAS}
-                if leads:  # a leader goal's delta each
-                    same |= {LEADER_COUNT, TOPIC_LEADERS}
-                chosen = goals & same
-            tests = [test for goal in sorted(chosen) if (test := self._count_test(goal, t, s))[1] < math.inf]
+                chosen = self._count_goals[2 if leads else 1]  # the leader's: a leader goal's delta each
+            if chosen in found:
+                refused = found[chosen]
+            else:
+                refused = found[chosen] = self._refused_by(chosen, t, s)
             lbi_part = p if by_lbi and leads and lbi[p] != 0.0 else -1
-            useful = useful or bool(tests) or lbi_part >= 0
-            shuts.append((tests, lbi_part))
+            useful = useful or refused is not None or lbi_part >= 0
+            shuts.append((refused, lbi_part))
         return shuts if useful else []
 
-    def _count_test(self, goal: str, t: int, s: int) -> tuple[list[int], float]:
+    def _refused_by(self, goals: tuple[str, ...], t: int, s: int) -> list[bool] | None:
+        """Per broker, whether one of the count ``goals`` turns a move from s there down (None: none may
+        anywhere)."""
+        refused: npt.NDArray[np.bool_] | None = None
+        for goal in goals:
+            values, least = self._count_test(goal, t, s)
+            if least < math.inf:
+                shut = values >= least
+                refused = shut if refused is None else refused | shut
+        return None if refused is None else refused.tolist()
+
+    def _count_test(self, goal: str, t: int, s: int) -> tuple[IntArray, float]:
         """A count goal's figures per broker and the least figure at which the guard turns a move from s
         to a broker down for it."""
         state = self.state
-        values, lo, hi = state.count_band(goal, t)
+        if goal in TOPIC_GOALS:
+            table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
+            assert table is not None
+            values: IntArray = table[t]
+        else:
+            values = state.rep_count if goal == REPLICA_COUNT else state.lead_count
         q_source = float(values[s]) if state.eligible_mask[s] else None
         key = (goal, t if goal in TOPIC_GOALS else -1, q_source)
         least = self._least.get(key)
         if least is None:
+            _, lo, hi = state.count_band(goal, t)
             holds = partial(_turned_down, q_source, lo, hi, state.threshold(goal))
             least = self._least[key] = _first_int(holds, lo, hi)
         return values, least
