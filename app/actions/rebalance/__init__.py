@@ -12,8 +12,8 @@ The package, along its seams:
 - :mod:`~app.actions.rebalance.goals`: the goals a plan works to in priority order (racks, disks, counts,
   topics, load), the guard every move passes, and each goal's report (why it was not met).
 - :mod:`~app.actions.rebalance.search`: the searches of the goals other than ``load``.
-- :mod:`~app.actions.rebalance.walk`: ``disk_usage``'s sheds judged as arrays (the guard's answers for a
-  broker's first replicas at a receiver at once).
+- :mod:`~app.actions.rebalance.walk`: ``disk_usage``'s and ``replica_count``'s sheds judged as arrays (the
+  guard's answers for a broker's first replicas at a receiver at once).
 - :mod:`~app.actions.rebalance.planners`: :func:`plan_rebalance` and :func:`plan_drain`.
 - :mod:`~app.actions.rebalance.generate`: Kafka's ``--generate`` comparison, :func:`kafka_generate_moves`.
 """

@@ -20,9 +20,10 @@ once, never back to a broker its partition was on, never to fewer racks) and the
   per topic, the hand-offs of a max flow from the units above the band through their items to the units
   below (:func:`follow_flow`, the flow their lower bound is published on), so that a unit whose items
   may go anywhere does not fill the only receiver another unit's items could use; the greedy finishes.
-- ``disk_usage``'s sheds are judged as arrays (:mod:`~app.actions.rebalance.walk`): at a receiver, which
-  of the broker's first items the goal, ``can_host`` and the guard let through, all at once; only that
-  move is tried, and the refusals before it are counted as one by one.
+- ``disk_usage``'s and ``replica_count``'s sheds are judged as arrays
+  (:mod:`~app.actions.rebalance.walk`): at a receiver, which of the broker's first items the goal,
+  ``can_host`` and the guard let through, all at once; only that move is tried, and the refusals before
+  it are counted as one by one.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from app.actions.rebalance.goals import (
     one_count_delta,
 )
 from app.actions.rebalance.model import FloatArray, IntArray
-from app.actions.rebalance.walk import Walk
+from app.actions.rebalance.walk import WALKED, Walk
 
 _SCAN = 64
 """Items tried per donor, receiver pair before the next pair."""
@@ -237,11 +238,10 @@ class Search:
         self.tolerance = -1e-12 * max(abs(self.band(0)[1]), 1e-300)
         """A move must change the goal by less than this (it must make it better)."""
         self.walk = (
-            Walk(goal, state, balancer, self.groups, self.tolerance)
-            if goal == DISK_USAGE and replicas
-            else None
+            Walk(goal, state, balancer, self.groups, self.tolerance) if goal in WALKED and replicas else None
         )
-        """``disk_usage``'s sheds judged as arrays (only the move that will be accepted is tried)."""
+        """``disk_usage``'s and ``replica_count``'s sheds judged as arrays (only the move that will be
+        accepted is tried)."""
         self._count_goals: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
         """The count goals :meth:`_shut_tests` judges a leadership, a follower's and a leader's replica by."""
         self._by_lbi = False

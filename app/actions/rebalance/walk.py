@@ -1,6 +1,7 @@
-"""A broker goal's shed judged as arrays (``disk_usage``'s): for a source broker's first replicas and one
-receiver, what :meth:`Search._try <app.actions.rebalance.search.Search._try>` would answer for each, with
-the same operations on every replica at once:
+"""A broker goal's shed judged as arrays (``disk_usage``'s and ``replica_count``'s): for a source
+broker's first replicas and one receiver, what
+:meth:`Search._try <app.actions.rebalance.search.Search._try>` would answer for each, with the same
+operations on every replica at once:
 
 - the goal's own delta (a move must make the goal better), then the receiver being a target;
 - :meth:`Balancer.can_host <app.actions.rebalance.balancer.Balancer.can_host>`: the partition is or was on
@@ -45,6 +46,10 @@ from app.actions.rebalance.model import FloatArray, IntArray
 BoolArray = np.ndarray[tuple[int], np.dtype[np.bool_]]
 
 _REASONS = (BLOCK_RACK, BLOCK_CAPACITY, BLOCK_HIGHER)
+WALKED = frozenset({DISK_USAGE, REPLICA_COUNT})
+"""The goals whose sheds are judged here: ``disk_usage`` (each item's own delta) and ``replica_count``
+(the same delta for every item: a receiver where it does not help ends the shed, as
+``Search._shed_to`` stops there)."""
 _TERMED = frozenset({DISK_USAGE, LOAD, LEADER_BYTES_IN, TOPIC_REPLICAS, TOPIC_LEADERS})
 """The goals whose delta depends on the item (a term per broker); the count goals' is the same for all."""
 
@@ -132,7 +137,7 @@ class Walk:
     def __init__(
         self, goal: str, state: GoalState, balancer: Balancer, groups: Groups, tolerance: float
     ) -> None:
-        assert goal == DISK_USAGE  # the goal's own delta is judged here as its term (Search._try's test)
+        assert goal in WALKED  # the goal's own delta is judged here (Search._try's and _helps' test)
         self.goal, self.state, self.balancer, self.groups = goal, state, balancer, groups
         self.tolerance = tolerance
         """A move must change the goal by less than this (``Search.tolerance``)."""
@@ -200,6 +205,8 @@ class Walk:
         items = _Items(self, rows, s)
         n = len(rows)
         for d in partners:
+            if self.goal == REPLICA_COUNT and not self._count_helps(int(rows[0]), s, d):
+                return 0  # nor will it at the receivers after d (Search._shed_to's None)
             if d not in self.balancer.target_set:
                 continue  # every item refused, nothing counted
             passing, refused = self._judge(items, s, d)
@@ -214,6 +221,10 @@ class Walk:
                     return 1
                 start = end + 1  # not expected: the normal path refused (and counted) it; the walk goes on
         return 0
+
+    def _count_helps(self, r: int, s: int, d: int) -> bool:
+        """Whether a replica leaving s for d makes ``replica_count`` better (``Search._helps``)."""
+        return bool(self.state._replica_deltas[REPLICA_COUNT](r, s, d) < self.tolerance)
 
     def _count(self, refused: tuple[BoolArray, BoolArray, BoolArray], start: int, end: int, d: int) -> None:
         """Count the refusals of items ``start:end`` at receiver d, per reason (rack spread, capacity,
@@ -235,8 +246,10 @@ class Walk:
         is in none)."""
         state = self.state
         # Search._try: the goal's delta; can_host: the partition is or was there, then rack spread
-        own = self._total(self.goal, items, s, d)
-        open_ = (own < self.tolerance) & ~items.taken[d]
+        if self.goal == REPLICA_COUNT:  # the same for every item, and it helps (checked by shed)
+            open_ = ~items.taken[d]
+        else:
+            open_ = (self._total(self.goal, items, s, d) < self.tolerance) & ~items.taken[d]
         rack_index = self.rack_index
         if rack_index[d] != rack_index[s]:
             racked = open_ & items.clash[rack_index[d]] & items.loses_rack

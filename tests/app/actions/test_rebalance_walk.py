@@ -1,4 +1,5 @@
-"""disk_usage's sheds judged as arrays (app/actions/rebalance/walk.py) against its tries one by one."""
+"""disk_usage's and replica_count's sheds judged as arrays (app/actions/rebalance/walk.py) against their tries
+one by one."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.unit
 
 SOFT = ["disk_usage", "topic_replicas", "leader_bytes_in", "topic_leaders", "load", "leader_count"]
 CAPPED = ["rack", "disk_capacity", "replica_capacity", "disk_usage", "replica_count", "load"]
+COUNTED = ["rack", "replica_count", "leader_count", "topic_replicas", "load", "leader_bytes_in"]
 
 
 def crowded_disks(seed: int) -> tuple[ClusterSnapshot, DiskInput]:
@@ -43,6 +45,7 @@ def crowded_disks(seed: int) -> tuple[ClusterSnapshot, DiskInput]:
         (1, list(GOALS), False, None),
         (0, CAPPED, False, GoalOptions(disk_max_ratio=0.45, max_replicas_per_broker=70)),
         (0, CAPPED, True, GoalOptions(disk_max_ratio=0.45, max_replicas_per_broker=70)),
+        *((seed, COUNTED, True, None) for seed in (0, 1)),
     ],
 )
 def test_disk_usage_sheds_judged_as_arrays_count_as_one_by_one(
@@ -52,20 +55,23 @@ def test_disk_usage_sheds_judged_as_arrays_count_as_one_by_one(
     loaded: bool,
     options: GoalOptions | None,
 ) -> None:
-    """Where disk_usage's shed judges a receiver's walk over the source's items as arrays and tries only
-    the move that will be accepted, the plan, each goal's figures and why_not, and every block counted per
-    goal, reason and broker are those of trying every item through can_host and the guard. ``loaded``:
-    with the leaders' bytes in (the load and leader_bytes_in goals judge each item); ``options``: with
-    capacities that refuse moves."""
+    """Where disk_usage's or replica_count's shed judges a receiver's walk over the source's items as
+    arrays and tries only the move that will be accepted, the plan, each goal's figures and why_not, and
+    every block counted per goal, reason and broker are those of trying every item through can_host and
+    the guard. ``loaded``: with the leaders' bytes in (the load and leader_bytes_in goals judge each item);
+    ``options``: with capacities that refuse moves."""
     snapshot, disks = crowded_disks(seed)
     load = leaders_bytes_in(snapshot, seed) if loaded else None
     blocks = BlockRecorder(monkeypatch)
     judged = blocks.plan(snapshot, load, goals=goals, disks=disks, options=options)
-    assert blocks.by_reason["disk_usage", "rack spread"]  # the walk counted refusals in bulk
-    if options is not None:
-        assert blocks.by_reason["disk_usage", "capacity"]
-    else:
-        assert blocks.by_reason["disk_usage", "another listed goal"]
-        assert judged[0].goals[goals.index("disk_usage")].moves
+    if "replica_count" in goals:  # its sheds are judged too
+        assert blocks.by_goal["replica_count"]
+    if "disk_usage" in goals:
+        assert blocks.by_reason["disk_usage", "rack spread"]  # the walk counted refusals in bulk
+        if options is not None:
+            assert blocks.by_reason["disk_usage", "capacity"]
+        else:
+            assert blocks.by_reason["disk_usage", "another listed goal"]
+            assert judged[0].goals[goals.index("disk_usage")].moves
     monkeypatch.setattr(Walk, "fits", lambda self, s: False)
     blocks.assert_same(judged, blocks.plan(snapshot, load, goals=goals, disks=disks, options=options))
