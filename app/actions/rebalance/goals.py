@@ -199,7 +199,8 @@ class LoadBand(Protocol):
     active_set: frozenset[int]
 
 
-def _band_distance(q: FloatArray, lo: FloatArray | float, hi: FloatArray | float) -> FloatArray:
+def band_distance(q: FloatArray, lo: FloatArray | float, hi: FloatArray | float) -> FloatArray:
+    """Each figure's distance outside the band [lo, hi] (0 inside): :func:`band_gap` on every element."""
     result: FloatArray = np.maximum(np.maximum(q - hi, lo - q), 0.0)
     return result
 
@@ -210,8 +211,8 @@ def one_count_delta(q_source: float | None, q_receiver: float, lo: float, hi: fl
     value."""
     total = 0.0
     if q_source is not None:
-        total += _gap(q_source - 1.0, lo, hi) - _gap(q_source, lo, hi)
-    total += _gap(q_receiver + 1.0, lo, hi) - _gap(q_receiver, lo, hi)
+        total += band_gap(q_source - 1.0, lo, hi) - band_gap(q_source, lo, hi)
+    total += band_gap(q_receiver + 1.0, lo, hi) - band_gap(q_receiver, lo, hi)
     return total
 
 
@@ -219,7 +220,8 @@ def _always(p: int) -> bool:
     return True
 
 
-def _gap(q: float, lo: float, hi: float) -> float:
+def band_gap(q: float, lo: float, hi: float) -> float:
+    """How far ``q`` lies outside the band [lo, hi] (0 inside)."""
     return q - hi if q > hi else (lo - q if q < lo else 0.0)
 
 
@@ -439,13 +441,13 @@ class GoalState:
             )
         if goal == LOAD:
             db = np.asarray(self.band.db)[self.band.active]
-            return float(_band_distance(db, self.band.lo, self.band.hi).sum())
+            return float(band_distance(db, self.band.lo, self.band.hi).sum())
         if goal == DISK_USAGE:
             if DISK_USAGE not in self.bands:
                 return None
             known = el & self.disk_known
             lo, hi = self.bands[DISK_USAGE]
-            return float(_band_distance(self.used[known] / self.cap[known], lo, hi).sum())
+            return float(band_distance(self.used[known] / self.cap[known], lo, hi).sum())
         if goal in (REPLICA_COUNT, LEADER_COUNT, LEADER_BYTES_IN):
             if goal == LEADER_BYTES_IN and not self.has_lbi:
                 return None
@@ -455,12 +457,12 @@ class GoalState:
                 LEADER_BYTES_IN: self.lbi_broker,
             }
             lo, hi = self.bands[goal]
-            return float(_band_distance(q[goal][el].astype(np.float64), lo, hi).sum())
+            return float(band_distance(q[goal][el].astype(np.float64), lo, hi).sum())
         if goal in TOPIC_GOALS:
             table = self.topic_rep if goal == TOPIC_REPLICAS else self.topic_lead
             assert table is not None
             avg = self.topic_avg[goal][:, None]
-            return float(_band_distance(table[:, el].astype(np.float64), avg - 1.0, avg + 1.0).sum())
+            return float(band_distance(table[:, el].astype(np.float64), avg - 1.0, avg + 1.0).sum())
         raise AssertionError(goal)
 
     # -- deltas of one move, per goal (negative: better)
@@ -532,9 +534,9 @@ class GoalState:
         active = self.band.active_set
         total = 0.0
         if s in active:
-            total += _gap(db[s] - w, lo, hi) - _gap(db[s], lo, hi)
+            total += band_gap(db[s] - w, lo, hi) - band_gap(db[s], lo, hi)
         if d in active:
-            total += _gap(db[d] + w, lo, hi) - _gap(db[d], lo, hi)
+            total += band_gap(db[d] + w, lo, hi) - band_gap(db[d], lo, hi)
         return total
 
     def _ratio_delta(self, s: int, d: int, size: float) -> float:
@@ -545,10 +547,10 @@ class GoalState:
         judged, used, caps = self._ratio_judged, self._used, self._cap
         if judged[s]:
             cap = caps[s]
-            total += _gap((used[s] - size) / cap, lo, hi) - _gap(used[s] / cap, lo, hi)
+            total += band_gap((used[s] - size) / cap, lo, hi) - band_gap(used[s] / cap, lo, hi)
         if judged[d]:
             cap = caps[d]
-            total += _gap((used[d] + size) / cap, lo, hi) - _gap(used[d] / cap, lo, hi)
+            total += band_gap((used[d] + size) / cap, lo, hi) - band_gap(used[d] / cap, lo, hi)
         return total
 
     def _count_delta(
@@ -564,10 +566,10 @@ class GoalState:
         el = self._eligible
         if el[s]:
             v = float(q[s])
-            total += _gap(v - amount, lo, hi) - _gap(v, lo, hi)
+            total += band_gap(v - amount, lo, hi) - band_gap(v, lo, hi)
         if el[d]:
             v = float(q[d])
-            total += _gap(v + amount, lo, hi) - _gap(v, lo, hi)
+            total += band_gap(v + amount, lo, hi) - band_gap(v, lo, hi)
         return total
 
     def _topic_delta(self, goal: str, p: int, s: int, d: int) -> float:
@@ -606,6 +608,17 @@ class GoalState:
             return True
         return self._disk_capped[d] and self._used[d] + size > self._disk_limit[d]
 
+    def count_figures(self, goal: str, t: int) -> IntArray:
+        """A count goal's figures per broker (of topic t for the topic goals), as the array kept in step."""
+        if goal == REPLICA_COUNT:
+            return self.rep_count
+        if goal == LEADER_COUNT:
+            return self.lead_count
+        table = self.topic_rep if goal == TOPIC_REPLICAS else self.topic_lead
+        assert table is not None
+        row: IntArray = table[t]
+        return row
+
     def count_band(self, goal: str, t: int) -> tuple[list[int], float, float]:
         """A count goal's figures per broker (of topic t for the topic goals) and its band."""
         if goal == REPLICA_COUNT:
@@ -625,12 +638,12 @@ class GoalState:
         total = 0.0
         if self._eligible[s]:
             v = float(self._lbi[s])
-            total += _gap(v - amount, lo, hi) - _gap(v, lo, hi)
+            total += band_gap(v - amount, lo, hi) - band_gap(v, lo, hi)
         q: FloatArray = np.asarray(self.lbi_broker, dtype=np.float64)  # the list's figures (no copy)
         held = self._lbi_held
         if held is None or held[0] != lo or held[1] != hi:
-            held = self._lbi_held = (lo, hi, _band_distance(q, lo, hi))
-        gained = _band_distance(q + amount, lo, hi) - held[2]
+            held = self._lbi_held = (lo, hi, band_distance(q, lo, hi))
+        gained = band_distance(q + amount, lo, hi) - held[2]
         limit = self.threshold(LEADER_BYTES_IN)
         refused: list[bool] = np.where(self.eligible_mask, total + gained > limit, total > limit).tolist()
         return refused
@@ -831,7 +844,7 @@ class GoalState:
             return [
                 f"broker {ids[b]}"
                 for b in self.band.active
-                if _gap(self.band.db[b], self.band.lo, self.band.hi) > 0
+                if band_gap(self.band.db[b], self.band.lo, self.band.hi) > 0
             ]
         if goal == DISK_USAGE:
             if DISK_USAGE not in self.bands:
@@ -840,7 +853,7 @@ class GoalState:
             return [
                 f"broker {ids[b]}"
                 for b in np.nonzero(el & self.disk_known)[0]
-                if _gap(self.used[b] / self.cap[b], lo, hi) > 0
+                if band_gap(self.used[b] / self.cap[b], lo, hi) > 0
             ]
         if goal in (REPLICA_COUNT, LEADER_COUNT, LEADER_BYTES_IN):
             q = {
@@ -849,13 +862,13 @@ class GoalState:
                 LEADER_BYTES_IN: self.lbi_broker,
             }
             lo, hi = self.bands[goal]
-            return [f"broker {ids[b]}" for b in np.nonzero(el)[0] if _gap(float(q[goal][b]), lo, hi) > 0]
+            return [f"broker {ids[b]}" for b in np.nonzero(el)[0] if band_gap(float(q[goal][b]), lo, hi) > 0]
         table = self.topic_rep if goal == TOPIC_REPLICAS else self.topic_lead
         assert table is not None
         avg = self.topic_avg[goal]
         out: list[str] = []
         for t, b in zip(
-            *np.nonzero(_band_distance(table.astype(np.float64), avg[:, None] - 1, avg[:, None] + 1)),
+            *np.nonzero(band_distance(table.astype(np.float64), avg[:, None] - 1, avg[:, None] + 1)),
             strict=True,
         ):
             if el[b]:

@@ -271,16 +271,12 @@ class Search:
     def _values(self, t: int) -> FloatArray:
         """The goal's quantity on every broker (of topic t)."""
         state, goal = self.state, self.goal
-        if goal == REPLICA_COUNT:
-            return state.rep_count.astype(np.float64)
-        if goal == LEADER_COUNT:
-            return state.lead_count.astype(np.float64)
         if goal == LEADER_BYTES_IN:
             values: FloatArray = np.asarray(state.lbi_broker, dtype=np.float64)
         elif goal == DISK_USAGE:
             values = np.asarray(state.used / state.cap, dtype=np.float64)
         else:
-            values = self._table()[t].astype(np.float64)
+            values = state.count_figures(goal, t).astype(np.float64)
         return values
 
     def band(self, t: int) -> tuple[float, float]:
@@ -435,14 +431,8 @@ class Search:
     def _count_partners(self, t: int, b: int, above: bool, lo: float, hi: float) -> list[int]:
         """:meth:`_partners` for a count goal: the same order, sorted on one whole-number key (the partners
         it would push out of the band, their count, the broker) as a count is whole."""
-        candidates, state = self.brokers, self.state
-        if self.goal == REPLICA_COUNT:
-            counts = state.rep_count
-        elif self.goal == LEADER_COUNT:
-            counts = state.lead_count
-        else:
-            counts = self._table()[t]
-        values = counts[candidates]
+        candidates = self.brokers
+        values = self.state.count_figures(self.goal, t)[candidates]
         if above:
             keep = (candidates != b) & (values < hi)
             c, v = candidates[keep], values[keep]
@@ -658,12 +648,7 @@ class Search:
         """A count goal's figures per broker and the least figure at which the guard turns a move from s
         to a broker down for it."""
         state = self.state
-        if goal in TOPIC_GOALS:
-            table = state.topic_rep if goal == TOPIC_REPLICAS else state.topic_lead
-            assert table is not None
-            values: IntArray = table[t]
-        else:
-            values = state.rep_count if goal == REPLICA_COUNT else state.lead_count
+        values = state.count_figures(goal, t)
         q_source = float(values[s]) if state.eligible_mask[s] else None
         key = (goal, t if goal in TOPIC_GOALS else -1, q_source)
         least = self._least.get(key)

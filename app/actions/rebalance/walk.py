@@ -40,6 +40,8 @@ from app.actions.rebalance.goals import (
     TOPIC_LEADERS,
     TOPIC_REPLICAS,
     GoalState,
+    band_distance,
+    band_gap,
 )
 from app.actions.rebalance.model import FloatArray, IntArray
 
@@ -52,17 +54,6 @@ WALKED = frozenset({DISK_USAGE, REPLICA_COUNT})
 ``Search._shed_to`` stops there)."""
 _TERMED = frozenset({DISK_USAGE, LOAD, LEADER_BYTES_IN, TOPIC_REPLICAS, TOPIC_LEADERS})
 """The goals whose delta depends on the item (a term per broker); the count goals' is the same for all."""
-
-
-def _gaps(q: FloatArray, lo: FloatArray | float, hi: FloatArray | float) -> FloatArray:
-    """:func:`~app.actions.rebalance.goals._gap` on every element: the same value for finite figures (the
-    larger of ``q - hi``, ``lo - q`` and 0, as the guard's ``_band_distance``)."""
-    result: FloatArray = np.maximum(np.maximum(q - hi, lo - q), 0.0)
-    return result
-
-
-def _gap(q: float, lo: float, hi: float) -> float:
-    return q - hi if q > hi else (lo - q if q < lo else 0.0)
 
 
 class _Items:
@@ -311,21 +302,21 @@ class Walk:
             lo, hi = state.bands[DISK_USAGE]
             used, cap = state._used[b], state._cap[b]
             moved = used - items.sizes if source else used + items.sizes
-            return _gaps(moved / cap, lo, hi) - _gap(used / cap, lo, hi)
+            return band_distance(moved / cap, lo, hi) - band_gap(used / cap, lo, hi)
         if goal == LOAD:
             band = state.band
             if b not in band.active_set:
                 return None
             assert items.weights is not None
             v, w = band.db[b], items.weights
-            return _gaps(v - w if source else v + w, band.lo, band.hi) - _gap(v, band.lo, band.hi)
+            return band_distance(v - w if source else v + w, band.lo, band.hi) - band_gap(v, band.lo, band.hi)
         if goal == LEADER_BYTES_IN:
             if not state._eligible[b]:
                 return None
             assert items.lbi is not None
             lo, hi = state.bands[LEADER_BYTES_IN]
             v = float(state._lbi[b])
-            return _gaps(v - items.lbi if source else v + items.lbi, lo, hi) - _gap(v, lo, hi)
+            return band_distance(v - items.lbi if source else v + items.lbi, lo, hi) - band_gap(v, lo, hi)
         if goal in (TOPIC_REPLICAS, TOPIC_LEADERS):
             if not state._eligible[b]:
                 return None
@@ -334,5 +325,6 @@ class Walk:
             assert items.topic is not None
             below, above = items.bands[goal]
             count: FloatArray = table[items.topic, b].astype(np.float64)
-            return _gaps(count - 1.0 if source else count + 1.0, below, above) - _gaps(count, below, above)
+            moved_count = count - 1.0 if source else count + 1.0
+            return band_distance(moved_count, below, above) - band_distance(count, below, above)
         raise AssertionError(goal)
