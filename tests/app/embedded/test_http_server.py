@@ -10,6 +10,7 @@ import struct
 import threading
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -22,8 +23,18 @@ pytestmark = pytest.mark.integration
 BODY = b"x" * (4 << 20)  # more than any socket buffer holds: the write meets the closed connection
 
 
+@dataclass
+class Served:
+    """The server's port, the event that lets ``/slow`` answer, and the test's captured output and log."""
+
+    port: int
+    client_gone: threading.Event
+    capsys: pytest.CaptureFixture[str]
+    caplog: pytest.LogCaptureFixture
+
+
 @pytest.fixture
-def server() -> Iterator[tuple[QuietHTTPServer, threading.Event]]:
+def served(capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> Iterator[Served]:
     client_gone = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
@@ -44,7 +55,7 @@ def server() -> Iterator[tuple[QuietHTTPServer, threading.Event]]:
     thread = threading.Thread(target=quiet.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
-        yield quiet, client_gone
+        yield Served(quiet.server_address[1], client_gone, capsys, caplog)
     finally:
         quiet.shutdown()
         quiet.server_close()
@@ -58,31 +69,23 @@ def _get(port: int, path: str) -> int:
 
 
 def test_a_client_that_goes_away_mid_answer_leaves_stderr_empty_and_the_server_serving(
-    server: tuple[QuietHTTPServer, threading.Event],
-    capsys: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    served: Served,
 ) -> None:
-    quiet, client_gone = server
-    port = quiet.server_address[1]
+    port, caplog = served.port, served.caplog
     caplog.set_level(logging.DEBUG, logger="app.embedded.http_server")
     client = socket.create_connection(("127.0.0.1", port))
     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
     client.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
     client.close()
-    client_gone.set()
+    served.client_gone.set()
     assert _get(port, "/") == 200, "the server goes on serving"
     wait_for(lambda: any("went away" in r.getMessage() for r in caplog.records), message="the debug line")
     assert all(r.levelno == logging.DEBUG for r in caplog.records), caplog.text
-    assert capsys.readouterr().err == ""
+    assert served.capsys.readouterr().err == ""
 
 
-def test_a_handler_that_raises_is_logged_with_its_traceback_not_printed(
-    server: tuple[QuietHTTPServer, threading.Event],
-    capsys: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    quiet, _ = server
-    port = quiet.server_address[1]
+def test_a_handler_that_raises_is_logged_with_its_traceback_not_printed(served: Served) -> None:
+    port, caplog = served.port, served.caplog
     with pytest.raises(http.client.RemoteDisconnected):  # closed without an answer
         _get(port, "/boom")
     assert _get(port, "/") == 200
@@ -90,4 +93,4 @@ def test_a_handler_that_raises_is_logged_with_its_traceback_not_printed(
     failed = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert failed[0].exc_info is not None
     assert "the handler's own bug" in caplog.text
-    assert capsys.readouterr().err == ""
+    assert served.capsys.readouterr().err == ""
