@@ -59,7 +59,7 @@ alertmanager:
 		echo "could not install prometheus-alertmanager: run 'apt-get install prometheus-alertmanager' as root" >&2
 
 test: lint prometheus alertmanager
-	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=30
+	$(BIN)/pytest -n 3 --dist loadfile --durations=30
 
 # The pure tests alone (marker `unit`: no sockets, no subprocesses, no Spark), the property tests with
 # fewer examples: about 2 minutes on 2 busy cores. `make test` runs everything.

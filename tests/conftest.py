@@ -37,5 +37,4 @@ pytest_plugins = [
     "tests.support.prometheus",
     "tests.support.alertmanager",
     "tests.support.tansu",
-    "tests.support.schedule",
 ]
